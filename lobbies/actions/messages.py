@@ -1,0 +1,243 @@
+"""Sending and acknowledging messages: accepted means committed, refused means nothing stored."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Min, Sum
+from django.utils import timezone
+
+from lobbies.errors import BrokerError, conflict, not_found
+from lobbies.models import (
+    Agent,
+    Delivery,
+    DeliveryState,
+    HeldReason,
+    Kind,
+    Message,
+    ReceiptEvent,
+    Scope,
+)
+from lobbies.schemas import SendMessage
+
+NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    message: Message
+    duplicate: bool
+
+
+def request_hash(args: SendMessage) -> str:
+    """A digest of the whole validated request, to tell an identical retry from a changed one."""
+    canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> Message | None:
+    original = Message.objects.filter(sender=sender, client_request_id=args.client_request_id).first()
+    if original is None:
+        return None
+    if original.request_hash != digest:
+        raise conflict(
+            "idempotency_conflict",
+            f"client_request_id {args.client_request_id!r} was already used for a different "
+            f"request (message {original.pk}); use a new id for a new message",
+            message_id=original.pk,
+        )
+    return original
+
+
+def _recipient(sender: Agent, name: str) -> Agent:
+    recipient = Agent.objects.filter(lobby_id=sender.lobby_id, agent_id=name).first()
+    if recipient is None:
+        raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
+    if not recipient.enabled:
+        raise conflict("recipient_disabled", f"agent {name!r} is disabled and receives nothing")
+    return recipient
+
+
+def _check_reply_to(sender: Agent, message_id: int | None) -> None:
+    """A reply may name an expired message, but never a stored one the sender cannot see."""
+    if message_id is None:
+        return
+    target = Message.objects.filter(pk=message_id).only("lobby_id", "sender_id").first()
+    if target is None:
+        return
+    visible = target.lobby_id == sender.lobby_id and (
+        target.sender_id == sender.pk
+        or Delivery.objects.filter(message_id=message_id, recipient=sender).exists()
+    )
+    if not visible:
+        raise not_found("unknown_message", f"reply_to names message {message_id}, not yours to see")
+
+
+def _check_send_rate(sender: Agent, now: timezone.datetime) -> None:
+    limit = settings.BOUNDS.sends_per_minute
+    window_start = now - timedelta(minutes=1)
+    recent = Message.objects.filter(sender=sender, created_at__gt=window_start).aggregate(
+        n=Count("id"), oldest=Min("created_at")
+    )
+    if recent["n"] >= limit:
+        retry_after = max(1, math.ceil((recent["oldest"] - window_start).total_seconds()))
+        raise BrokerError(
+            429,
+            "rate_limited",
+            f"you sent {recent['n']} messages in the last minute; the limit is {limit} "
+            f"(POCOLOBBY_SENDS_PER_MINUTE)",
+            retry_after=retry_after,
+        )
+
+
+def _check_capacity(recipient: Agent, content_bytes: int) -> None:
+    bounds = settings.BOUNDS
+    queued = Delivery.objects.filter(
+        recipient=recipient, state__in=[DeliveryState.PENDING, DeliveryState.HELD]
+    ).exclude(held_reason__in=[HeldReason.RECIPIENT_DISABLED, HeldReason.REMOVED,
+                               HeldReason.ROOM_DELETED, HeldReason.CANCELLED])
+    totals = queued.aggregate(n=Count("id"), size=Sum("content_bytes"))
+    count, size = totals["n"], totals["size"] or 0
+    if count + 1 > bounds.queued_messages_per_recipient:
+        raise BrokerError(
+            507,
+            "recipient_capacity",
+            f"{recipient.agent_id} already has {count} unacknowledged messages; the limit is "
+            f"{bounds.queued_messages_per_recipient} (POCOLOBBY_QUEUED_MESSAGES)",
+        )
+    if size + content_bytes > bounds.queued_bytes_per_recipient:
+        raise BrokerError(
+            507,
+            "recipient_capacity",
+            f"{recipient.agent_id} already has {size} bytes unacknowledged; this message would "
+            f"pass the limit of {bounds.queued_bytes_per_recipient} bytes (POCOLOBBY_QUEUED_BYTES)",
+        )
+
+
+def _next_sequence(lobby_id: int) -> int:
+    """Bump the lobby's message sequence; on PostgreSQL this also serializes sends per lobby."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 "
+            "WHERE id = %s RETURNING message_sequence",
+            [lobby_id],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
+    """Store a direct message and its recipient row in one transaction; answer after commit."""
+    digest = request_hash(args)
+    original = _original_for_retry(sender, args, digest)
+    if original is not None:
+        return SendOutcome(original, duplicate=True)
+    recipient = _recipient(sender, args.to)
+    _check_reply_to(sender, args.reply_to)
+    content_bytes = len(args.content.encode("utf-8"))
+    try:
+        with transaction.atomic():
+            sequence = _next_sequence(sender.lobby_id)
+            now = timezone.now()
+            _check_send_rate(sender, now)
+            _check_capacity(recipient, content_bytes)
+            message = Message.objects.create(
+                lobby_id=sender.lobby_id,
+                sequence=sequence,
+                sender=sender,
+                sender_name=sender.agent_id,
+                scope=Scope.DIRECT,
+                kind=args.kind,
+                reply_expected=_reply_expected(args),
+                priority=args.priority,
+                content=args.content,
+                content_bytes=content_bytes,
+                fields=args.fields.model_dump(exclude_none=True) if args.fields else {},
+                reply_to=args.reply_to,
+                correlation_id=args.correlation_id or "",
+                client_request_id=args.client_request_id,
+                request_hash=digest,
+                created_at=now,
+            )
+            Delivery.objects.create(
+                message=message,
+                recipient=recipient,
+                state=DeliveryState.PENDING,
+                content_bytes=content_bytes,
+                delivered_at=now,
+            )
+    except IntegrityError:
+        # A concurrent identical request won the (sender, client_request_id) race.
+        original = _original_for_retry(sender, args, digest)
+        if original is None:
+            raise
+        return SendOutcome(original, duplicate=True)
+    return SendOutcome(message, duplicate=False)
+
+
+def _reply_expected(args: SendMessage) -> bool:
+    if args.kind is None:
+        return False
+    if args.reply_expected is not None:
+        return args.reply_expected
+    return args.kind not in NO_REPLY_KINDS
+
+
+@dataclass(frozen=True)
+class AcknowledgeOutcome:
+    acknowledged: list[int]
+    unknown_message_ids: list[int]
+    held_message_ids: list[int]
+    receipt_sequence: int
+
+
+def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOutcome:
+    """Mark exactly the named deliveries seen, each with a receipt event; all or nothing."""
+    ids = list(dict.fromkeys(message_ids))
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent.pk)
+        deliveries = {
+            d.message_id: d
+            for d in Delivery.objects.filter(recipient=agent, message_id__in=ids).select_for_update()
+        }
+        missing = [i for i in ids if i not in deliveries]
+        stored = set(Message.objects.filter(pk__in=missing).values_list("pk", flat=True))
+        if stored:
+            first = min(stored)
+            raise conflict(
+                "not_a_recipient",
+                f"message {first} was not delivered to you; acknowledge only your own inbox",
+                message_ids=sorted(stored),
+            )
+        not_yet = [i for i, d in deliveries.items() if d.held_reason == HeldReason.SCHEDULED]
+        if not_yet:
+            raise conflict(
+                "not_yet_delivered",
+                f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
+                message_ids=not_yet,
+            )
+        to_mark = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING]
+        now = timezone.now()
+        if to_mark:
+            Delivery.objects.filter(recipient=agent, message_id__in=to_mark).update(
+                state=DeliveryState.SEEN, agent_seen_at=now
+            )
+            first_sequence = agent.receipt_sequence + 1
+            ReceiptEvent.objects.bulk_create(
+                ReceiptEvent(agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now)
+                for n, mid in enumerate(to_mark)
+            )
+            agent.receipt_sequence += len(to_mark)
+            Agent.objects.filter(pk=agent.pk).update(receipt_sequence=agent.receipt_sequence)
+    held = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.HELD]
+    return AcknowledgeOutcome(
+        acknowledged=[i for i in ids if i in deliveries and i not in held],
+        unknown_message_ids=missing,
+        held_message_ids=held,
+        receipt_sequence=agent.receipt_sequence,
+    )

@@ -1,0 +1,176 @@
+"""The operator's operations (admin token): lobbies, agents and credentials, each audited."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from lobbies.actions.audit import record_audit
+from lobbies.errors import conflict, not_found
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditAction,
+    Credential,
+    DeletedLobby,
+    Delivery,
+    DeliveryState,
+    HeldReason,
+    Lobby,
+    RetiredRuntime,
+)
+from lobbies.names import check_lobby_name, check_name
+from lobbies.tokens import new_token
+
+OPERATOR = ActorKind.OPERATOR
+
+
+def lobby_named(name: str) -> Lobby:
+    lobby = Lobby.objects.filter(name=name).first()
+    if lobby is None:
+        raise not_found("unknown_lobby", f"no lobby named {name!r}")
+    return lobby
+
+
+def agent_named(lobby_name: str, agent_id: str) -> Agent:
+    agent = Agent.objects.select_related("lobby").filter(
+        lobby__name=lobby_name, agent_id=agent_id
+    ).first()
+    if agent is None:
+        lobby_named(lobby_name)
+        raise not_found("unknown_agent", f"no agent {agent_id!r} in lobby {lobby_name!r}")
+    return agent
+
+
+def create_lobby(name: str) -> Lobby:
+    check_lobby_name(name)
+    if DeletedLobby.objects.filter(name=name).exists():
+        raise conflict("lobby_name_retired", f"lobby name {name!r} belonged to a deleted lobby")
+    try:
+        with transaction.atomic():
+            lobby = Lobby.objects.create(name=name, created_at=timezone.now())
+            record_audit(OPERATOR, AuditAction.LOBBY_CREATED, lobby_name=name, target=name)
+    except IntegrityError:
+        raise conflict("lobby_exists", f"lobby {name!r} already exists") from None
+    return lobby
+
+
+def delete_lobby(name: str) -> None:
+    """Hard delete in one transaction; the name is kept so no new lobby inherits it."""
+    with transaction.atomic():
+        lobby = lobby_named(name)
+        counts = {"agents": lobby.agents.count(), "messages": lobby.messages.count()}
+        lobby.delete()
+        DeletedLobby.objects.create(name=name, deleted_at=timezone.now())
+        record_audit(OPERATOR, AuditAction.LOBBY_DELETED, lobby_name=name, target=name,
+                     detail=counts)
+
+
+def _issue_credential(agent: Agent) -> str:
+    token, digest = new_token()
+    Credential.objects.create(agent=agent, token_hash=digest, created_at=timezone.now())
+    return token
+
+
+def add_agent(
+    lobby_name: str,
+    agent_id: str,
+    *,
+    description: str = "",
+    role: str = "",
+    manage_rooms: bool = False,
+    broadcast: bool = False,
+) -> tuple[Agent, str]:
+    """Admit an agent and issue its first token, which is returned once and never stored."""
+    check_name(agent_id, "agent name")
+    with transaction.atomic():
+        lobby = lobby_named(lobby_name)
+        if Agent.objects.filter(lobby=lobby, agent_id=agent_id).exists():
+            raise conflict("agent_exists", f"agent {agent_id!r} already exists in {lobby_name!r}")
+        agent = Agent.objects.create(
+            lobby=lobby,
+            agent_id=agent_id,
+            description=description,
+            role=role,
+            manage_rooms=manage_rooms,
+            broadcast=broadcast,
+            created_at=timezone.now(),
+        )
+        token = _issue_credential(agent)
+        record_audit(OPERATOR, AuditAction.AGENT_ADDED, lobby_name=lobby_name, agent_id=agent_id,
+                     target=agent_id,
+                     detail={"manage_rooms": manage_rooms, "broadcast": broadcast})
+    return agent, token
+
+
+def rotate_credential(lobby_name: str, agent_id: str) -> str:
+    """Revoke every token of the agent and issue a new one; the binding is released."""
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        now = timezone.now()
+        revoked = Credential.objects.filter(agent=agent, revoked_at__isnull=True).update(
+            revoked_at=now
+        )
+        token = _issue_credential(agent)
+        Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
+        record_audit(OPERATOR, AuditAction.CREDENTIAL_ROTATED, lobby_name=lobby_name,
+                     agent_id=agent_id, target=agent_id, detail={"revoked": revoked})
+    return token
+
+
+def _retire_runtime(agent: Agent) -> str | None:
+    """Retire the bound runtime for good and clear what it claimed (owner requests)."""
+    retired = agent.runtime_id
+    if retired:
+        RetiredRuntime.objects.get_or_create(
+            agent=agent, runtime_id=retired, defaults={"retired_at": timezone.now()}
+        )
+    Agent.objects.filter(pk=agent.pk).update(
+        runtime_id=None,
+        runtime_bound_at=None,
+        runtime_generation=agent.runtime_generation + 1,
+        owner_request_count=0,
+        owner_request_line="",
+        owner_requests_updated_at=None,
+    )
+    return retired
+
+
+def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        retired = _retire_runtime(agent)
+        record_audit(OPERATOR, AuditAction.RUNTIME_RESET, lobby_name=lobby_name,
+                     agent_id=agent_id, target=agent_id, detail={"runtime_id": retired})
+    return retired
+
+
+def disable_agent(lobby_name: str, agent_id: str) -> int:
+    """Stop all delivery to the agent; its undelivered copies stay visible as held."""
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        held = Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING).update(
+            state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
+        )
+        Agent.objects.filter(pk=agent.pk).update(enabled=False)
+        _retire_runtime(agent)
+        record_audit(OPERATOR, AuditAction.AGENT_DISABLED, lobby_name=lobby_name,
+                     agent_id=agent_id, target=agent_id, detail={"held": held})
+    return held
+
+
+def enable_agent(lobby_name: str, agent_id: str) -> None:
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        Agent.objects.filter(pk=agent.pk).update(enabled=True)
+        record_audit(OPERATOR, AuditAction.AGENT_ENABLED, lobby_name=lobby_name,
+                     agent_id=agent_id, target=agent_id)
+
+
+def remove_agent(lobby_name: str, agent_id: str) -> None:
+    """Delete the identity, its tokens and inbox; messages it sent stay under its name."""
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        agent.delete()
+        record_audit(OPERATOR, AuditAction.AGENT_REMOVED, lobby_name=lobby_name,
+                     agent_id=agent_id, target=agent_id)

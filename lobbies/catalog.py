@@ -1,0 +1,178 @@
+"""The tool catalog: each operation's name, description and schema, and the one dispatch path.
+
+A route and `POST /v1/tools/<name>` both call `run_tool`, so validation, authorization and
+idempotency exist once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from lobbies import selectors
+from lobbies.actions import agents as agent_actions
+from lobbies.actions import messages as message_actions
+from lobbies.errors import BrokerError, bad_request, forbidden, not_found
+from lobbies.models import Agent
+from lobbies.schemas import (
+    AcknowledgeMessages,
+    GetMessages,
+    ListAgents,
+    Operation,
+    SendMessage,
+    SetOwnerRequests,
+    SetStatus,
+)
+
+Result = dict[str, Any]
+
+
+def _send_message(agent: Agent, args: SendMessage) -> Result:
+    outcome = message_actions.send_message(agent, args)
+    return selectors.send_result(agent, outcome.message, duplicate=outcome.duplicate)
+
+
+def _get_messages(agent: Agent, args: GetMessages) -> Result:
+    if args.view == "history":
+        return selectors.history_page(agent, args.query, args.limit, args.cursor)
+    return selectors.inbox_page(agent, args.limit, args.cursor)
+
+
+def _acknowledge_messages(agent: Agent, args: AcknowledgeMessages) -> Result:
+    outcome = message_actions.acknowledge_messages(agent, args.message_ids)
+    return {
+        "acknowledged": outcome.acknowledged,
+        "unknown_message_ids": outcome.unknown_message_ids,
+        "held_message_ids": outcome.held_message_ids,
+        "receipt_sequence": outcome.receipt_sequence,
+    }
+
+
+def _list_agents(agent: Agent, args: ListAgents) -> Result:
+    return selectors.list_agents(agent)
+
+
+def _set_status(agent: Agent, args: SetStatus) -> Result:
+    agent = agent_actions.set_status(agent, args)
+    return {"status": agent.status_line or None, "updated_at": selectors.iso(agent.status_updated_at)}
+
+
+def _set_owner_requests(agent: Agent, args: SetOwnerRequests) -> Result:
+    agent = agent_actions.set_owner_requests(agent, args)
+    return {
+        "count": agent.owner_request_count,
+        "line": agent.owner_request_line,
+        "updated_at": selectors.iso(agent.owner_requests_updated_at),
+    }
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    schema: type[Operation]
+    run: Callable[[Agent, Any], Result]
+    guidance: str = ""
+    permission: str | None = None
+
+    @property
+    def description(self) -> str:
+        summary = inspect.cleandoc(self.schema.__doc__ or "")
+        return f"{summary} {self.guidance}".strip()
+
+    def definition(self) -> dict[str, Any]:
+        schema = self.schema.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in [
+        Tool(
+            "send_message",
+            SendMessage,
+            _send_message,
+            guidance=(
+                "Answers status 'stored' once the message is committed. If the outcome is "
+                "uncertain, retry with the same arguments and client_request_id; a retry is "
+                "recognized only while the original is stored (about a day), so check your "
+                "history before resending anything older."
+            ),
+        ),
+        Tool("get_messages", GetMessages, _get_messages),
+        Tool(
+            "acknowledge_messages",
+            AcknowledgeMessages,
+            _acknowledge_messages,
+            guidance="Ids no longer stored come back in unknown_message_ids and record nothing.",
+        ),
+        Tool("list_agents", ListAgents, _list_agents),
+        Tool("set_status", SetStatus, _set_status),
+        Tool("set_owner_requests", SetOwnerRequests, _set_owner_requests),
+    ]
+}
+
+
+def _allowed(agent: Agent, tool: Tool) -> bool:
+    return tool.permission is None or bool(getattr(agent, tool.permission))
+
+
+def catalog_for(agent: Agent) -> dict[str, Any]:
+    """The permission-filtered catalog with a revision hashing exactly these definitions."""
+    definitions = [t.definition() for t in TOOLS.values() if _allowed(agent, t)]
+    canonical = json.dumps(definitions, sort_keys=True, separators=(",", ":"))
+    revision = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return {"revision": revision, "tools": definitions}
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One sentence per problem, naming the argument: what a model or a person can fix."""
+    parts = []
+    for item in error.errors(include_url=False)[:5]:
+        location = ".".join(str(p) for p in item["loc"]) or "arguments"
+        if item["type"] == "extra_forbidden":
+            parts.append(f"unknown argument {location!r}")
+        elif item["type"] == "missing":
+            parts.append(f"missing argument {location!r}")
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+            parts.append(f"{location}: {message}")
+    more = len(error.errors()) - 5
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def parse_arguments(
+    schema: type[Operation], raw: Mapping[str, Any], *, from_strings: bool = False
+) -> Operation:
+    try:
+        if from_strings:
+            return schema.model_validate_strings(dict(raw))
+        return schema.model_validate(raw)
+    except ValidationError as error:
+        raise bad_request(describe_validation_error(error)) from None
+
+
+def run_tool(
+    agent: Agent, name: str, raw: Mapping[str, Any], *, from_strings: bool = False
+) -> Result:
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise not_found("unknown_tool", f"no operation named {name!r}; GET /v1/tools lists them")
+    if not _allowed(agent, tool):
+        raise forbidden("permission_required", f"{name} needs the {tool.permission} permission")
+    if not isinstance(raw, Mapping):
+        raise bad_request("arguments must be a JSON object")
+    args = parse_arguments(tool.schema, raw, from_strings=from_strings)
+    return tool.run(agent, args)
+
+
+__all__ = ["TOOLS", "BrokerError", "catalog_for", "run_tool"]

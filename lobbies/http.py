@@ -1,0 +1,96 @@
+"""What every /v1 view shares: JSON in and out, errors as JSON, no cookies, no Origin."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from lobbies.errors import BrokerError, bad_request
+
+log = logging.getLogger("pocolobby.api")
+
+View = Callable[..., JsonResponse]
+
+
+def error_response(error: BrokerError) -> JsonResponse:
+    response = JsonResponse(error.as_json(), status=error.status)
+    retry_after = error.extra.get("retry_after")
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+def bearer_token(request: HttpRequest) -> str:
+    header = request.headers.get("Authorization", "")
+    if not header:
+        raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise BrokerError(401, "invalid_token", "Authorization must be 'Bearer <token>'")
+    return token.strip()
+
+
+def json_body(request: HttpRequest) -> dict[str, Any]:
+    """The request body as a JSON object, refusing oversized, malformed or non-object bodies."""
+    limit = settings.BOUNDS.request_bytes
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes") from None
+    if len(raw) > limit:
+        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0][:120] if isinstance(exc, ValueError) else "not UTF-8 JSON"
+        raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
+    return data
+
+
+def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
+    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback."""
+
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            try:
+                if request.method not in methods:
+                    raise BrokerError(
+                        405, "method_not_allowed", f"use {' or '.join(methods)} on {request.path}"
+                    )
+                if "Origin" in request.headers:
+                    raise BrokerError(
+                        403, "origin_refused", "the API serves native clients, not browser pages"
+                    )
+                return view(request, *args, **kwargs)
+            except BrokerError as error:
+                return error_response(error)
+            except Exception:
+                log.exception("internal error on %s %s", request.method, request.path)
+                return JsonResponse(
+                    {"error": {"code": "internal_error", "message": "the broker failed; retry"}},
+                    status=500,
+                )
+
+        return wrapped
+
+    return decorate

@@ -1,0 +1,276 @@
+"""The broker's store. Every closed value set is a choice list and a database CHECK."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+def closed_set(field: str, choices: type[models.TextChoices], *, nullable: bool = False) -> Q:
+    condition = Q(**{f"{field}__in": choices.values})
+    return condition | Q(**{f"{field}__isnull": True}) if nullable else condition
+
+
+class Lobby(models.Model):
+    """A private lobby: the admission and data-isolation boundary."""
+
+    name = models.CharField(max_length=40, unique=True)
+    created_at = models.DateTimeField()
+    # Highest message sequence handed out in this lobby; bumped in the send transaction.
+    message_sequence = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "lobbies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DeletedLobby(models.Model):
+    """A deleted lobby's name, kept forever so no new lobby inherits its address."""
+
+    name = models.CharField(max_length=40, unique=True)
+    deleted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Agent(models.Model):
+    """A durable address in one lobby, such as `backend`."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="agents")
+    agent_id = models.CharField(max_length=40)
+    description = models.CharField(max_length=200, blank=True, default="")
+    role = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    manage_rooms = models.BooleanField(default=False)
+    broadcast = models.BooleanField(default=False)
+    status_line = models.CharField(max_length=200, blank=True, default="")
+    status_updated_at = models.DateTimeField(null=True, blank=True)
+    owner_request_count = models.PositiveSmallIntegerField(default=0)
+    owner_request_line = models.CharField(max_length=300, blank=True, default="")
+    owner_requests_updated_at = models.DateTimeField(null=True, blank=True)
+    # Highest receipt-event sequence of this agent; bumped in the acknowledging transaction.
+    receipt_sequence = models.BigIntegerField(default=0)
+    runtime_id = models.CharField(max_length=36, null=True, blank=True)
+    runtime_generation = models.BigIntegerField(default=0)
+    runtime_bound_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["lobby", "agent_id"], name="agent_unique_per_lobby"),
+            models.CheckConstraint(
+                condition=Q(owner_request_count__lte=99), name="agent_owner_request_count_bound"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}@{self.lobby_id}"
+
+
+class RetiredRuntime(models.Model):
+    """A runtime the owner retired; it may never reclaim the agent's binding."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="retired_runtimes")
+    runtime_id = models.CharField(max_length=36)
+    retired_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "runtime_id"], name="retired_runtime_unique")
+        ]
+
+
+class Credential(models.Model):
+    """An agent's lobby token, stored only as its SHA-256."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="credentials")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"credential {self.pk} of {self.agent}"
+
+
+class Scope(models.TextChoices):
+    DIRECT = "direct"
+    ROOM = "room"
+    BROADCAST = "broadcast"
+
+
+class Kind(models.TextChoices):
+    REQUEST = "request"
+    NOTICE = "notice"
+    ASSIGNMENT = "assignment"
+    REPORT = "report"
+    QUESTION = "question"
+
+
+class Priority(models.TextChoices):
+    INFO = "info"
+    IMPORTANT = "important"
+
+
+class Message(models.Model):
+    """An immutable accepted message. The sender comes from the credential, never the body."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="messages")
+    sequence = models.BigIntegerField()
+    sender = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="sent_messages"
+    )
+    # The sender's address at acceptance, kept when the agent is later removed.
+    sender_name = models.CharField(max_length=40)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices, null=True, blank=True)
+    reply_expected = models.BooleanField(default=False)
+    priority = models.CharField(max_length=16, choices=Priority.choices)
+    content = models.TextField()
+    content_bytes = models.PositiveIntegerField()
+    fields = models.JSONField(default=dict, blank=True)
+    reply_to = models.BigIntegerField(null=True, blank=True)
+    correlation_id = models.CharField(max_length=128, blank=True, default="")
+    client_request_id = models.CharField(max_length=128)
+    # SHA-256 of the canonical request, to tell an identical retry from a changed one.
+    request_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["lobby", "sequence"], name="message_sequence_unique"),
+            models.UniqueConstraint(
+                fields=["sender", "client_request_id"], name="message_request_unique"
+            ),
+            models.CheckConstraint(condition=closed_set("scope", Scope), name="message_scope"),
+            models.CheckConstraint(
+                condition=closed_set("kind", Kind, nullable=True), name="message_kind"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("priority", Priority), name="message_priority"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["sender", "created_at"], name="message_sender_time"),
+            models.Index(fields=["lobby", "created_at"], name="message_lobby_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"message {self.pk} from {self.sender_name}"
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "pending"
+    SEEN = "seen"
+    HELD = "held"
+
+
+class HeldReason(models.TextChoices):
+    RECIPIENT_DISABLED = "recipient_disabled"
+    SCHEDULED = "scheduled"
+    REMOVED = "removed"
+    ROOM_DELETED = "room_deleted"
+    CANCELLED = "cancelled"
+
+
+class Delivery(models.Model):
+    """One recipient's inbox row for one message: the durable delivery queue."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
+    recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deliveries")
+    state = models.CharField(max_length=16, choices=DeliveryState.choices)
+    held_reason = models.CharField(
+        max_length=24, choices=HeldReason.choices, null=True, blank=True
+    )
+    # Copied from the message so queued-bytes checks need no join.
+    content_bytes = models.PositiveIntegerField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    adapter_received_at = models.DateTimeField(null=True, blank=True)
+    notification_attempted_at = models.DateTimeField(null=True, blank=True)
+    agent_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["message", "recipient"], name="delivery_unique"),
+            models.CheckConstraint(
+                condition=closed_set("state", DeliveryState), name="delivery_state"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("held_reason", HeldReason, nullable=True),
+                name="delivery_held_reason",
+            ),
+            models.CheckConstraint(
+                condition=(Q(state="held") & Q(held_reason__isnull=False))
+                | (~Q(state="held") & Q(held_reason__isnull=True)),
+                name="delivery_held_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="seen") | Q(agent_seen_at__isnull=False),
+                name="delivery_seen_has_time",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["recipient", "state", "message"], name="delivery_inbox"),
+        ]
+
+    def __str__(self) -> str:
+        return f"delivery of {self.message_id} to {self.recipient_id}"
+
+
+class ReceiptEvent(models.Model):
+    """An explicit `seen` receipt, numbered per agent so checkpoints can say what they cover."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="receipt_events")
+    sequence = models.BigIntegerField()
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="receipt_events")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "sequence"], name="receipt_sequence_unique")
+        ]
+
+
+class ActorKind(models.TextChoices):
+    OPERATOR = "operator"
+    AGENT = "agent"
+    ACCOUNT = "account"
+
+
+class AuditAction(models.TextChoices):
+    LOBBY_CREATED = "lobby_created"
+    LOBBY_DELETED = "lobby_deleted"
+    AGENT_ADDED = "agent_added"
+    AGENT_REMOVED = "agent_removed"
+    AGENT_DISABLED = "agent_disabled"
+    AGENT_ENABLED = "agent_enabled"
+    CREDENTIAL_ROTATED = "credential_rotated"
+    RUNTIME_RESET = "runtime_reset"
+
+
+class AuditEvent(models.Model):
+    """A structured audit record. No foreign keys, so it outlives what it names."""
+
+    actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
+    account = models.CharField(max_length=254, blank=True, default="")
+    agent_id = models.CharField(max_length=40, blank=True, default="")
+    lobby_name = models.CharField(max_length=40, blank=True, default="")
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    target = models.CharField(max_length=200, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=closed_set("actor_kind", ActorKind), name="audit_actor_kind"
+            ),
+            models.CheckConstraint(condition=closed_set("action", AuditAction), name="audit_action"),
+        ]
+        indexes = [models.Index(fields=["lobby_name", "created_at"], name="audit_lobby_time")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target}"

@@ -1,0 +1,32 @@
+"""Rules for the names people and agents type: lobby names and agent addresses."""
+
+from __future__ import annotations
+
+import re
+
+from lobbies.errors import bad_request
+
+NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
+_NAME = re.compile(NAME_PATTERN)
+
+# Lobby names become URL segments and host labels; these are taken by routes.
+RESERVED_LOBBY_NAMES = frozenset(
+    {"settings", "sign-in", "signin", "open", "api", "v1", "admin", "static", "handoff", "www"}
+)
+
+
+def check_name(value: str, what: str) -> str:
+    """Return the name if it is 1-40 lowercase letters, digits or inner hyphens."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise bad_request(
+            f"{what} {value!r} is not valid: use 1-40 lowercase letters, digits and inner hyphens",
+            code="invalid_name",
+        )
+    return value
+
+
+def check_lobby_name(value: str) -> str:
+    check_name(value, "lobby name")
+    if value in RESERVED_LOBBY_NAMES:
+        raise bad_request(f"lobby name {value!r} is reserved", code="reserved_name")
+    return value

@@ -1,0 +1,117 @@
+"""The operator's API under /v1/admin, authenticated by the admin token; `pocolobby` calls it."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+from typing import Annotated, Any
+
+from django.http import HttpRequest, JsonResponse
+from pydantic import Field
+
+from lobbies import selectors
+from lobbies.actions import operator
+from lobbies.catalog import parse_arguments
+from lobbies.errors import BrokerError
+from lobbies.http import api_view, bearer_token, json_body
+from lobbies.schemas import Operation, Text
+from pocolobby import config
+
+
+@functools.cache
+def _admin_token_digest() -> bytes:
+    return hashlib.sha256(config.admin_token().encode()).digest()
+
+
+def _require_operator(request: HttpRequest) -> None:
+    presented = hashlib.sha256(bearer_token(request).encode("utf-8", "surrogatepass")).digest()
+    if not hmac.compare_digest(presented, _admin_token_digest()):
+        raise BrokerError(401, "invalid_token", "this is not the broker's admin token")
+
+
+class CreateLobby(Operation):
+    name: str
+
+
+class AddAgent(Operation):
+    agent_id: str
+    description: Annotated[Text, Field(max_length=200)] = ""
+    role: Annotated[Text, Field(max_length=32_768)] = ""
+    manage_rooms: bool = False
+    broadcast: bool = False
+
+
+@api_view(("GET", "POST"))
+def lobbies(request: HttpRequest) -> JsonResponse:
+    _require_operator(request)
+    if request.method == "POST":
+        args = parse_arguments(CreateLobby, json_body(request))
+        lobby = operator.create_lobby(args.name)
+        return JsonResponse(selectors.lobby_entry(lobby), status=201)
+    return JsonResponse(
+        {"lobbies": [selectors.lobby_entry(lobby) for lobby in selectors.all_lobbies()]}
+    )
+
+
+@api_view(("DELETE",))
+def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
+    _require_operator(request)
+    operator.delete_lobby(lobby)
+    return JsonResponse({"deleted": lobby})
+
+
+@api_view(("GET", "POST"))
+def agents(request: HttpRequest, lobby: str) -> JsonResponse:
+    _require_operator(request)
+    if request.method == "POST":
+        args = parse_arguments(AddAgent, json_body(request))
+        agent, token = operator.add_agent(
+            lobby,
+            args.agent_id,
+            description=args.description,
+            role=args.role,
+            manage_rooms=args.manage_rooms,
+            broadcast=args.broadcast,
+        )
+        return JsonResponse(_credential_answer(lobby, agent.agent_id, token), status=201)
+    return JsonResponse({"agents": selectors.operator_agents(operator.lobby_named(lobby))})
+
+
+def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
+    return {"lobby": lobby, "agent": agent_id, "token": token}
+
+
+@api_view(("DELETE",))
+def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    _require_operator(request)
+    operator.remove_agent(lobby, agent_id)
+    return JsonResponse({"removed": agent_id})
+
+
+@api_view(("POST",))
+def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
+    _require_operator(request)
+    if action == "rotate":
+        return JsonResponse(
+            _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
+        )
+    if action == "disable":
+        return JsonResponse({"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)})
+    if action == "enable":
+        operator.enable_agent(lobby, agent_id)
+        return JsonResponse({"enabled": agent_id})
+    if action == "reset-runtime":
+        return JsonResponse(
+            {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
+        )
+    raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
+
+
+@api_view(("GET",))
+def status(request: HttpRequest) -> JsonResponse:
+    _require_operator(request)
+    name = request.GET.get("lobby") or None
+    if name:
+        operator.lobby_named(name)
+    return JsonResponse(selectors.status(name))

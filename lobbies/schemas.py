@@ -1,0 +1,148 @@
+"""Wire schemas: one strict pydantic model per operation validates input and yields its JSON Schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from django.conf import settings
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
+
+from lobbies.models import Kind
+from lobbies.names import NAME_PATTERN
+
+
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
+    return value
+
+
+def _line(value: str) -> str:
+    _text(value)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ValueError("must be one line without control characters")
+    return value
+
+
+def _content(value: str) -> str:
+    _text(value)
+    limit = settings.BOUNDS.content_bytes
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise ValueError(f"is {size} bytes; the limit is {limit} bytes of UTF-8")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_text)]
+Line = Annotated[str, AfterValidator(_line)]
+AgentName = Annotated[str, Field(pattern=NAME_PATTERN, description="An agent_id in your lobby")]
+MessageId = Annotated[int, Field(ge=1, le=2**62)]
+
+
+class Operation(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class MessageFields(Operation):
+    """Facts a coordinator acts on, kept out of free text."""
+
+    commit: Annotated[Line, Field(min_length=4, max_length=64)] | None = Field(
+        None, description="A commit SHA or ref the message is about"
+    )
+    files: Annotated[list[Annotated[Line, Field(min_length=1, max_length=512)]], Field(max_length=50)] | None = Field(  # noqa: E501
+        None, description="Repository-relative paths, at most 50"
+    )
+    evidence: Annotated[Line, Field(min_length=1, max_length=1024)] | None = Field(
+        None, description="A logical location each machine resolves, e.g. dropbox:team/run-42"
+    )
+    options: Annotated[list[Annotated[Line, Field(min_length=1, max_length=300)]], Field(max_length=10)] | None = Field(  # noqa: E501
+        None, description="Choices offered to the recipient, at most 10"
+    )
+    recommendation: Annotated[Text, Field(min_length=1, max_length=2000)] | None = Field(
+        None, description="The option the sender recommends, and why"
+    )
+
+
+class SendMessage(Operation):
+    """Send one message to one agent of your lobby, or to yourself."""
+
+    to: AgentName
+    content: Annotated[str, AfterValidator(_content), Field(min_length=1)] = Field(
+        description="The message text, at most 64 KiB of UTF-8"
+    )
+    client_request_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,128}$")] = Field(
+        description=(
+            "A stable id for this send: repeat it unchanged when retrying an uncertain send, "
+            "so the broker returns the original instead of storing a second message"
+        )
+    )
+    kind: Annotated[Kind, Strict(False)] | None = Field(
+        None, description="What you expect: request, notice, assignment, report or question"
+    )
+    reply_expected: bool | None = Field(
+        None, description="Defaults to false for notice and report, true for other kinds"
+    )
+    priority: Literal["info", "important"] = "info"
+    reply_to: MessageId | None = Field(None, description="The message this one answers")
+    correlation_id: Annotated[Line, Field(min_length=1, max_length=128)] | None = None
+    fields: MessageFields | None = None
+
+    @model_validator(mode="after")
+    def _reply_expectation_needs_kind(self) -> SendMessage:
+        if self.reply_expected is not None and self.kind is None:
+            raise ValueError("reply_expected needs a kind: choose one so the recipient knows")
+        return self
+
+
+class GetMessages(Operation):
+    """Read your pending inbox (oldest first) or your history (newest first), in pages."""
+
+    view: Literal["inbox", "history"] = "inbox"
+    query: Annotated[Line, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="History only: messages whose text contains this, case-insensitively"
+    )
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+    cursor: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,200}$")] | None = Field(
+        None, description="next_cursor from the previous page"
+    )
+
+    @model_validator(mode="after")
+    def _query_only_in_history(self) -> GetMessages:
+        if self.query is not None and self.view != "history":
+            raise ValueError("query searches history: pass view 'history' with it")
+        return self
+
+
+class AcknowledgeMessages(Operation):
+    """Mark explicit message ids seen. Idempotent; never acknowledges by sequence."""
+
+    message_ids: Annotated[list[MessageId], Field(min_length=1, max_length=500)]
+
+
+class ListAgents(Operation):
+    """List the enabled agents of your lobby with their status and owner requests."""
+
+
+class SetStatus(Operation):
+    """Set the one line peers read beside you in list_agents; empty clears it."""
+
+    status: Annotated[Line, Field(max_length=200)]
+
+
+class SetOwnerRequests(Operation):
+    """Say what you wait on from the owner: a count and one line naming each. 0 clears it."""
+
+    count: Annotated[int, Field(ge=0, le=99)]
+    line: Annotated[Line, Field(max_length=300)] = ""
+
+    @model_validator(mode="after")
+    def _line_names_requests(self) -> SetOwnerRequests:
+        if self.count > 0 and not self.line.strip():
+            raise ValueError("line must name what you wait on when count is above 0")
+        if self.count == 0 and self.line:
+            raise ValueError("line must be empty when count is 0 (that clears your requests)")
+        return self

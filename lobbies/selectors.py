@@ -1,0 +1,228 @@
+"""Reads: inbox and history pages, discovery, the operator's status. No writes here."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+
+from lobbies.errors import bad_request
+from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Scope
+
+
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with a Z, the one time format on the wire."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def encode_cursor(view: str, sequence: int) -> str:
+    raw = f"{view}:{sequence}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(view: str, cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        prefix, _, number = base64.urlsafe_b64decode(padded).decode().partition(":")
+        sequence = int(number)
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request("cursor is not one this broker issued", code="invalid_cursor") from None
+    if prefix != view or sequence < 0:
+        raise bad_request(f"cursor belongs to another view than {view!r}", code="invalid_cursor")
+    return sequence
+
+
+def delivery_facts(delivery: Delivery) -> dict[str, Any]:
+    return {
+        "delivery_state": delivery.state,
+        "held_reason": delivery.held_reason,
+        "delivered_at": iso(delivery.delivered_at),
+        "adapter_received_at": iso(delivery.adapter_received_at),
+        "notification_attempted_at": iso(delivery.notification_attempted_at),
+        "agent_seen_at": iso(delivery.agent_seen_at),
+    }
+
+
+def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> dict[str, Any]:
+    """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
+    body: dict[str, Any] = {
+        "message_id": message.pk,
+        "sequence": message.sequence,
+        "from": message.sender_name,
+        "scope": message.scope,
+        "kind": message.kind,
+        "reply_expected": message.reply_expected,
+        "priority": message.priority,
+        "content": message.content,
+        "fields": message.fields,
+        "reply_to": message.reply_to,
+        "correlation_id": message.correlation_id or None,
+        "created_at": iso(message.created_at),
+    }
+    if message.scope == Scope.DIRECT and deliveries:
+        body["to"] = deliveries[0].recipient.agent_id
+    if message.sender_id == viewer.pk:
+        body["client_request_id"] = message.client_request_id
+        body["recipients"] = [
+            {"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries
+        ]
+    mine = next((d for d in deliveries if d.recipient_id == viewer.pk), None)
+    if mine is not None:
+        body["delivery"] = delivery_facts(mine)
+    return body
+
+
+def send_result(sender: Agent, message: Message, *, duplicate: bool) -> dict[str, Any]:
+    deliveries = list(message.deliveries.select_related("recipient").order_by("recipient__agent_id"))
+    return {
+        "status": "stored",
+        "message_id": message.pk,
+        "sequence": message.sequence,
+        "created_at": iso(message.created_at),
+        "duplicate": duplicate,
+        "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
+    }
+
+
+def _with_deliveries(messages: QuerySet[Message]) -> QuerySet[Message]:
+    return messages.prefetch_related(
+        Prefetch(
+            "deliveries",
+            queryset=Delivery.objects.select_related("recipient").order_by("recipient__agent_id"),
+        )
+    )
+
+
+def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
+    """Pending deliveries, oldest first. Held ones (scheduled, disabled) are never listed."""
+    after = decode_cursor("inbox", cursor) if cursor else 0
+    messages = _with_deliveries(
+        Message.objects.filter(
+            deliveries__recipient=agent,
+            deliveries__state=DeliveryState.PENDING,
+            sequence__gt=after,
+        ).order_by("sequence")
+    )[: limit + 1]
+    return _page(agent, list(messages), limit, "inbox")
+
+
+def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+    """Messages the agent sent or received, newest first, optionally searched."""
+    mine = Q(sender=agent) | Exists(Delivery.objects.filter(message=OuterRef("pk"), recipient=agent))
+    messages = Message.objects.filter(mine, lobby_id=agent.lobby_id)
+    if cursor:
+        messages = messages.filter(sequence__lt=decode_cursor("history", cursor))
+    if query:
+        messages = messages.filter(content__icontains=query)
+    page = _with_deliveries(messages.order_by("-sequence"))[: limit + 1]
+    return _page(agent, list(page), limit, "history")
+
+
+def _page(agent: Agent, rows: list[Message], limit: int, view: str) -> dict[str, Any]:
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "view": view,
+        "messages": [message_for(agent, m, list(m.deliveries.all())) for m in rows],
+        "next_cursor": encode_cursor(view, rows[-1].sequence) if more else None,
+    }
+
+
+def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+    """When each agent last sent a message or received a direct one: derived, never stored."""
+    last_sent = Message.objects.filter(sender=OuterRef("pk")).order_by().values("sender")
+    last_received = (
+        Delivery.objects.filter(recipient=OuterRef("pk"), message__scope=Scope.DIRECT)
+        .exclude(delivered_at__isnull=True)
+        .order_by()
+        .values("recipient")
+    )
+    return agents.annotate(
+        last_sent_at=Subquery(last_sent.annotate(t=Max("created_at")).values("t")),
+        last_received_at=Subquery(last_received.annotate(t=Max("delivered_at")).values("t")),
+    )
+
+
+def last_message_at(agent: Agent) -> datetime | None:
+    times = [t for t in (agent.last_sent_at, agent.last_received_at) if t is not None]
+    return max(times) if times else None
+
+
+def agent_entry(agent: Agent) -> dict[str, Any]:
+    return {
+        "agent_id": agent.agent_id,
+        "description": agent.description,
+        "permissions": {"manage_rooms": agent.manage_rooms, "broadcast": agent.broadcast},
+        "status": {"line": agent.status_line, "updated_at": iso(agent.status_updated_at)}
+        if agent.status_line
+        else None,
+        "owner_requests": {
+            "count": agent.owner_request_count,
+            "line": agent.owner_request_line,
+            "updated_at": iso(agent.owner_requests_updated_at),
+        }
+        if agent.owner_request_count
+        else None,
+        "last_message_at": iso(last_message_at(agent)),
+        # Presence comes from the push connection, which this release does not serve yet.
+        "connected": None,
+        "last_heartbeat_at": None,
+        "unseen_notified_count": None,
+        "oldest_unseen_notified_at": None,
+        "notification_attention_required": None,
+    }
+
+
+def list_agents(viewer: Agent) -> dict[str, Any]:
+    agents = _with_last_message_at(
+        Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
+    )
+    return {"lobby": viewer.lobby.name, "agents": [agent_entry(a) for a in agents]}
+
+
+def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
+    """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
+    agents = _with_last_message_at(
+        Agent.objects.filter(lobby=lobby)
+        .annotate(
+            pending=Count("deliveries", filter=Q(deliveries__state=DeliveryState.PENDING)),
+            held=Count("deliveries", filter=Q(deliveries__state=DeliveryState.HELD)),
+        )
+        .order_by("agent_id")
+    )
+    return [
+        {
+            **agent_entry(a),
+            "enabled": a.enabled,
+            "pending": a.pending,
+            "held": a.held,
+            "runtime_id": a.runtime_id,
+            "runtime_generation": a.runtime_generation,
+            "active_credentials": a.credentials.filter(revoked_at__isnull=True).count(),
+        }
+        for a in agents
+    ]
+
+
+def lobby_entry(lobby: Lobby) -> dict[str, Any]:
+    return {"name": lobby.name, "created_at": iso(lobby.created_at)}
+
+
+def all_lobbies() -> QuerySet[Lobby]:
+    return Lobby.objects.order_by("name")
+
+
+def status(lobby_name: str | None = None) -> dict[str, Any]:
+    lobbies = all_lobbies()
+    if lobby_name:
+        lobbies = lobbies.filter(name=lobby_name)
+    return {
+        "lobbies": [
+            {**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies
+        ]
+    }
+

@@ -1,0 +1,138 @@
+"""Storage discipline for the embedded SQLite file: identity checked before any write.
+
+A file is opened only if it is ours (PRAGMA application_id) at a schema this release knows.
+A file of another identity, with tables but no identity, or from a newer release is refused
+with a message naming which, and is left byte-for-byte unchanged: the diagnosis reads it
+through a read-only connection. An empty file is initialised in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+
+# "PoLb": stamped into every database file this broker creates.
+APPLICATION_ID = 0x506F4C62
+# The file format family; a newer release that changes it is refused by this one.
+FORMAT_VERSION = 1
+
+
+class IncompatibleStore(Exception):
+    """The selected file is not one this release may open. Nothing was written to it."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    state: str  # "new" (absent or empty: initialise) or "ours"
+    unapplied: tuple[str, ...] = ()
+
+
+def _known_migrations() -> set[tuple[str, str]]:
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    return set(loader.disk_migrations)
+
+
+def diagnose(path: Path) -> Diagnosis:
+    """Decide, without writing, whether `path` may be opened, initialised or upgraded."""
+    if not path.exists() or path.stat().st_size == 0:
+        return Diagnosis("new")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError as exc:
+        raise IncompatibleStore(f"{path}: cannot be read ({exc.strerror})") from None
+    if not header.startswith(b"SQLite format 3\x00"):
+        raise IncompatibleStore(f"{path} is not a SQLite database; refusing to touch it")
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise IncompatibleStore(f"{path}: cannot be opened read-only ({exc})") from None
+    try:
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        applied: set[tuple[str, str]] = set()
+        if "django_migrations" in tables:
+            applied = {tuple(r) for r in conn.execute("SELECT app, name FROM django_migrations")}
+    except sqlite3.Error as exc:
+        raise IncompatibleStore(f"{path}: cannot be read as a database ({exc})") from None
+    finally:
+        conn.close()
+
+    if application_id == 0:
+        if tables:
+            raise IncompatibleStore(
+                f"{path} holds tables ({', '.join(sorted(tables)[:5])}) but no PocoLobby identity "
+                "(application_id 0); it belongs to something else, refusing to touch it"
+            )
+        return Diagnosis("new")
+    if application_id != APPLICATION_ID:
+        raise IncompatibleStore(
+            f"{path} belongs to another application (application_id {application_id:#x}, "
+            f"PocoLobby is {APPLICATION_ID:#x}); refusing to touch it"
+        )
+    if user_version > FORMAT_VERSION:
+        raise IncompatibleStore(
+            f"{path} was written by a newer PocoLobby (format {user_version}; this release "
+            f"knows format {FORMAT_VERSION}); upgrade PocoLobby to open it"
+        )
+    known = _known_migrations()
+    unknown = sorted(f"{app}.{name}" for app, name in applied - known)
+    if unknown:
+        raise IncompatibleStore(
+            f"{path} was written by a newer PocoLobby (schema steps this release does not "
+            f"know: {', '.join(unknown[:5])}); upgrade PocoLobby to open it"
+        )
+    missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
+    return Diagnosis("ours", unapplied=missing)
+
+
+def _migrate_in_one_transaction(stamp: bool) -> None:
+    """Apply every unapplied migration (and the identity stamp) in one SQLite transaction."""
+    # SQLite cannot switch foreign keys off inside a transaction, and the schema editor needs
+    # them off; so switch them off first, and back on (with a check) after the commit.
+    connection.ensure_connection()
+    connection.disable_constraint_checking()
+    try:
+        with transaction.atomic():
+            executor = MigrationExecutor(connection)
+            targets = executor.loader.graph.leaf_nodes()
+            executor.migrate(targets)
+            if stamp:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    cursor.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+            connection.check_constraints()
+    finally:
+        connection.enable_constraint_checking()
+
+
+def prepare_store() -> str:
+    """Check, then initialise or upgrade, the configured database. Returns what was done."""
+    if connection.vendor != "sqlite":
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if plan:
+            with transaction.atomic():
+                executor.migrate(executor.loader.graph.leaf_nodes())
+        return f"{connection.vendor}: {len(plan)} schema steps applied"
+    path = Path(connection.settings_dict["NAME"])
+    diagnosis = diagnose(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if diagnosis.state == "new":
+        _migrate_in_one_transaction(stamp=True)
+        return f"initialised {path}"
+    if diagnosis.unapplied:
+        _migrate_in_one_transaction(stamp=False)
+        return f"upgraded {path} ({len(diagnosis.unapplied)} schema steps)"
+    return f"opened {path}"

@@ -1,0 +1,11 @@
+"""HTTP through Django; WebSocket push arrives with the live-push issue."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+
+application = get_asgi_application()

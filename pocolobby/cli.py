@@ -1,0 +1,279 @@
+"""`pocolobby`: run the broker and administer it over its admin API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pocolobby import config
+
+
+class CliError(Exception):
+    """A failure to report in one line and exit 1."""
+
+
+# ---------------------------------------------------------------- serve
+
+
+def serve(args: argparse.Namespace) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    # daphne.server installs Twisted's asyncio reactor; it must be imported before Django.
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from lobbies.storage import IncompatibleStore, prepare_store
+
+    try:
+        done = prepare_store()
+    except IncompatibleStore as exc:
+        print(f"pocolobby: refusing to start: {exc}", file=sys.stderr)
+        return 2
+    config.admin_token(settings.DATA_DIR)
+    from pocolobby.asgi import application
+
+    url = f"http://{args.host}:{args.port}"
+    print(f"PocoLobby broker on {url} ({done}; data in {settings.DATA_DIR})", flush=True)
+    print(
+        "Provision an agent from another terminal:\n"
+        "  pocolobby lobby create my-team\n"
+        "  pocolobby agent add my-team backend --config backend.json\n"
+        "then give that session backend.json (see README.md, 'Connect an agent').",
+        flush=True,
+    )
+    Server(
+        application=application,
+        endpoints=build_endpoint_description_strings(host=args.host, port=args.port),
+        signal_handlers=True,
+        ready_callable=lambda: print(f"listening on {url}", flush=True),
+    ).run()
+    return 0
+
+
+# ---------------------------------------------------------------- admin API client
+
+
+def _admin_client() -> httpx.Client:
+    token = os.environ.get("POCOLOBBY_ADMIN_TOKEN")
+    if not token:
+        path = config.data_dir() / "admin-token"
+        try:
+            token = path.read_text().strip()
+        except FileNotFoundError:
+            raise CliError(
+                f"no admin token at {path}: start the broker (pocolobby serve) with the same "
+                "data directory, or set POCOLOBBY_ADMIN_TOKEN"
+            ) from None
+    url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+    return httpx.Client(
+        base_url=f"{url}/v1/admin", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+
+
+def _call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    with _admin_client() as client:
+        try:
+            response = client.request(method, path, json=body)
+        except httpx.TransportError as exc:
+            raise CliError(
+                f"cannot reach the broker at {client.base_url} ({exc}); is `pocolobby serve` "
+                "running, and is POCOLOBBY_URL right?"
+            ) from None
+    try:
+        data = response.json()
+    except ValueError:
+        raise CliError(f"the broker answered {response.status_code} without JSON") from None
+    if response.is_error:
+        error = data.get("error", {})
+        raise CliError(f"{error.get('message', response.reason_phrase)} ({error.get('code')})")
+    return data
+
+
+def write_agent_config(path: Path, answer: dict[str, Any], *, replace: bool) -> None:
+    """Write {"url","token","lobby","agent"} mode 0600 through a temporary file and a rename."""
+    url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+    content = json.dumps(
+        {"url": url, "token": answer["token"], "lobby": answer["lobby"], "agent": answer["agent"]},
+        indent=2,
+    )
+    if path.exists() and not replace:
+        raise CliError(f"{path} exists; choose another --config path")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(content + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _writable_config_path(raw: str, *, replace: bool) -> Path:
+    path = Path(raw).expanduser().resolve()
+    if not path.parent.is_dir():
+        raise CliError(f"{path.parent} is not a directory")
+    if path.exists() and not replace:
+        raise CliError(f"{path} exists; choose another --config path")
+    return path
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def lobby_cmd(args: argparse.Namespace) -> int:
+    if args.lobby_command == "create":
+        _call("POST", "/lobbies", {"name": args.name})
+        print(f"created lobby {args.name}")
+    elif args.lobby_command == "delete":
+        _call("DELETE", f"/lobbies/{args.name}")
+        print(f"deleted lobby {args.name} and everything in it")
+    else:
+        data = _call("GET", "/lobbies")
+        print(json.dumps(data, indent=2) if args.json else _table(data["lobbies"],
+                                                                  ["name", "created_at"]))
+    return 0
+
+
+AGENT_COLUMNS = ["agent_id", "enabled", "pending", "held", "last_message_at", "runtime_id"]
+
+
+def agent_cmd(args: argparse.Namespace) -> int:
+    command = args.agent_command
+    if command == "list":
+        data = _call("GET", f"/lobbies/{args.lobby}/agents")
+        print(json.dumps(data, indent=2) if args.json else _table(data["agents"], AGENT_COLUMNS))
+        return 0
+    base = f"/lobbies/{args.lobby}/agents"
+    if command == "add":
+        path = _writable_config_path(args.config, replace=False)
+        role = Path(args.role_file).read_text(encoding="utf-8") if args.role_file else ""
+        answer = _call(
+            "POST",
+            base,
+            {
+                "agent_id": args.name,
+                "description": args.description,
+                "role": role,
+                "manage_rooms": args.manage_rooms,
+                "broadcast": args.broadcast,
+            },
+        )
+        write_agent_config(path, answer, replace=False)
+        print(f"added {args.name} to {args.lobby}; its configuration is in {path} (mode 0600)")
+    elif command == "rotate":
+        path = _writable_config_path(args.config, replace=True)
+        answer = _call("POST", f"{base}/{args.name}/rotate")
+        write_agent_config(path, answer, replace=True)
+        print(f"rotated {args.name}'s token; earlier tokens are revoked; new configuration in "
+              f"{path} (mode 0600)")
+    elif command == "remove":
+        _call("DELETE", f"{base}/{args.name}")
+        print(f"removed {args.name} from {args.lobby}")
+    else:
+        data = _call("POST", f"{base}/{args.name}/{command}")
+        print(f"{command}: {args.name} " + json.dumps(data))
+    return 0
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    data = _call("GET", "/status" + (f"?lobby={args.lobby}" if args.lobby else ""))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for lobby in data["lobbies"]:
+        print(f"lobby {lobby['name']}")
+        print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
+    return 0
+
+
+def manage_cmd(args: argparse.Namespace) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["pocolobby manage", *args.rest])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pocolobby", description=__doc__)
+    parser.add_argument("--data-dir", help="data directory (default: $POCOLOBBY_DATA_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the broker")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=config.DEFAULT_PORT)
+    p.add_argument("--data-dir", dest="serve_data_dir", help="data directory")
+    p.set_defaults(func=serve)
+
+    p = sub.add_parser("lobby", help="create, list or delete lobbies")
+    lsub = p.add_subparsers(dest="lobby_command", required=True)
+    lsub.add_parser("create").add_argument("name")
+    lsub.add_parser("delete").add_argument("name")
+    lsub.add_parser("list").add_argument("--json", action="store_true")
+    p.set_defaults(func=lobby_cmd)
+
+    p = sub.add_parser("agent", help="provision and manage agents")
+    asub = p.add_subparsers(dest="agent_command", required=True)
+    add = asub.add_parser("add", help="admit an agent and write its configuration file")
+    add.add_argument("lobby")
+    add.add_argument("name")
+    add.add_argument("--config", required=True, help="where to write the agent's JSON (0600)")
+    add.add_argument("--description", default="")
+    add.add_argument("--role-file", help="a file with the agent's role instructions")
+    add.add_argument("--manage-rooms", action="store_true")
+    add.add_argument("--broadcast", action="store_true")
+    lst = asub.add_parser("list")
+    lst.add_argument("lobby")
+    lst.add_argument("--json", action="store_true")
+    rot = asub.add_parser("rotate", help="revoke the agent's tokens and write a new configuration")
+    rot.add_argument("lobby")
+    rot.add_argument("name")
+    rot.add_argument("--config", required=True)
+    for name in ("disable", "enable", "reset-runtime", "remove"):
+        q = asub.add_parser(name)
+        q.add_argument("lobby")
+        q.add_argument("name")
+    p.set_defaults(func=agent_cmd)
+
+    p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
+    p.add_argument("lobby", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=status_cmd)
+
+    p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=manage_cmd)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    data_dir = getattr(args, "serve_data_dir", None) or args.data_dir
+    if data_dir:
+        os.environ["POCOLOBBY_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"pocolobby: {exc}", file=sys.stderr)
+        return 1

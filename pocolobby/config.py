@@ -1,0 +1,90 @@
+"""Where the broker keeps its files and which limits it enforces, from the environment only."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+DEFAULT_PORT = 8787
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+
+
+def data_dir() -> Path:
+    """The data directory: POCOLOBBY_DATA_DIR, else the per-user data directory."""
+    configured = os.environ.get("POCOLOBBY_DATA_DIR")
+    path = Path(configured) if configured else Path(platformdirs.user_data_dir("pocolobby"))
+    return path.expanduser().resolve()
+
+
+def write_secret_file(path: Path, value: str) -> None:
+    """Create a mode-0600 file holding one secret; never replace an existing one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_or_create_secret(path: Path, prefix: str = "") -> str:
+    """Read a secret kept in the data directory, creating it on first use."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        value = prefix + secrets.token_urlsafe(32)
+        try:
+            write_secret_file(path, value)
+        except FileExistsError:
+            return path.read_text().strip()
+        return value
+
+
+def admin_token(directory: Path | None = None) -> str:
+    """POCOLOBBY_ADMIN_TOKEN, else `<data dir>/admin-token` (created mode 0600 on first use)."""
+    configured = os.environ.get("POCOLOBBY_ADMIN_TOKEN")
+    if configured:
+        return configured.strip()
+    return read_or_create_secret((directory or data_dir()) / "admin-token", prefix="pla_")
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}") from exc
+    if value <= 0:
+        raise SystemExit(f"{name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Default bounds; each can be tuned with the environment variable of the same name."""
+
+    content_bytes: int = 64 * 1024
+    request_bytes: int = 256 * 1024
+    sends_per_minute: int = 120
+    queued_messages_per_recipient: int = 1000
+    queued_bytes_per_recipient: int = 16 * 1024 * 1024
+    page_limit: int = 200
+
+    @classmethod
+    def from_env(cls) -> Bounds:
+        return cls(
+            content_bytes=_int_env("POCOLOBBY_CONTENT_BYTES", cls.content_bytes),
+            request_bytes=_int_env("POCOLOBBY_REQUEST_BYTES", cls.request_bytes),
+            sends_per_minute=_int_env("POCOLOBBY_SENDS_PER_MINUTE", cls.sends_per_minute),
+            queued_messages_per_recipient=_int_env(
+                "POCOLOBBY_QUEUED_MESSAGES", cls.queued_messages_per_recipient
+            ),
+            queued_bytes_per_recipient=_int_env(
+                "POCOLOBBY_QUEUED_BYTES", cls.queued_bytes_per_recipient
+            ),
+        )
