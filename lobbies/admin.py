@@ -41,8 +41,13 @@ class DeliveryInline(admin.TabularInline):
     extra = 0
     can_delete = False
     readonly_fields = (
-        "recipient", "state", "held_reason", "delivered_at", "adapter_received_at",
-        "notification_attempted_at", "agent_seen_at",
+        "recipient",
+        "state",
+        "held_reason",
+        "delivered_at",
+        "adapter_received_at",
+        "notification_attempted_at",
+        "agent_seen_at",
     )
     fields = readonly_fields
 
@@ -52,8 +57,16 @@ class DeliveryInline(admin.TabularInline):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ("id", "lobby", "sequence", "sender_name", "scope", "kind", "priority",
-                    "created_at")
+    list_display = (
+        "id",
+        "lobby",
+        "sequence",
+        "sender_name",
+        "scope",
+        "kind",
+        "priority",
+        "created_at",
+    )
     list_filter = ("lobby", "scope", "kind", "priority")
     search_fields = ("sender_name", "correlation_id")
     exclude = ("request_hash",)
@@ -62,8 +75,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
-    list_display = ("message", "recipient", "state", "held_reason", "delivered_at",
-                    "agent_seen_at")
+    list_display = ("message", "recipient", "state", "held_reason", "delivered_at", "agent_seen_at")
     list_filter = ("state", "held_reason")
 
 

@@ -60,7 +60,10 @@ def _list_agents(agent: Agent, args: ListAgents) -> Result:
 
 def _set_status(agent: Agent, args: SetStatus) -> Result:
     agent = agent_actions.set_status(agent, args)
-    return {"status": agent.status_line or None, "updated_at": selectors.iso(agent.status_updated_at)}
+    return {
+        "status": agent.status_line or None,
+        "updated_at": selectors.iso(agent.status_updated_at),
+    }
 
 
 def _set_owner_requests(agent: Agent, args: SetOwnerRequests) -> Result:

@@ -1,4 +1,4 @@
-"""The broker's refusals: each has an HTTP status, a stable code and a message naming what was wrong."""
+"""The broker's refusals: an HTTP status, a stable code and a message naming what was wrong."""
 
 from __future__ import annotations
 

@@ -57,8 +57,10 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        reason = str(exc).splitlines()[0][:120] if isinstance(exc, ValueError) else "not UTF-8 JSON"
+    except UnicodeDecodeError:
+        raise bad_request("the body is not UTF-8 text", code="invalid_json") from None
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0][:120] if str(exc) else "nested too deeply"
         raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object of arguments", code="invalid_json")

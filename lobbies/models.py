@@ -82,6 +82,9 @@ class RetiredRuntime(models.Model):
             models.UniqueConstraint(fields=["agent", "runtime_id"], name="retired_runtime_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"retired runtime of {self.agent_id}"
+
 
 class Credential(models.Model):
     """An agent's lobby token, stored only as its SHA-256."""
@@ -181,9 +184,7 @@ class Delivery(models.Model):
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
     recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deliveries")
     state = models.CharField(max_length=16, choices=DeliveryState.choices)
-    held_reason = models.CharField(
-        max_length=24, choices=HeldReason.choices, null=True, blank=True
-    )
+    held_reason = models.CharField(max_length=24, choices=HeldReason.choices, null=True, blank=True)
     # Copied from the message so queued-bytes checks need no join.
     content_bytes = models.PositiveIntegerField()
     delivered_at = models.DateTimeField(null=True, blank=True)
@@ -233,6 +234,9 @@ class ReceiptEvent(models.Model):
             models.UniqueConstraint(fields=["agent", "sequence"], name="receipt_sequence_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"receipt {self.sequence} of {self.agent_id}"
+
 
 class ActorKind(models.TextChoices):
     OPERATOR = "operator"
@@ -268,7 +272,9 @@ class AuditEvent(models.Model):
             models.CheckConstraint(
                 condition=closed_set("actor_kind", ActorKind), name="audit_actor_kind"
             ),
-            models.CheckConstraint(condition=closed_set("action", AuditAction), name="audit_action"),
+            models.CheckConstraint(
+                condition=closed_set("action", AuditAction), name="audit_action"
+            ),
         ]
         indexes = [models.Index(fields=["lobby_name", "created_at"], name="audit_lobby_time")]
 

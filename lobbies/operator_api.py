@@ -5,17 +5,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-from typing import Annotated, Any
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
-from pydantic import Field
 
 from lobbies import selectors
 from lobbies.actions import operator
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
-from lobbies.schemas import Operation, Text
+from lobbies.schemas import Operation, bounded_text
 from pocolobby import config
 
 
@@ -36,8 +35,8 @@ class CreateLobby(Operation):
 
 class AddAgent(Operation):
     agent_id: str
-    description: Annotated[Text, Field(max_length=200)] = ""
-    role: Annotated[Text, Field(max_length=32_768)] = ""
+    description: bounded_text(200) = ""
+    role: bounded_text(32_768) = ""
     manage_rooms: bool = False
     broadcast: bool = False
 

@@ -1,11 +1,19 @@
-"""Wire schemas: one strict pydantic model per operation validates input and yields its JSON Schema."""
+"""Wire schemas: one strict pydantic model per operation validates input and gives its schema."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    model_validator,
+)
 
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
@@ -37,8 +45,18 @@ def _content(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_text)]
-Line = Annotated[str, AfterValidator(_line)]
+def bounded_text(max_length: int, min_length: int = 0) -> Any:
+    """A bounded string without NUL or lone surrogates; bounds are checked first."""
+    bounds = StringConstraints(min_length=min_length, max_length=max_length)
+    return Annotated[str, bounds, AfterValidator(_text)]
+
+
+def one_line(max_length: int, min_length: int = 0) -> Any:
+    """A bounded single line without control characters; bounds are checked first."""
+    bounds = StringConstraints(min_length=min_length, max_length=max_length)
+    return Annotated[str, bounds, AfterValidator(_line)]
+
+
 AgentName = Annotated[str, Field(pattern=NAME_PATTERN, description="An agent_id in your lobby")]
 MessageId = Annotated[int, Field(ge=1, le=2**62)]
 
@@ -50,19 +68,19 @@ class Operation(BaseModel):
 class MessageFields(Operation):
     """Facts a coordinator acts on, kept out of free text."""
 
-    commit: Annotated[Line, Field(min_length=4, max_length=64)] | None = Field(
+    commit: one_line(64, 4) | None = Field(
         None, description="A commit SHA or ref the message is about"
     )
-    files: Annotated[list[Annotated[Line, Field(min_length=1, max_length=512)]], Field(max_length=50)] | None = Field(  # noqa: E501
+    files: Annotated[list[one_line(512, 1)], Field(max_length=50)] | None = Field(
         None, description="Repository-relative paths, at most 50"
     )
-    evidence: Annotated[Line, Field(min_length=1, max_length=1024)] | None = Field(
+    evidence: one_line(1024, 1) | None = Field(
         None, description="A logical location each machine resolves, e.g. dropbox:team/run-42"
     )
-    options: Annotated[list[Annotated[Line, Field(min_length=1, max_length=300)]], Field(max_length=10)] | None = Field(  # noqa: E501
+    options: Annotated[list[one_line(300, 1)], Field(max_length=10)] | None = Field(
         None, description="Choices offered to the recipient, at most 10"
     )
-    recommendation: Annotated[Text, Field(min_length=1, max_length=2000)] | None = Field(
+    recommendation: bounded_text(2000, 1) | None = Field(
         None, description="The option the sender recommends, and why"
     )
 
@@ -71,8 +89,8 @@ class SendMessage(Operation):
     """Send one message to one agent of your lobby, or to yourself."""
 
     to: AgentName
-    content: Annotated[str, AfterValidator(_content), Field(min_length=1)] = Field(
-        description="The message text, at most 64 KiB of UTF-8"
+    content: Annotated[str, StringConstraints(min_length=1), AfterValidator(_content)] = Field(
+        description="The message text, at most 64 KiB of UTF-8 (POCOLOBBY_CONTENT_BYTES)"
     )
     client_request_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,128}$")] = Field(
         description=(
@@ -88,7 +106,7 @@ class SendMessage(Operation):
     )
     priority: Literal["info", "important"] = "info"
     reply_to: MessageId | None = Field(None, description="The message this one answers")
-    correlation_id: Annotated[Line, Field(min_length=1, max_length=128)] | None = None
+    correlation_id: one_line(128, 1) | None = None
     fields: MessageFields | None = None
 
     @model_validator(mode="after")
@@ -102,7 +120,7 @@ class GetMessages(Operation):
     """Read your pending inbox (oldest first) or your history (newest first), in pages."""
 
     view: Literal["inbox", "history"] = "inbox"
-    query: Annotated[Line, Field(min_length=1, max_length=200)] | None = Field(
+    query: one_line(200, 1) | None = Field(
         None, description="History only: messages whose text contains this, case-insensitively"
     )
     limit: Annotated[int, Field(ge=1, le=200)] = 50
@@ -130,14 +148,14 @@ class ListAgents(Operation):
 class SetStatus(Operation):
     """Set the one line peers read beside you in list_agents; empty clears it."""
 
-    status: Annotated[Line, Field(max_length=200)]
+    status: one_line(200)
 
 
 class SetOwnerRequests(Operation):
     """Say what you wait on from the owner: a count and one line naming each. 0 clears it."""
 
     count: Annotated[int, Field(ge=0, le=99)]
-    line: Annotated[Line, Field(max_length=300)] = ""
+    line: one_line(300) = ""
 
     @model_validator(mode="after")
     def _line_names_requests(self) -> SetOwnerRequests:

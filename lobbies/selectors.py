@@ -77,7 +77,9 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
 
 
 def send_result(sender: Agent, message: Message, *, duplicate: bool) -> dict[str, Any]:
-    deliveries = list(message.deliveries.select_related("recipient").order_by("recipient__agent_id"))
+    deliveries = list(
+        message.deliveries.select_related("recipient").order_by("recipient__agent_id")
+    )
     return {
         "status": "stored",
         "message_id": message.pk,
@@ -112,7 +114,9 @@ def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
 
 def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
     """Messages the agent sent or received, newest first, optionally searched."""
-    mine = Q(sender=agent) | Exists(Delivery.objects.filter(message=OuterRef("pk"), recipient=agent))
+    mine = Q(sender=agent) | Exists(
+        Delivery.objects.filter(message=OuterRef("pk"), recipient=agent)
+    )
     messages = Message.objects.filter(mine, lobby_id=agent.lobby_id)
     if cursor:
         messages = messages.filter(sequence__lt=decode_cursor("history", cursor))
@@ -221,8 +225,5 @@ def status(lobby_name: str | None = None) -> dict[str, Any]:
     if lobby_name:
         lobbies = lobbies.filter(name=lobby_name)
     return {
-        "lobbies": [
-            {**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies
-        ]
+        "lobbies": [{**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies]
     }
-

@@ -9,7 +9,7 @@ import secrets
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, Credential
 
-TOKEN_PREFIX = "plt_"
+TOKEN_PREFIX = "plt_"  # noqa: S105 (a prefix, not a secret)
 
 
 def hash_token(token: str) -> str:
@@ -31,7 +31,9 @@ def agent_for_token(token: str) -> Agent:
     if credential is None or not hmac.compare_digest(credential.token_hash, digest):
         raise BrokerError(401, "invalid_token", "the bearer token is not a PocoLobby agent token")
     if credential.revoked_at is not None:
-        raise BrokerError(401, "token_revoked", "this token was revoked; ask the owner for a new one")
+        raise BrokerError(
+            401, "token_revoked", "this token was revoked; ask the owner for a new one"
+        )
     if not credential.agent.enabled:
         raise BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
     return credential.agent

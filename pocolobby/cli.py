@@ -22,29 +22,44 @@ class CliError(Exception):
 # ---------------------------------------------------------------- serve
 
 
-def serve(args: argparse.Namespace) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
-    # daphne.server installs Twisted's asyncio reactor; it must be imported before Django.
-    from daphne.endpoints import build_endpoint_description_strings
-    from daphne.server import Server
-
+def _prepare() -> str:
+    """Set Django up and check, initialise or upgrade the store; CliError if refused."""
     import django
 
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
     from django.conf import settings
 
     from lobbies.storage import IncompatibleStore, prepare_store
 
+    settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
-        print(f"pocolobby: refusing to start: {exc}", file=sys.stderr)
-        return 2
+        raise StoreRefused(f"refusing to start: {exc}") from None
     config.admin_token(settings.DATA_DIR)
+    return f"{done}; data in {settings.DATA_DIR}"
+
+
+class StoreRefused(CliError):
+    """The database file is not one this release may open; it was left untouched."""
+
+
+def init(args: argparse.Namespace) -> int:
+    print(_prepare())
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    # daphne.server installs Twisted's asyncio reactor; it must be imported before Django.
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+
+    done = _prepare()
     from pocolobby.asgi import application
 
     url = f"http://{args.host}:{args.port}"
-    print(f"PocoLobby broker on {url} ({done}; data in {settings.DATA_DIR})", flush=True)
+    print(f"PocoLobby broker on {url} ({done})", flush=True)
     print(
         "Provision an agent from another terminal:\n"
         "  pocolobby lobby create my-team\n"
@@ -150,8 +165,11 @@ def lobby_cmd(args: argparse.Namespace) -> int:
         print(f"deleted lobby {args.name} and everything in it")
     else:
         data = _call("GET", "/lobbies")
-        print(json.dumps(data, indent=2) if args.json else _table(data["lobbies"],
-                                                                  ["name", "created_at"]))
+        print(
+            json.dumps(data, indent=2)
+            if args.json
+            else _table(data["lobbies"], ["name", "created_at"])
+        )
     return 0
 
 
@@ -185,8 +203,10 @@ def agent_cmd(args: argparse.Namespace) -> int:
         path = _writable_config_path(args.config, replace=True)
         answer = _call("POST", f"{base}/{args.name}/rotate")
         write_agent_config(path, answer, replace=True)
-        print(f"rotated {args.name}'s token; earlier tokens are revoked; new configuration in "
-              f"{path} (mode 0600)")
+        print(
+            f"rotated {args.name}'s token; earlier tokens are revoked; new configuration in "
+            f"{path} (mode 0600)"
+        )
     elif command == "remove":
         _call("DELETE", f"{base}/{args.name}")
         print(f"removed {args.name} from {args.lobby}")
@@ -225,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=config.DEFAULT_PORT)
     p.add_argument("--data-dir", dest="serve_data_dir", help="data directory")
     p.set_defaults(func=serve)
+
+    p = sub.add_parser("init", help="check the store, initialise or upgrade it, and exit")
+    p.add_argument("--data-dir", dest="serve_data_dir", help="data directory")
+    p.set_defaults(func=init)
 
     p = sub.add_parser("lobby", help="create, list or delete lobbies")
     lsub = p.add_subparsers(dest="lobby_command", required=True)
@@ -274,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["POCOLOBBY_DATA_DIR"] = str(Path(data_dir).expanduser().resolve())
     try:
         return int(args.func(args))
+    except StoreRefused as exc:
+        print(f"pocolobby: {exc}", file=sys.stderr)
+        return 2
     except CliError as exc:
         print(f"pocolobby: {exc}", file=sys.stderr)
         return 1

@@ -73,7 +73,6 @@ class Bounds:
     sends_per_minute: int = 120
     queued_messages_per_recipient: int = 1000
     queued_bytes_per_recipient: int = 16 * 1024 * 1024
-    page_limit: int = 200
 
     @classmethod
     def from_env(cls) -> Bounds:

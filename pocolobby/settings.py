@@ -83,9 +83,7 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
                 "init_command": (
-                    "PRAGMA journal_mode=WAL;"
-                    "PRAGMA synchronous=FULL;"
-                    "PRAGMA foreign_keys=ON;"
+                    "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
                 ),
             },
             "TEST": {"NAME": os.environ.get("POCOLOBBY_TEST_SQLITE") or None},

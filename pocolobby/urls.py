@@ -20,6 +20,17 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return HttpResponse("Not found\n", status=404, content_type="text/plain; charset=utf-8")
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's own refusals (such as a Host not allowed) stay JSON on the API."""
+    if request.path.startswith("/v1/"):
+        return JsonResponse(
+            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
+            status=400,
+        )
+    return HttpResponse("Bad request\n", status=400, content_type="text/plain; charset=utf-8")
+
+
+handler400 = bad_request
 handler404 = not_found
 
 urlpatterns = [

@@ -42,7 +42,9 @@ def request_hash(args: SendMessage) -> str:
 
 
 def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> Message | None:
-    original = Message.objects.filter(sender=sender, client_request_id=args.client_request_id).first()
+    original = Message.objects.filter(
+        sender=sender, client_request_id=args.client_request_id
+    ).first()
     if original is None:
         return None
     if original.request_hash != digest:
@@ -68,10 +70,12 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
     """A reply may name an expired message, but never a stored one the sender cannot see."""
     if message_id is None:
         return
-    target = Message.objects.filter(pk=message_id).only("lobby_id", "sender_id").first()
+    target = (
+        Message.objects.filter(pk=message_id, lobby_id=sender.lobby_id).only("sender_id").first()
+    )
     if target is None:
-        return
-    visible = target.lobby_id == sender.lobby_id and (
+        return  # expired, or of another lobby: indistinguishable, and harmless to name
+    visible = (
         target.sender_id == sender.pk
         or Delivery.objects.filter(message_id=message_id, recipient=sender).exists()
     )
@@ -100,8 +104,14 @@ def _check_capacity(recipient: Agent, content_bytes: int) -> None:
     bounds = settings.BOUNDS
     queued = Delivery.objects.filter(
         recipient=recipient, state__in=[DeliveryState.PENDING, DeliveryState.HELD]
-    ).exclude(held_reason__in=[HeldReason.RECIPIENT_DISABLED, HeldReason.REMOVED,
-                               HeldReason.ROOM_DELETED, HeldReason.CANCELLED])
+    ).exclude(
+        held_reason__in=[
+            HeldReason.RECIPIENT_DISABLED,
+            HeldReason.REMOVED,
+            HeldReason.ROOM_DELETED,
+            HeldReason.CANCELLED,
+        ]
+    )
     totals = queued.aggregate(n=Count("id"), size=Sum("content_bytes"))
     count, size = totals["n"], totals["size"] or 0
     if count + 1 > bounds.queued_messages_per_recipient:
@@ -203,10 +213,17 @@ def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOut
         agent = Agent.objects.select_for_update().get(pk=agent.pk)
         deliveries = {
             d.message_id: d
-            for d in Delivery.objects.filter(recipient=agent, message_id__in=ids).select_for_update()
+            for d in Delivery.objects.filter(
+                recipient=agent, message_id__in=ids
+            ).select_for_update()
         }
         missing = [i for i in ids if i not in deliveries]
-        stored = set(Message.objects.filter(pk__in=missing).values_list("pk", flat=True))
+        # Ids of other lobbies read as unknown: their existence is not this agent's to learn.
+        stored = set(
+            Message.objects.filter(pk__in=missing, lobby_id=agent.lobby_id).values_list(
+                "pk", flat=True
+            )
+        )
         if stored:
             first = min(stored)
             raise conflict(
@@ -221,7 +238,9 @@ def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOut
                 f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
                 message_ids=not_yet,
             )
-        to_mark = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING]
+        to_mark = [
+            i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING
+        ]
         now = timezone.now()
         if to_mark:
             Delivery.objects.filter(recipient=agent, message_id__in=to_mark).update(
@@ -229,7 +248,9 @@ def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOut
             )
             first_sequence = agent.receipt_sequence + 1
             ReceiptEvent.objects.bulk_create(
-                ReceiptEvent(agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now)
+                ReceiptEvent(
+                    agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now
+                )
                 for n, mid in enumerate(to_mark)
             )
             agent.receipt_sequence += len(to_mark)

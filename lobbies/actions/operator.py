@@ -33,9 +33,11 @@ def lobby_named(name: str) -> Lobby:
 
 
 def agent_named(lobby_name: str, agent_id: str) -> Agent:
-    agent = Agent.objects.select_related("lobby").filter(
-        lobby__name=lobby_name, agent_id=agent_id
-    ).first()
+    agent = (
+        Agent.objects.select_related("lobby")
+        .filter(lobby__name=lobby_name, agent_id=agent_id)
+        .first()
+    )
     if agent is None:
         lobby_named(lobby_name)
         raise not_found("unknown_agent", f"no agent {agent_id!r} in lobby {lobby_name!r}")
@@ -62,8 +64,9 @@ def delete_lobby(name: str) -> None:
         counts = {"agents": lobby.agents.count(), "messages": lobby.messages.count()}
         lobby.delete()
         DeletedLobby.objects.create(name=name, deleted_at=timezone.now())
-        record_audit(OPERATOR, AuditAction.LOBBY_DELETED, lobby_name=name, target=name,
-                     detail=counts)
+        record_audit(
+            OPERATOR, AuditAction.LOBBY_DELETED, lobby_name=name, target=name, detail=counts
+        )
 
 
 def _issue_credential(agent: Agent) -> str:
@@ -97,9 +100,14 @@ def add_agent(
             created_at=timezone.now(),
         )
         token = _issue_credential(agent)
-        record_audit(OPERATOR, AuditAction.AGENT_ADDED, lobby_name=lobby_name, agent_id=agent_id,
-                     target=agent_id,
-                     detail={"manage_rooms": manage_rooms, "broadcast": broadcast})
+        record_audit(
+            OPERATOR,
+            AuditAction.AGENT_ADDED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail={"manage_rooms": manage_rooms, "broadcast": broadcast},
+        )
     return agent, token
 
 
@@ -113,8 +121,14 @@ def rotate_credential(lobby_name: str, agent_id: str) -> str:
         )
         token = _issue_credential(agent)
         Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
-        record_audit(OPERATOR, AuditAction.CREDENTIAL_ROTATED, lobby_name=lobby_name,
-                     agent_id=agent_id, target=agent_id, detail={"revoked": revoked})
+        record_audit(
+            OPERATOR,
+            AuditAction.CREDENTIAL_ROTATED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail={"revoked": revoked},
+        )
     return token
 
 
@@ -140,8 +154,14 @@ def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         retired = _retire_runtime(agent)
-        record_audit(OPERATOR, AuditAction.RUNTIME_RESET, lobby_name=lobby_name,
-                     agent_id=agent_id, target=agent_id, detail={"runtime_id": retired})
+        record_audit(
+            OPERATOR,
+            AuditAction.RUNTIME_RESET,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail={"runtime_id": retired},
+        )
     return retired
 
 
@@ -154,8 +174,14 @@ def disable_agent(lobby_name: str, agent_id: str) -> int:
         )
         Agent.objects.filter(pk=agent.pk).update(enabled=False)
         _retire_runtime(agent)
-        record_audit(OPERATOR, AuditAction.AGENT_DISABLED, lobby_name=lobby_name,
-                     agent_id=agent_id, target=agent_id, detail={"held": held})
+        record_audit(
+            OPERATOR,
+            AuditAction.AGENT_DISABLED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail={"held": held},
+        )
     return held
 
 
@@ -163,8 +189,13 @@ def enable_agent(lobby_name: str, agent_id: str) -> None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         Agent.objects.filter(pk=agent.pk).update(enabled=True)
-        record_audit(OPERATOR, AuditAction.AGENT_ENABLED, lobby_name=lobby_name,
-                     agent_id=agent_id, target=agent_id)
+        record_audit(
+            OPERATOR,
+            AuditAction.AGENT_ENABLED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+        )
 
 
 def remove_agent(lobby_name: str, agent_id: str) -> None:
@@ -172,5 +203,10 @@ def remove_agent(lobby_name: str, agent_id: str) -> None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         agent.delete()
-        record_audit(OPERATOR, AuditAction.AGENT_REMOVED, lobby_name=lobby_name,
-                     agent_id=agent_id, target=agent_id)
+        record_audit(
+            OPERATOR,
+            AuditAction.AGENT_REMOVED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+        )

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from lobbies.actions import operator
+from lobbies.models import Agent, Lobby
+
+
+@dataclass
+class AgentClient:
+    """An agent as the API sees it: its row, its token and an HTTP client."""
+
+    agent: Agent
+    token: str
+    client: Client
+
+    def call(self, tool: str, **arguments: Any) -> tuple[int, dict[str, Any]]:
+        response = self.client.post(
+            f"/v1/tools/{tool}",
+            data=json.dumps(arguments),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {self.token}",
+        )
+        return response.status_code, response.json()
+
+    def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        status, body = self.call(tool, **arguments)
+        assert status == 200, body
+        return body
+
+    def send(self, to: str, content: str, request_id: str, **options: Any) -> dict[str, Any]:
+        return self.ok(
+            "send_message", to=to, content=content, client_request_id=request_id, **options
+        )
+
+
+@pytest.fixture
+def lobby(db: None) -> Lobby:
+    return operator.create_lobby("my-team")
+
+
+@pytest.fixture
+def make_agent(lobby: Lobby) -> Callable[..., AgentClient]:
+    def make(name: str, lobby_name: str = "my-team", **options: Any) -> AgentClient:
+        agent, token = operator.add_agent(lobby_name, name, **options)
+        return AgentClient(agent, token, Client())
+
+    return make
+
+
+@pytest.fixture
+def lead(make_agent: Callable[..., AgentClient]) -> AgentClient:
+    return make_agent("lead", manage_rooms=True)
+
+
+@pytest.fixture
+def backend(make_agent: Callable[..., AgentClient]) -> AgentClient:
+    return make_agent("backend")

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from lobbies.actions import operator
+
+
+def _by_name(body: dict) -> dict[str, dict]:
+    return {a["agent_id"]: a for a in body["agents"]}
+
+
+def test_discovery_lists_enabled_agents_of_the_lobby_only(make_agent, lead, backend):
+    make_agent("ops")
+    operator.disable_agent("my-team", "ops")
+    operator.create_lobby("other-team")
+    make_agent("stranger", lobby_name="other-team")
+    body = lead.ok("list_agents")
+    assert body["lobby"] == "my-team"
+    assert list(_by_name(body)) == ["backend", "lead"]
+    assert _by_name(body)["lead"]["permissions"] == {"manage_rooms": True, "broadcast": False}
+
+
+def test_last_message_at_counts_sends_and_direct_receipts(make_agent, lead, backend):
+    idle = make_agent("idle")
+    sent = lead.send("backend", "hello", "r-1")
+    agents = _by_name(idle.ok("list_agents"))
+    assert agents["lead"]["last_message_at"] == sent["created_at"]
+    assert agents["backend"]["last_message_at"] == sent["created_at"]
+    assert agents["idle"]["last_message_at"] is None
+
+
+def test_presence_reads_null_until_push_exists(lead):
+    entry = _by_name(lead.ok("list_agents"))["lead"]
+    assert entry["connected"] is None and entry["unseen_notified_count"] is None
+
+
+def test_status_line_is_set_shown_and_cleared(lead, backend):
+    set_result = backend.ok("set_status", status="reviewing PR 42, then the migration")
+    assert set_result["status"] == "reviewing PR 42, then the migration"
+    shown = _by_name(lead.ok("list_agents"))["backend"]["status"]
+    assert shown["line"] == "reviewing PR 42, then the migration" and shown["updated_at"]
+    backend.ok("set_status", status="")
+    assert _by_name(lead.ok("list_agents"))["backend"]["status"] is None
+
+
+def test_status_line_must_be_one_bounded_line(backend):
+    status, body = backend.call("set_status", status="two\nlines")
+    assert status == 400 and "one line" in body["error"]["message"]
+    status, body = backend.call("set_status", status="x" * 201)
+    assert status == 400 and "status" in body["error"]["message"]
+
+
+def test_owner_requests_replace_and_clear(lead, backend):
+    backend.ok("set_owner_requests", count=2, line="approve the deploy; look at the dashboard")
+    shown = _by_name(lead.ok("list_agents"))["backend"]["owner_requests"]
+    assert shown["count"] == 2 and shown["line"].startswith("approve")
+    backend.ok("set_owner_requests", count=1, line="approve the deploy")
+    assert _by_name(lead.ok("list_agents"))["backend"]["owner_requests"]["count"] == 1
+    backend.ok("set_owner_requests", count=0)
+    assert _by_name(lead.ok("list_agents"))["backend"]["owner_requests"] is None
+
+
+def test_owner_requests_need_a_line_and_a_sane_count(backend):
+    status, body = backend.call("set_owner_requests", count=2)
+    assert status == 400 and "line" in body["error"]["message"]
+    status, _ = backend.call("set_owner_requests", count=100, line="x")
+    assert status == 400
+    status, _ = backend.call("set_owner_requests", count=0, line="leftover")
+    assert status == 400
+
+
+def test_owner_requests_are_cleared_when_the_owner_resets_the_runtime(lead, backend):
+    backend.ok("set_owner_requests", count=1, line="approve")
+    operator.reset_runtime("my-team", "backend")
+    assert _by_name(lead.ok("list_agents"))["backend"]["owner_requests"] is None

@@ -1,0 +1,254 @@
+"""Run the real broker (`python -m pocolobby serve`) as a subprocess, and the real CLI against it.
+
+Not a test module: tests use it through the fixtures in `tests/server_fixtures.py`, and the
+benchmarks import it directly. It does not import pytest or Django.
+
+Every subprocess gets an explicit environment: the caller's, minus anything that would steer
+the broker or the CLI somewhere else (DJANGO_SETTINGS_MODULE=tests.settings, POCOLOBBY_*,
+DATABASE_URL, REDIS_URL), plus what this helper sets. So the server runs pocolobby.settings
+with the embedded SQLite store in its own data directory, and the CLI reads that directory's
+admin-token file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT = 30.0
+CLI_TIMEOUT = 60.0
+
+# Variables of the calling process that must not leak into a broker or CLI subprocess.
+_STEERING_PREFIXES = ("POCOLOBBY_",)
+_STEERING_NAMES = frozenset({"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL"})
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without broker-steering variables, plus `extra`."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in _STEERING_NAMES and not name.startswith(_STEERING_PREFIXES)
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What `pocolobby agent add --config` wrote, and where."""
+
+    path: Path
+    url: str
+    token: str
+    lobby: str
+    agent: str
+
+    @classmethod
+    def read(cls, path: Path) -> AgentConfig:
+        data = json.loads(path.read_text())
+        return cls(path, data["url"], data["token"], data["lobby"], data["agent"])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+class BrokerError(RuntimeError):
+    """The broker did not start, or a CLI provisioning step failed."""
+
+
+class Broker:
+    """One broker process on a fixed port and data directory; restartable on both."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = dict(env or {})
+        self.log_path = log_path or self.data_dir.parent / f"{self.data_dir.name}-broker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = READY_TIMEOUT) -> Broker:
+        if self.running:
+            raise BrokerError(f"the broker on {self.url} is already running")
+        self._log = self.log_path.open("ab")
+        self._log.write(f"--- starting broker on {self.url}\n".encode())
+        self._log.flush()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pocolobby",
+                "serve",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            cwd=REPO_ROOT,
+            env=clean_env(self.extra_env),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error = "no answer yet"
+        with httpx.Client(timeout=2) as client:
+            while time.monotonic() < deadline:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    self._close_log()
+                    raise BrokerError(
+                        f"the broker exited with {self.process.returncode} before it was ready; "
+                        f"its output:\n{self.log_text()}"
+                    )
+                try:
+                    response = client.get(f"{self.url}/")
+                    if response.status_code == 200:
+                        return
+                    last_error = f"HTTP {response.status_code}"
+                except httpx.TransportError as exc:
+                    last_error = repr(exc)
+                time.sleep(0.05)
+        self.kill9()
+        raise BrokerError(
+            f"the broker on {self.url} was not ready within {timeout}s ({last_error}); "
+            f"its output:\n{self.log_text()}"
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise BrokerError("the broker was never started")
+        return self.process.pid
+
+    def kill9(self) -> None:
+        """SIGKILL: no shutdown code runs, exactly like a crash or a power cut of the process."""
+        if self.running:
+            assert self.process is not None
+            os.kill(self.process.pid, signal.SIGKILL)
+        self._reap(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time."""
+        if self.running:
+            assert self.process is not None
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._reap(timeout=10)
+
+    def restart(self, timeout: float = READY_TIMEOUT) -> Broker:
+        """Stop (if running) and start again on the same port and data directory."""
+        self.stop()
+        return self.start(timeout)
+
+    def _reap(self, timeout: float) -> None:
+        if self.process is not None:
+            self.process.wait(timeout)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # ------------------------------------------------------------ operator side
+
+    @property
+    def admin_token(self) -> str:
+        return (self.data_dir / "admin-token").read_text().strip()
+
+    def cli_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return clean_env(
+            {"POCOLOBBY_URL": self.url, "POCOLOBBY_DATA_DIR": str(self.data_dir), **(extra or {})}
+        )
+
+    def cli(
+        self, *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `python -m pocolobby ARGS` against this broker; never raises on a failure exit."""
+        return subprocess.run(
+            [sys.executable, "-m", "pocolobby", *args],
+            cwd=cwd or REPO_ROOT,
+            env=self.cli_env(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT,
+            check=False,
+        )
+
+    def cli_ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self.cli(*args)
+        if result.returncode != 0:
+            raise BrokerError(
+                f"pocolobby {' '.join(args)} exited {result.returncode}: "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def provision(
+        self, lobby: str, agents: list[str] | tuple[str, ...], config_dir: Path
+    ) -> dict[str, AgentConfig]:
+        """Create `lobby` and add each agent with the real CLI; return the configs it wrote."""
+        config_dir.mkdir(parents=True, exist_ok=True)
+        self.cli_ok("lobby", "create", lobby)
+        configs = {}
+        for name in agents:
+            path = config_dir / f"{lobby}-{name}.json"
+            self.cli_ok("agent", "add", lobby, name, "--config", str(path))
+            configs[name] = AgentConfig.read(path)
+        return configs
+
+
+# What the `broker_factory` fixture yields: start(env=None, name="broker") -> a running Broker.
+BrokerFactory = Callable[..., Broker]
