@@ -7,17 +7,18 @@
    and agents with the real CLI, and times N `POST /v1/messages` from several threads, each
    with its own keep-alive httpx client. Every send must answer 200 "stored".
 2. In the same temporary directory (same disk), copies the broker's own DDL for the lobby,
-   agent, message and delivery tables and indexes into a fresh SQLite file (WAL,
-   synchronous=FULL, foreign keys on) and times N transactions from plain `sqlite3`, each
-   bumping the lobby sequence and inserting one message row and one delivery row.
+   agent, message and delivery tables and indexes, and its lobby and agent rows, into a fresh
+   SQLite file (WAL, synchronous=FULL, foreign keys on) and times N transactions from plain
+   `sqlite3`, each bumping the lobby sequence and inserting one message row and one delivery
+   row with every column of a message row and delivery row the broker wrote.
 3. Prints both rates and their ratio; the target is a ratio of at least 0.15.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
-import json
 import sqlite3
 import statistics
 import sys
@@ -27,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -55,18 +57,22 @@ def run_client(
     config: AgentConfig, to: str, request_ids: list[str], start: threading.Barrier,
     result: ClientResult,
 ) -> None:
-    with httpx.Client(base_url=config.url, headers=config.headers, timeout=60) as client:
-        client.get("/v1/agents").raise_for_status()  # open the keep-alive connection
-        start.wait()
-        for request_id in request_ids:
-            began = time.perf_counter()
-            response = client.post(
-                "/v1/messages",
-                json={"to": to, "content": CONTENT, "client_request_id": request_id},
-            )
-            result.latencies.append(time.perf_counter() - began)
-            if response.status_code != 200 or response.json().get("duplicate") is not False:
-                result.failures.append(f"{response.status_code} {response.text[:200]}")
+    try:
+        with httpx.Client(base_url=config.url, headers=config.headers, timeout=60) as client:
+            client.get("/v1/agents").raise_for_status()  # open the keep-alive connection
+            start.wait()
+            for request_id in request_ids:
+                began = time.perf_counter()
+                response = client.post(
+                    "/v1/messages",
+                    json={"to": to, "content": CONTENT, "client_request_id": request_id},
+                )
+                result.latencies.append(time.perf_counter() - began)
+                if response.status_code != 200 or response.json().get("duplicate") is not False:
+                    result.failures.append(f"{response.status_code} {response.text[:200]}")
+    except Exception as exc:  # reported by the main thread
+        result.failures.append(repr(exc))
+        start.abort()
 
 
 def http_sends(
@@ -74,7 +80,7 @@ def http_sends(
 ) -> tuple[float, list[float]]:
     """Send `sends` messages from `threads` clients at once; return (seconds, latencies)."""
     agents = sorted(configs)
-    start = threading.Barrier(threads + 1)
+    start = threading.Barrier(threads + 1, timeout=60)
     results = [ClientResult() for _ in range(threads)]
     workers = []
     for n in range(threads):
@@ -89,7 +95,9 @@ def http_sends(
         )
     for worker in workers:
         worker.start()
-    start.wait()
+    # A client that fails before the start breaks the barrier; its failure is reported below.
+    with contextlib.suppress(threading.BrokenBarrierError):
+        start.wait()
     began = time.perf_counter()
     for worker in workers:
         worker.join()
@@ -103,79 +111,122 @@ def http_sends(
     return elapsed, latencies
 
 
-def broker_schema(database: Path) -> list[str]:
-    """The broker's own CREATE TABLE / CREATE INDEX statements for the tables a send writes."""
+@dataclass
+class BrokerRows:
+    """The broker's DDL for the tables a send writes, and real rows to copy from."""
+
+    schema: list[str]
+    lobby: dict[str, Any]
+    agents: list[dict[str, Any]]
+    message: dict[str, Any]
+    delivery: dict[str, Any]
+
+
+def broker_rows(database: Path) -> BrokerRows:
+    """Read the stopped broker's file: its CREATE statements and one row of each kind.
+
+    Copying the DDL and real rows keeps the comparison honest as the schema grows: the raw
+    transactions write every column the broker writes, under the same constraints and indexes.
+    """
     conn = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
     try:
+        marks = ", ".join("?" for _ in TABLES)
         rows = conn.execute(
-            "SELECT type, sql FROM sqlite_master WHERE tbl_name IN (?, ?, ?, ?) "
+            f"SELECT type, tbl_name, sql FROM sqlite_master WHERE tbl_name IN ({marks}) "
             "AND sql IS NOT NULL",
             TABLES,
         ).fetchall()
+        lobby = dict(
+            conn.execute("SELECT * FROM lobbies_lobby WHERE name = ?", (LOBBY,)).fetchone()
+        )
+        agents = [
+            dict(row)
+            for row in conn.execute(
+                "SELECT * FROM lobbies_agent WHERE lobby_id = ? ORDER BY id", (lobby["id"],)
+            )
+        ]
+        message = dict(
+            conn.execute(
+                "SELECT * FROM lobbies_message WHERE lobby_id = ? ORDER BY id DESC LIMIT 1",
+                (lobby["id"],),
+            ).fetchone()
+        )
+        delivery = dict(
+            conn.execute(
+                "SELECT * FROM lobbies_delivery WHERE message_id = ?", (message["id"],)
+            ).fetchone()
+        )
     finally:
         conn.close()
-    tables = [sql for kind, sql in rows if kind == "table"]
-    indexes = [sql for kind, sql in rows if kind == "index"]
-    ordered = sorted(tables, key=lambda sql: next(i for i, t in enumerate(TABLES) if t in sql))
-    if len(ordered) != len(TABLES):
+    tables = sorted(
+        (row["sql"] for row in rows if row["type"] == "table"),
+        key=lambda sql: next(i for i, t in enumerate(TABLES) if f'"{t}"' in sql),
+    )
+    if len(tables) != len(TABLES):
         raise SystemExit(f"did not find the tables {TABLES} in {database}")
-    return ordered + indexes
+    indexes = [row["sql"] for row in rows if row["type"] == "index"]
+    return BrokerRows(tables + indexes, lobby, agents, message, delivery)
+
+
+def insert_sql(table: str, columns: list[str]) -> str:
+    names = ", ".join(f'"{c}"' for c in columns)
+    return f'INSERT INTO "{table}" ({names}) VALUES ({", ".join("?" for _ in columns)})'
 
 
 def now_text() -> str:
     return datetime.now(UTC).isoformat(sep=" ")
 
 
-def raw_sqlite_sends(path: Path, schema: list[str], sends: int, agents: int) -> float:
+def raw_sqlite_sends(path: Path, source: BrokerRows, sends: int) -> float:
     """One transaction per message: sequence bump + message row + delivery row. Seconds taken."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
-    for statement in schema:
+    for statement in source.schema:
         conn.execute(statement)
-    conn.execute(
-        "INSERT INTO lobbies_lobby (name, created_at, message_sequence) VALUES (?, ?, 0)",
-        (LOBBY, now_text()),
-    )
-    lobby_id = conn.execute("SELECT id FROM lobbies_lobby").fetchone()[0]
-    agent_ids = []
-    for n in range(agents):
-        cursor = conn.execute(
-            "INSERT INTO lobbies_agent (agent_id, description, role, enabled, manage_rooms, "
-            "broadcast, status_line, owner_request_count, owner_request_line, "
-            "receipt_sequence, runtime_generation, created_at, lobby_id) "
-            "VALUES (?, '', '', 1, 0, 0, '', 0, '', 0, 0, ?, ?)",
-            (f"agent-{n}", now_text(), lobby_id),
-        )
-        agent_ids.append(cursor.lastrowid)
-    content_bytes = len(CONTENT.encode("utf-8"))
+    lobby = {**source.lobby, "message_sequence": 0}
+    conn.execute(insert_sql("lobbies_lobby", list(lobby)), list(lobby.values()))
+    for agent in source.agents:
+        conn.execute(insert_sql("lobbies_agent", list(agent)), list(agent.values()))
+    lobby_id = lobby["id"]
+    agents = [(agent["id"], agent["agent_id"]) for agent in source.agents]
+
+    message_columns = [c for c in source.message if c != "id"]
+    delivery_columns = [c for c in source.delivery if c != "id"]
+    insert_message = insert_sql("lobbies_message", message_columns)
+    insert_delivery = insert_sql("lobbies_delivery", delivery_columns)
     began = time.perf_counter()
     for i in range(sends):
-        sender = agent_ids[i % agents]
-        to = agent_ids[(i + 1) % agents]
+        sender_id, sender_name = agents[i % len(agents)]
+        recipient_id = agents[(i + 1) % len(agents)][0]
         request_id = f"raw-{i}"
-        digest = hashlib.sha256(request_id.encode()).hexdigest()
+        created = now_text()
         conn.execute("BEGIN IMMEDIATE")
         sequence = conn.execute(
             "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 "
             "WHERE id = ? RETURNING message_sequence",
             (lobby_id,),
         ).fetchone()[0]
-        created = now_text()
-        message_id = conn.execute(
-            "INSERT INTO lobbies_message (sequence, sender_name, scope, kind, reply_expected, "
-            "priority, content, content_bytes, fields, reply_to, correlation_id, "
-            "client_request_id, request_hash, created_at, lobby_id, sender_id) "
-            "VALUES (?, ?, 'direct', NULL, 0, 'info', ?, ?, ?, NULL, '', ?, ?, ?, ?, ?)",
-            (sequence, f"agent-{i % agents}", CONTENT, content_bytes, json.dumps({}),
-             request_id, digest, created, lobby_id, sender),
-        ).lastrowid
-        conn.execute(
-            "INSERT INTO lobbies_delivery (state, held_reason, content_bytes, delivered_at, "
-            "recipient_id, message_id) VALUES ('pending', NULL, ?, ?, ?, ?)",
-            (content_bytes, created, to, message_id),
-        )
+        message = {
+            **source.message,
+            "sequence": sequence,
+            "sender_id": sender_id,
+            "sender_name": sender_name,
+            "content": CONTENT,
+            "client_request_id": request_id,
+            "request_hash": hashlib.sha256(request_id.encode()).hexdigest(),
+            "created_at": created,
+        }
+        message_id = conn.execute(insert_message, [message[c] for c in message_columns]).lastrowid
+        delivery = {
+            **source.delivery,
+            "message_id": message_id,
+            "recipient_id": recipient_id,
+            "delivered_at": created,
+        }
+        conn.execute(insert_delivery, [delivery[c] for c in delivery_columns])
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - began
     count = conn.execute("SELECT COUNT(*) FROM lobbies_delivery").fetchone()[0]
@@ -217,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         finally:
             broker.stop()
-        schema = broker_schema(broker.data_dir / "pocolobby.sqlite3")
-        raw_seconds = raw_sqlite_sends(root / "raw.sqlite3", schema, args.sends, args.agents)
+        source = broker_rows(broker.data_dir / "pocolobby.sqlite3")
+        raw_seconds = raw_sqlite_sends(root / "raw.sqlite3", source, args.sends)
 
     http_rate = args.sends / http_seconds
     raw_rate = args.sends / raw_seconds

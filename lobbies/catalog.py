@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from lobbies import selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import messages as message_actions
+from lobbies.actions import runtime as runtime_actions
+from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError, bad_request, forbidden, not_found
 from lobbies.models import Agent
 from lobbies.schemas import (
@@ -25,6 +27,7 @@ from lobbies.schemas import (
     GetMessages,
     ListAgents,
     Operation,
+    Ready,
     SendMessage,
     SetOwnerRequests,
     SetStatus,
@@ -33,19 +36,28 @@ from lobbies.schemas import (
 Result = dict[str, Any]
 
 
-def _send_message(agent: Agent, args: SendMessage) -> Result:
-    outcome = message_actions.send_message(agent, args)
-    return selectors.send_result(agent, outcome.message, duplicate=outcome.duplicate)
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: the agent from the token, and its runtime when a bridge says which."""
+
+    agent: Agent
+    runtime: RuntimeCaller | None = None
 
 
-def _get_messages(agent: Agent, args: GetMessages) -> Result:
+def _send_message(caller: Caller, args: SendMessage) -> Result:
+    outcome = message_actions.send_message(caller.agent, args, caller.runtime)
+    return selectors.send_result(caller.agent, outcome.message, duplicate=outcome.duplicate)
+
+
+def _get_messages(caller: Caller, args: GetMessages) -> Result:
+    agent = caller.agent
     if args.view == "history":
         return selectors.history_page(agent, args.query, args.limit, args.cursor)
     return selectors.inbox_page(agent, args.limit, args.cursor)
 
 
-def _acknowledge_messages(agent: Agent, args: AcknowledgeMessages) -> Result:
-    outcome = message_actions.acknowledge_messages(agent, args.message_ids)
+def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
+    outcome = message_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
     return {
         "acknowledged": outcome.acknowledged,
         "unknown_message_ids": outcome.unknown_message_ids,
@@ -54,20 +66,20 @@ def _acknowledge_messages(agent: Agent, args: AcknowledgeMessages) -> Result:
     }
 
 
-def _list_agents(agent: Agent, args: ListAgents) -> Result:
-    return selectors.list_agents(agent)
+def _list_agents(caller: Caller, args: ListAgents) -> Result:
+    return selectors.list_agents(caller.agent)
 
 
-def _set_status(agent: Agent, args: SetStatus) -> Result:
-    agent = agent_actions.set_status(agent, args)
+def _set_status(caller: Caller, args: SetStatus) -> Result:
+    agent = agent_actions.set_status(caller.agent, args, caller.runtime)
     return {
         "status": agent.status_line or None,
         "updated_at": selectors.iso(agent.status_updated_at),
     }
 
 
-def _set_owner_requests(agent: Agent, args: SetOwnerRequests) -> Result:
-    agent = agent_actions.set_owner_requests(agent, args)
+def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> Result:
+    agent = agent_actions.set_owner_requests(caller.agent, args, caller.runtime)
     return {
         "count": agent.owner_request_count,
         "line": agent.owner_request_line,
@@ -75,11 +87,21 @@ def _set_owner_requests(agent: Agent, args: SetOwnerRequests) -> Result:
     }
 
 
+def _ready(caller: Caller, args: Ready) -> Result:
+    agent = runtime_actions.ready(caller.agent, args.nonce, caller.runtime)
+    return {
+        "ready": True,
+        "runtime_id": agent.runtime_id,
+        "generation": agent.runtime_generation,
+        "ready_at": selectors.iso(agent.ready_at),
+    }
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     schema: type[Operation]
-    run: Callable[[Agent, Any], Result]
+    run: Callable[[Caller, Any], Result]
     guidance: str = ""
     permission: str | None = None
 
@@ -119,6 +141,12 @@ TOOLS: dict[str, Tool] = {
         Tool("list_agents", ListAgents, _list_agents),
         Tool("set_status", SetStatus, _set_status),
         Tool("set_owner_requests", SetOwnerRequests, _set_owner_requests),
+        Tool(
+            "ready",
+            Ready,
+            _ready,
+            guidance="A nonce of an earlier bootstrap is refused as stale_nonce.",
+        ),
     ]
 }
 
@@ -165,8 +193,9 @@ def parse_arguments(
 
 
 def run_tool(
-    agent: Agent, name: str, raw: Mapping[str, Any], *, from_strings: bool = False
+    caller: Caller, name: str, raw: Mapping[str, Any], *, from_strings: bool = False
 ) -> Result:
+    agent = caller.agent
     tool = TOOLS.get(name)
     if tool is None:
         raise not_found("unknown_tool", f"no operation named {name!r}; GET /v1/tools lists them")
@@ -175,7 +204,7 @@ def run_tool(
     if not isinstance(raw, Mapping):
         raise bad_request("arguments must be a JSON object")
     args = parse_arguments(tool.schema, raw, from_strings=from_strings)
-    return tool.run(agent, args)
+    return tool.run(caller, args)
 
 
 __all__ = ["TOOLS", "BrokerError", "catalog_for", "run_tool"]

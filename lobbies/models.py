@@ -56,6 +56,19 @@ class Agent(models.Model):
     runtime_id = models.CharField(max_length=36, null=True, blank=True)
     runtime_generation = models.BigIntegerField(default=0)
     runtime_bound_at = models.DateTimeField(null=True, blank=True)
+    # The lobby's highest sequence when this generation bound: older pending messages are
+    # backlog, announced once as one coalesced notice.
+    backlog_sequence = models.BigIntegerField(default=0)
+    bootstrap_nonce = models.CharField(max_length=64, blank=True, default="")
+    bootstrap_sent_at = models.DateTimeField(null=True, blank=True)
+    bootstrap_attempts = models.PositiveSmallIntegerField(default=0)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    # Latest sign that the agent takes turns: ready, an acknowledgment, a checkpoint, a send.
+    last_progress_at = models.DateTimeField(null=True, blank=True)
+    notify_attempts = models.PositiveSmallIntegerField(default=0)
+    notify_next_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    notification_attention_required = models.BooleanField(default=False)
+    last_receipts_push_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:
@@ -137,6 +150,7 @@ class Message(models.Model):
     reply_to = models.BigIntegerField(null=True, blank=True)
     correlation_id = models.CharField(max_length=128, blank=True, default="")
     client_request_id = models.CharField(max_length=128)
+    notify_when_seen = models.BooleanField(default=False)
     # SHA-256 of the canonical request, to tell an identical retry from a changed one.
     request_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField()
@@ -188,8 +202,13 @@ class Delivery(models.Model):
     # Copied from the message so queued-bytes checks need no join.
     content_bytes = models.PositiveIntegerField()
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # The runtime generation that was last sent this delivery, and when.
+    pushed_generation = models.BigIntegerField(null=True, blank=True)
+    pushed_at = models.DateTimeField(null=True, blank=True)
     adapter_received_at = models.DateTimeField(null=True, blank=True)
     notification_attempted_at = models.DateTimeField(null=True, blank=True)
+    # The generation whose adapter confirmed the host write.
+    notified_generation = models.BigIntegerField(null=True, blank=True)
     agent_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -238,6 +257,77 @@ class ReceiptEvent(models.Model):
         return f"receipt {self.sequence} of {self.agent_id}"
 
 
+class NoticeKind(models.TextChoices):
+    MESSAGES = "messages"
+    HINT = "hint"
+    BACKLOG = "backlog"
+    BOOTSTRAP = "bootstrap"
+    RECEIPTS = "receipts"
+
+
+class Notice(models.Model):
+    """One notification written to an agent's bridge: the persisted attempt and its facts."""
+
+    id = models.UUIDField(primary_key=True)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="notices")
+    runtime_id = models.CharField(max_length=36)
+    generation = models.BigIntegerField()
+    kind = models.CharField(max_length=16, choices=NoticeKind.choices)
+    message_ids = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    received_at = models.DateTimeField(null=True, blank=True)
+    host_written_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=closed_set("kind", NoticeKind), name="notice_kind")
+        ]
+        indexes = [models.Index(fields=["agent", "created_at"], name="notice_agent_time")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} notice to {self.agent_id}"
+
+
+class SeenReceipt(models.Model):
+    """A `seen` fact owed to a sender who asked (notify_when_seen): pushed once, never a message."""
+
+    sender = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="owed_receipts")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="seen_receipts")
+    seen_by = models.CharField(max_length=40)
+    seen_at = models.DateTimeField()
+    pushed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["sender", "pushed_at"], name="seen_receipt_due")]
+
+    def __str__(self) -> str:
+        return f"{self.seen_by} saw {self.message_id}"
+
+
+class BrokerProcess(models.Model):
+    """A running `pocolobby serve` process; its heartbeat vouches for its connections."""
+
+    id = models.UUIDField(primary_key=True)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"process {self.id}"
+
+
+class Connection(models.Model):
+    """A bridge's open WebSocket, held by one broker process."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="connections")
+    process = models.ForeignKey(BrokerProcess, on_delete=models.CASCADE, related_name="connections")
+    generation = models.BigIntegerField()
+    connected_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"connection of {self.agent_id} (generation {self.generation})"
+
+
 class ActorKind(models.TextChoices):
     OPERATOR = "operator"
     AGENT = "agent"
@@ -253,6 +343,8 @@ class AuditAction(models.TextChoices):
     AGENT_ENABLED = "agent_enabled"
     CREDENTIAL_ROTATED = "credential_rotated"
     RUNTIME_RESET = "runtime_reset"
+    RUNTIME_CLAIMED = "runtime_claimed"
+    RUNTIME_RESUMED = "runtime_resumed"
 
 
 class AuditEvent(models.Model):

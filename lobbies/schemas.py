@@ -108,6 +108,9 @@ class SendMessage(Operation):
     reply_to: MessageId | None = Field(None, description="The message this one answers")
     correlation_id: one_line(128, 1) | None = None
     fields: MessageFields | None = None
+    notify_when_seen: bool = Field(
+        False, description="Push you a compact receipt when the recipient acknowledges it"
+    )
 
     @model_validator(mode="after")
     def _reply_expectation_needs_kind(self) -> SendMessage:
@@ -139,6 +142,12 @@ class AcknowledgeMessages(Operation):
     """Mark explicit message ids seen. Idempotent; never acknowledges by sequence."""
 
     message_ids: Annotated[list[MessageId], Field(min_length=1, max_length=500)]
+
+
+class Ready(Operation):
+    """Confirm bootstrap: echo the nonce of the bootstrap notice after loading get_context."""
+
+    nonce: one_line(64, 1)
 
 
 class ListAgents(Operation):

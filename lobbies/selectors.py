@@ -6,10 +6,10 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from lobbies.errors import bad_request
-from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Scope
+from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, ReceiptEvent, Scope
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -136,6 +136,38 @@ def _page(agent: Agent, rows: list[Message], limit: int, view: str) -> dict[str,
     }
 
 
+def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+    """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
+    from lobbies.dispatch import live_connections
+
+    live = live_connections().filter(agent=OuterRef("pk")).order_by()
+    unseen = (
+        Delivery.objects.filter(
+            recipient=OuterRef("pk"),
+            state=DeliveryState.PENDING,
+            notification_attempted_at__isnull=False,
+        )
+        .filter(
+            Q(recipient__last_progress_at__isnull=True)
+            | Q(notification_attempted_at__gt=F("recipient__last_progress_at"))
+        )
+        .order_by()
+        .values("recipient")
+    )
+    receipts = ReceiptEvent.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
+    return agents.annotate(
+        connected=Exists(live),
+        heartbeat_at=Subquery(
+            live.values("agent").annotate(t=Max("last_heartbeat_at")).values("t")
+        ),
+        last_receipt_at=Subquery(receipts.annotate(t=Max("created_at")).values("t")),
+        unseen_notified=Subquery(unseen.annotate(n=Count("id")).values("n")),
+        oldest_unseen_notified=Subquery(
+            unseen.annotate(t=Min("notification_attempted_at")).values("t")
+        ),
+    )
+
+
 def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
     last_sent = Message.objects.filter(sender=OuterRef("pk")).order_by().values("sender")
@@ -145,9 +177,11 @@ def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
         .order_by()
         .values("recipient")
     )
-    return agents.annotate(
-        last_sent_at=Subquery(last_sent.annotate(t=Max("created_at")).values("t")),
-        last_received_at=Subquery(last_received.annotate(t=Max("delivered_at")).values("t")),
+    return _with_presence(
+        agents.annotate(
+            last_sent_at=Subquery(last_sent.annotate(t=Max("created_at")).values("t")),
+            last_received_at=Subquery(last_received.annotate(t=Max("delivered_at")).values("t")),
+        )
     )
 
 
@@ -172,12 +206,12 @@ def agent_entry(agent: Agent) -> dict[str, Any]:
         if agent.owner_request_count
         else None,
         "last_message_at": iso(last_message_at(agent)),
-        # Presence comes from the push connection, which this release does not serve yet.
-        "connected": None,
-        "last_heartbeat_at": None,
-        "unseen_notified_count": None,
-        "oldest_unseen_notified_at": None,
-        "notification_attention_required": None,
+        "connected": agent.connected,
+        "last_heartbeat_at": iso(agent.heartbeat_at),
+        "last_receipt_at": iso(agent.last_receipt_at),
+        "unseen_notified_count": agent.unseen_notified or 0,
+        "oldest_unseen_notified_at": iso(agent.oldest_unseen_notified),
+        "notification_attention_required": agent.notification_attention_required,
     }
 
 

@@ -40,6 +40,7 @@ urlpatterns = [
     path("agents", api.operation_route("list_agents", "GET")),
     path("me/status", api.operation_route("set_status", "POST")),
     path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
+    path("me/ready", api.operation_route("ready", "POST")),
     path("admin/lobbies", operator_api.lobbies),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),

@@ -56,7 +56,15 @@ def serve(args: argparse.Namespace) -> int:
     from daphne.server import Server
 
     done = _prepare()
+    from lobbies import dispatch
     from pocolobby.asgi import application
+
+    dispatch.register_process()
+    loops: list[object] = []
+
+    def ready() -> None:
+        loops.extend(dispatch.start_loops())
+        print(f"listening on {url}", flush=True)
 
     url = f"http://{args.host}:{args.port}"
     print(f"PocoLobby broker on {url} ({done})", flush=True)
@@ -71,7 +79,7 @@ def serve(args: argparse.Namespace) -> int:
         application=application,
         endpoints=build_endpoint_description_strings(host=args.host, port=args.port),
         signal_handlers=True,
-        ready_callable=lambda: print(f"listening on {url}", flush=True),
+        ready_callable=ready,
     ).run()
     return 0
 

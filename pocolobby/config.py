@@ -64,6 +64,19 @@ def _int_env(name: str, default: int) -> int:
     return value
 
 
+def _seconds_list_env(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        values = tuple(float(part) for part in raw.split(","))
+    except ValueError as exc:
+        raise SystemExit(f"{name} must be comma-separated seconds, got {raw!r}") from exc
+    if not values or any(v <= 0 for v in values):
+        raise SystemExit(f"{name} must list positive seconds, got {raw!r}")
+    return values
+
+
 @dataclass(frozen=True)
 class Bounds:
     """Default bounds; each can be tuned with the environment variable of the same name."""
@@ -73,6 +86,13 @@ class Bounds:
     sends_per_minute: int = 120
     queued_messages_per_recipient: int = 1000
     queued_bytes_per_recipient: int = 16 * 1024 * 1024
+    push_bytes: int = 32 * 1024
+    push_batch_ms: int = 20
+    # Delays before each retry of an unresolved notification; its length is the budget.
+    notify_retry_seconds: tuple[float, ...] = (30, 60, 120, 300, 300)
+    receipt_wait_seconds: float = 2
+    receipt_spacing_seconds: float = 30
+    receipts_per_event: int = 20
 
     @classmethod
     def from_env(cls) -> Bounds:
@@ -85,5 +105,10 @@ class Bounds:
             ),
             queued_bytes_per_recipient=_int_env(
                 "POCOLOBBY_QUEUED_BYTES", cls.queued_bytes_per_recipient
+            ),
+            push_bytes=_int_env("POCOLOBBY_PUSH_BYTES", cls.push_bytes),
+            push_batch_ms=_int_env("POCOLOBBY_PUSH_BATCH_MS", cls.push_batch_ms),
+            notify_retry_seconds=_seconds_list_env(
+                "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),
         )

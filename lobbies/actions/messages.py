@@ -13,7 +13,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
+from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, conflict, not_found
+from lobbies.events import DISPATCH_GROUP, on_commit_publish, wake_recipients_on_commit
 from lobbies.models import (
     Agent,
     Delivery,
@@ -23,6 +25,7 @@ from lobbies.models import (
     Message,
     ReceiptEvent,
     Scope,
+    SeenReceipt,
 )
 from lobbies.schemas import SendMessage
 
@@ -141,7 +144,9 @@ def _next_sequence(lobby_id: int) -> int:
         return int(cursor.fetchone()[0])
 
 
-def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
+def send_message(
+    sender: Agent, args: SendMessage, runtime: RuntimeCaller | None = None
+) -> SendOutcome:
     """Store a direct message and its recipient row in one transaction; answer after commit."""
     digest = request_hash(args)
     original = _original_for_retry(sender, args, digest)
@@ -153,6 +158,8 @@ def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
     try:
         with transaction.atomic():
             sequence = _next_sequence(sender.lobby_id)
+            if runtime is not None:
+                check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
             now = timezone.now()
             _check_send_rate(sender, now)
             _check_capacity(recipient, content_bytes)
@@ -171,6 +178,7 @@ def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
                 reply_to=args.reply_to,
                 correlation_id=args.correlation_id or "",
                 client_request_id=args.client_request_id,
+                notify_when_seen=args.notify_when_seen,
                 request_hash=digest,
                 created_at=now,
             )
@@ -181,6 +189,9 @@ def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
                 content_bytes=content_bytes,
                 delivered_at=now,
             )
+            Agent.objects.filter(pk=sender.pk).update(last_progress_at=now)
+            if recipient.pk != sender.pk:
+                wake_recipients_on_commit([(recipient.pk, args.priority)])
     except IntegrityError:
         # A concurrent identical request won the (sender, client_request_id) race.
         original = _original_for_retry(sender, args, digest)
@@ -188,6 +199,44 @@ def send_message(sender: Agent, args: SendMessage) -> SendOutcome:
             raise
         return SendOutcome(original, duplicate=True)
     return SendOutcome(message, duplicate=False)
+
+
+def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: timezone.datetime) -> None:
+    """Senders who asked (notify_when_seen) are owed a pushed receipt; notes to self are not."""
+    asked = (
+        Message.objects.filter(pk__in=message_ids, notify_when_seen=True)
+        .exclude(sender=agent)
+        .exclude(sender__isnull=True)
+    )
+    owed = [
+        SeenReceipt(sender_id=sender_id, message_id=mid, seen_by=agent.agent_id, seen_at=now)
+        for mid, sender_id in asked.values_list("pk", "sender_id")
+    ]
+    if owed:
+        SeenReceipt.objects.bulk_create(owed)
+        on_commit_publish([(DISPATCH_GROUP, {"type": "dispatch.wake"})])
+
+
+def _record_progress(agent: Agent, now: timezone.datetime) -> None:
+    """An acknowledgment shows the agent takes turns: its notification budget starts over."""
+    unresolved = Delivery.objects.filter(
+        recipient=agent, state=DeliveryState.PENDING, pushed_generation__isnull=False
+    ).exists()
+    agent.last_progress_at = now
+    agent.notify_attempts = 0
+    agent.notification_attention_required = False
+    agent.notify_next_at = (
+        now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0]) if unresolved else None
+    )
+    agent.save(
+        update_fields=[
+            "receipt_sequence",
+            "last_progress_at",
+            "notify_attempts",
+            "notification_attention_required",
+            "notify_next_at",
+        ]
+    )
 
 
 def _reply_expected(args: SendMessage) -> bool:
@@ -206,11 +255,14 @@ class AcknowledgeOutcome:
     receipt_sequence: int
 
 
-def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOutcome:
+def acknowledge_messages(
+    agent: Agent, message_ids: list[int], runtime: RuntimeCaller | None = None
+) -> AcknowledgeOutcome:
     """Mark exactly the named deliveries seen, each with a receipt event; all or nothing."""
     ids = list(dict.fromkeys(message_ids))
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent.pk)
+        check_fence(agent, runtime)
         deliveries = {
             d.message_id: d
             for d in Delivery.objects.filter(
@@ -254,7 +306,8 @@ def acknowledge_messages(agent: Agent, message_ids: list[int]) -> AcknowledgeOut
                 for n, mid in enumerate(to_mark)
             )
             agent.receipt_sequence += len(to_mark)
-            Agent.objects.filter(pk=agent.pk).update(receipt_sequence=agent.receipt_sequence)
+            _owe_seen_receipts(agent, to_mark, now)
+        _record_progress(agent, now)
     held = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.HELD]
     return AcknowledgeOutcome(
         acknowledged=[i for i in ids if i in deliveries and i not in held],

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.errors import conflict, not_found
+from lobbies.events import close_sockets_on_commit
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -121,6 +122,7 @@ def rotate_credential(lobby_name: str, agent_id: str) -> str:
         )
         token = _issue_credential(agent)
         Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
+        close_sockets_on_commit(agent.pk, "token_revoked", "the owner rotated this agent's token")
         record_audit(
             OPERATOR,
             AuditAction.CREDENTIAL_ROTATED,
@@ -174,6 +176,7 @@ def disable_agent(lobby_name: str, agent_id: str) -> int:
         )
         Agent.objects.filter(pk=agent.pk).update(enabled=False)
         _retire_runtime(agent)
+        close_sockets_on_commit(agent.pk, "agent_disabled", "the owner disabled this agent")
         record_audit(
             OPERATOR,
             AuditAction.AGENT_DISABLED,
@@ -202,6 +205,7 @@ def remove_agent(lobby_name: str, agent_id: str) -> None:
     """Delete the identity, its tokens and inbox; messages it sent stay under its name."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
+        close_sockets_on_commit(agent.pk, "agent_removed", "the owner removed this agent")
         agent.delete()
         record_audit(
             OPERATOR,

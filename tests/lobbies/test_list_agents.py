@@ -27,9 +27,11 @@ def test_last_message_at_counts_sends_and_direct_receipts(make_agent, lead, back
     assert agents["idle"]["last_message_at"] is None
 
 
-def test_presence_reads_null_until_push_exists(lead):
+def test_an_agent_without_a_bridge_reads_disconnected_and_quiet(lead):
     entry = _by_name(lead.ok("list_agents"))["lead"]
-    assert entry["connected"] is None and entry["unseen_notified_count"] is None
+    assert entry["connected"] is False and entry["last_heartbeat_at"] is None
+    assert entry["unseen_notified_count"] == 0 and entry["oldest_unseen_notified_at"] is None
+    assert entry["notification_attention_required"] is False
 
 
 def test_status_line_is_set_shown_and_cleared(lead, backend):

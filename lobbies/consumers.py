@@ -1,0 +1,231 @@
+"""The bridge's WebSocket: one per running bridge process, authenticated on the upgrade.
+
+Headers on the upgrade: `Authorization: Bearer <agent token>`, `X-PocoLobby-Event-Version`,
+`X-PocoLobby-Runtime` and, on a reconnect of the same process, `X-PocoLobby-Generation`.
+A refusal is an `error` frame naming the code, then a close with 4000 + the HTTP status
+(4426 bridge_outdated, 4401, 4403, 4409 runtime_conflict or generation_superseded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from lobbies import dispatch
+from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.errors import BrokerError
+from lobbies.events import agent_group
+from lobbies.presentation import EVENT_VERSION
+from lobbies.tokens import agent_for_token
+
+log = logging.getLogger("pocolobby.stream")
+
+MAX_FRAME_BYTES = 16 * 1024
+# Consumers of this process, for the presence heartbeat.
+LOCAL: set[BridgeConsumer] = set()
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
+    if "origin" in headers:
+        raise BrokerError(403, "origin_refused", "the stream serves bridges, not browser pages")
+    version = headers.get("x-pocolobby-event-version", "")
+    if version != str(EVENT_VERSION):
+        raise BrokerError(
+            426,
+            "bridge_outdated",
+            f"this broker speaks event version {EVENT_VERSION}; the bridge stated "
+            f"{version or 'none'}: update PocoLobby on this machine and reconnect the bridge",
+        )
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
+    agent = agent_for_token(token.strip())
+    raw_generation = headers.get("x-pocolobby-generation")
+    generation: int | None = None
+    if raw_generation:
+        try:
+            generation = int(raw_generation)
+        except ValueError:
+            raise BrokerError(
+                400, "invalid_generation", "the generation must be an integer"
+            ) from None
+    return claim_runtime(agent, headers.get("x-pocolobby-runtime", ""), generation)
+
+
+class BridgeConsumer(AsyncWebsocketConsumer):
+    claim: Claim | None = None
+    connection_pk: int | None = None
+    heard_since_beat = False
+
+    async def connect(self) -> None:
+        await self.accept()
+        try:
+            self.claim = await database_sync_to_async(_authenticate_and_claim)(_headers(self.scope))
+        except BrokerError as error:
+            await self._refuse(error)
+            return
+        agent = self.claim.agent
+        self.agent_pk, self.generation = agent.pk, self.claim.generation
+        self.group = agent_group(agent.pk)
+        self.push_lock = asyncio.Lock()
+        self.flush_task: asyncio.Task[None] | None = None
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.connection_pk = await database_sync_to_async(dispatch.open_connection)(
+            agent.pk, self.generation
+        )
+        LOCAL.add(self)
+        # Fence every other socket of this agent: older generations and stale twins.
+        await self.channel_layer.group_send(
+            self.group,
+            {
+                "type": "agent.superseded",
+                "generation": self.generation,
+                "connection": self.connection_pk,
+            },
+        )
+        await self._send_frame(
+            {
+                "type": "welcome",
+                "event_version": EVENT_VERSION,
+                "agent_id": agent.agent_id,
+                "lobby_id": agent.lobby.name,
+                "runtime_id": agent.runtime_id,
+                "generation": self.generation,
+                "bootstrap": self.claim.started,
+            }
+        )
+        if self.claim.started:
+            await self._send_built(dispatch.bootstrap_frame, self.agent_pk, self.generation)
+        else:
+            await database_sync_to_async(dispatch.reconnected)(self.agent_pk, self.generation)
+        await self._push()
+
+    async def _refuse(self, error: BrokerError) -> None:
+        await self._send_frame(
+            {"type": "error", "status": error.status, **error.as_json()["error"]}
+        )
+        await self.close(code=4000 + error.status)
+
+    async def disconnect(self, code: int) -> None:
+        LOCAL.discard(self)
+        if self.claim is None:
+            return
+        if self.flush_task is not None:
+            self.flush_task.cancel()
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.connection_pk is not None:
+            await database_sync_to_async(dispatch.close_connection)(self.connection_pk)
+
+    # ------------------------------------------------------------ frames from the bridge
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.claim is None:
+            return
+        if text_data is None or len(text_data) > MAX_FRAME_BYTES:
+            await self._error(
+                "invalid_frame" if text_data is None else "frame_too_large",
+                f"frames are JSON text of at most {MAX_FRAME_BYTES} bytes",
+            )
+            return
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            await self._error("invalid_frame", "the frame is not valid JSON")
+            return
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            await self._error("invalid_frame", "a frame is a JSON object with a string 'type'")
+            return
+        self.heard_since_beat = True
+        kind = frame["type"]
+        if kind == "heartbeat":
+            await self._send_frame({"type": "heartbeat"})
+        elif kind in ("received", "host_written"):
+            notice_id = frame.get("notice_id")
+            known = isinstance(notice_id, str) and await database_sync_to_async(
+                dispatch.record_transport_fact
+            )(self.agent_pk, self.generation, notice_id, kind)
+            if not known:
+                await self._error(
+                    "unknown_notice", "no notice with that notice_id for this process"
+                )
+        else:
+            await self._error(
+                "unknown_frame_type",
+                f"unknown frame type {kind[:40]!r}; "
+                "this broker takes heartbeat, received and host_written",
+            )
+
+    # ------------------------------------------------------------ group messages
+
+    async def agent_wake(self, event: dict[str, Any]) -> None:
+        if event.get("priority") == "important":
+            await self._push()
+        elif self.flush_task is None or self.flush_task.done():
+            self.flush_task = asyncio.create_task(self._push_after_batch_delay())
+
+    async def _push_after_batch_delay(self) -> None:
+        await asyncio.sleep(settings.BOUNDS.push_batch_ms / 1000)
+        await self._push()
+
+    async def agent_hint(self, event: dict[str, Any]) -> None:
+        if event.get("generation") == self.generation:
+            await self._send_built(
+                dispatch.hint_frame, self.agent_pk, self.generation, list(event["message_ids"])
+            )
+
+    async def agent_bootstrap(self, event: dict[str, Any]) -> None:
+        if event.get("generation") == self.generation:
+            await self._send_built(dispatch.bootstrap_frame, self.agent_pk, self.generation)
+
+    async def agent_receipts(self, event: dict[str, Any]) -> None:
+        await self._send_built(dispatch.receipts_frame, self.agent_pk, list(event["receipts"]))
+
+    async def agent_superseded(self, event: dict[str, Any]) -> None:
+        if event.get("connection") == self.connection_pk:
+            return
+        if event.get("generation", 0) >= self.generation:
+            await self._refuse(
+                BrokerError(
+                    409,
+                    "generation_superseded",
+                    "a newer connection of this agent took over; this one is closed",
+                )
+            )
+
+    async def agent_close(self, event: dict[str, Any]) -> None:
+        code = str(event.get("code", "revoked"))
+        await self._refuse(BrokerError(403, code, str(event.get("reason", "closed by the owner"))))
+
+    # ------------------------------------------------------------ sending
+
+    async def _push(self) -> None:
+        async with self.push_lock:
+            while True:
+                frame = await database_sync_to_async(dispatch.push_frame)(
+                    self.agent_pk, self.generation
+                )
+                if frame is None:
+                    return
+                await self._send_frame(frame)
+
+    async def _send_built(self, build: Any, *args: Any) -> None:
+        async with self.push_lock:
+            frame = await database_sync_to_async(build)(*args)
+            if frame is not None:
+                await self._send_frame(frame)
+
+    async def _error(self, code: str, message: str) -> None:
+        await self._send_frame({"type": "error", "code": code, "message": message})
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(frame, ensure_ascii=False))

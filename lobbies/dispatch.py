@@ -1,0 +1,580 @@
+"""Push: what each bridge is sent, the persisted attempts, and the dispatcher's timers.
+
+The inbox rows are the queue. A socket's consumer calls the `*_frame` functions to turn
+pending deliveries into one notice, recording the attempt in the same transaction. The
+dispatcher (one process at a time) runs retries, bootstrap retries, read receipts and the
+cleanup of dead processes; each of its steps reads first, so an idle broker writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from lobbies import presentation
+from lobbies.events import DISPATCH_GROUP, agent_group
+from lobbies.models import (
+    Agent,
+    BrokerProcess,
+    Connection,
+    Delivery,
+    DeliveryState,
+    Message,
+    Notice,
+    NoticeKind,
+    Priority,
+    SeenReceipt,
+)
+from lobbies.selectors import iso
+
+log = logging.getLogger("pocolobby.dispatch")
+
+# This process's identity in the presence registry.
+PROCESS_ID = uuid.uuid4()
+PROCESS_STALE_AFTER = timedelta(seconds=60)
+RECEIPT_LIFETIME = timedelta(days=1)
+
+Frame = dict[str, Any]
+
+
+def _notice(
+    agent: Agent,
+    kind: NoticeKind,
+    message_ids: list[int],
+    shown: presentation.Presentation,
+    *,
+    now: datetime,
+    count: int | None = None,
+) -> Frame:
+    notice = Notice.objects.create(
+        id=uuid.uuid4(),
+        agent=agent,
+        runtime_id=agent.runtime_id or "",
+        generation=agent.runtime_generation,
+        kind=kind,
+        message_ids=message_ids,
+        created_at=now,
+    )
+    return {
+        "type": "notice",
+        "event_version": presentation.EVENT_VERSION,
+        "notice_id": str(notice.id),
+        "notice_kind": kind,
+        "generation": agent.runtime_generation,
+        "as_of": iso(now),
+        "message_ids": message_ids,
+        "count": len(message_ids) if count is None else count,
+        "truncated": shown.truncated,
+        "content": shown.content,
+        "meta": shown.meta,
+        "extensions": shown.extensions,
+    }
+
+
+def _current(agent_pk: int, generation: int) -> Agent | None:
+    """The agent row, locked, if `generation` still holds its runtime."""
+    agent = Agent.objects.select_for_update().select_related("lobby").filter(pk=agent_pk).first()
+    if agent is None or not agent.enabled or agent.runtime_generation != generation:
+        return None
+    return agent
+
+
+def _pushable(agent: Agent) -> Any:
+    """Pending deliveries this generation has not been sent. Notes to self wake nobody."""
+    return (
+        Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
+        .filter(Q(pushed_generation__isnull=True) | ~Q(pushed_generation=agent.runtime_generation))
+        .exclude(message__sender=agent)
+    )
+
+
+def _schedule_retry(agent: Agent, now: datetime) -> None:
+    if agent.notify_next_at is None:
+        agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
+        agent.save(update_fields=["notify_next_at"])
+
+
+def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
+    """A new runtime's bootstrap: the nonce, and everything that waited as one backlog notice."""
+    with transaction.atomic():
+        agent = _current(agent_pk, generation)
+        if agent is None or agent.ready_at is not None:
+            return None
+        now = timezone.now()
+        backlog = list(
+            _pushable(agent)
+            .filter(message__sequence__lte=agent.backlog_sequence)
+            .order_by("message__sequence")
+            .values_list("pk", "message_id")
+        )
+        ids = [message_id for _, message_id in backlog]
+        Delivery.objects.filter(pk__in=[pk for pk, _ in backlog]).update(
+            pushed_generation=generation, pushed_at=now
+        )
+        shown = presentation.bootstrap_notice(
+            agent.agent_id,
+            agent.lobby.name,
+            nonce=agent.bootstrap_nonce,
+            generation=generation,
+            backlog_ids=ids,
+            as_of=now,
+        )
+        agent.bootstrap_sent_at = now
+        agent.bootstrap_attempts += 1
+        agent.save(update_fields=["bootstrap_sent_at", "bootstrap_attempts"])
+        if ids:
+            _schedule_retry(agent, now)
+        return _notice(agent, NoticeKind.BOOTSTRAP, ids, shown, now=now)
+
+
+def push_frame(agent_pk: int, generation: int) -> Frame | None:
+    """New pending messages with their bodies, important first; None when nothing is due."""
+    with transaction.atomic():
+        agent = _current(agent_pk, generation)
+        if agent is None:
+            return None
+        deliveries = list(
+            _pushable(agent).select_related("message").order_by("message__sequence")[:200]
+        )
+        if not deliveries:
+            return None
+        now = timezone.now()
+        Delivery.objects.filter(pk__in=[d.pk for d in deliveries]).update(
+            pushed_generation=generation, pushed_at=now
+        )
+        messages: list[Message] = sorted(
+            (d.message for d in deliveries),
+            key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence),
+        )
+        shown = presentation.messages_notice(
+            agent.agent_id, agent.lobby.name, messages, cap_bytes=settings.BOUNDS.push_bytes
+        )
+        _schedule_retry(agent, now)
+        return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
+
+
+def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
+    """A coalesced reminder of unacknowledged messages, counted as of now, naming them."""
+    with transaction.atomic():
+        agent = _current(agent_pk, generation)
+        if agent is None:
+            return None
+        still = list(
+            Delivery.objects.filter(
+                recipient=agent, state=DeliveryState.PENDING, message_id__in=message_ids
+            )
+            .order_by("message__sequence")
+            .values_list("message_id", flat=True)
+        )
+        if not still:
+            return None
+        now = timezone.now()
+        shown = presentation.hint_notice(agent.agent_id, agent.lobby.name, still, now)
+        return _notice(agent, NoticeKind.HINT, still, shown, now=now)
+
+
+def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> Frame | None:
+    with transaction.atomic():
+        agent = Agent.objects.select_related("lobby").filter(pk=agent_pk, enabled=True).first()
+        if agent is None or agent.runtime_id is None:
+            return None
+        shown = presentation.receipts_notice(agent.agent_id, agent.lobby.name, receipts)
+        ids = [r["message_id"] for r in receipts]
+        return _notice(agent, NoticeKind.RECEIPTS, ids, shown, now=timezone.now())
+
+
+def reconnected(agent_pk: int, generation: int) -> None:
+    """A reconnect of the same process: what it may not have written to the host goes again."""
+    Delivery.objects.filter(
+        recipient_id=agent_pk, state=DeliveryState.PENDING, pushed_generation=generation
+    ).filter(Q(notified_generation__isnull=True) | ~Q(notified_generation=generation)).update(
+        pushed_generation=None
+    )
+
+
+def record_transport_fact(agent_pk: int, generation: int, notice_id: str, fact: str) -> bool:
+    """The bridge reports `received` (transport) or `host_written` for one of its notices."""
+    try:
+        key = uuid.UUID(notice_id)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    with transaction.atomic():
+        notice = Notice.objects.filter(id=key, agent_id=agent_pk, generation=generation).first()
+        if notice is None:
+            return False
+        now = timezone.now()
+        deliveries = Delivery.objects.filter(
+            recipient_id=agent_pk, message_id__in=notice.message_ids
+        )
+        if fact == "received":
+            if notice.received_at is None:
+                Notice.objects.filter(id=key).update(received_at=now)
+            deliveries.update(adapter_received_at=now)
+        else:
+            if notice.host_written_at is None:
+                Notice.objects.filter(id=key).update(host_written_at=now)
+            if notice.kind != NoticeKind.RECEIPTS:
+                deliveries.update(notification_attempted_at=now, notified_generation=generation)
+    return True
+
+
+# ---------------------------------------------------------------- presence
+
+
+def ensure_process() -> None:
+    now = timezone.now()
+    BrokerProcess.objects.update_or_create(
+        id=PROCESS_ID,
+        defaults={"last_seen_at": now},
+        create_defaults={"started_at": now, "last_seen_at": now},
+    )
+
+
+def open_connection(agent_pk: int, generation: int) -> int:
+    ensure_process()
+    now = timezone.now()
+    return Connection.objects.create(
+        agent_id=agent_pk,
+        process_id=PROCESS_ID,
+        generation=generation,
+        connected_at=now,
+        last_heartbeat_at=now,
+    ).pk
+
+
+def close_connection(connection_pk: int) -> None:
+    Connection.objects.filter(pk=connection_pk).delete()
+
+
+def heartbeat(connection_pks: list[int]) -> None:
+    """This process is alive; these connections were heard from since the last beat."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not BrokerProcess.objects.filter(id=PROCESS_ID).update(last_seen_at=now):
+            ensure_process()
+        if connection_pks:
+            Connection.objects.filter(pk__in=connection_pks).update(last_heartbeat_at=now)
+
+
+def live_connections() -> Any:
+    return Connection.objects.filter(
+        process__last_seen_at__gte=timezone.now() - PROCESS_STALE_AFTER
+    )
+
+
+# ---------------------------------------------------------------- the dispatcher's timers
+
+
+@dataclass
+class TickResult:
+    """Group messages to publish after the tick's transactions committed."""
+
+    publish: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def to_agent(self, agent_pk: int, message: dict[str, Any]) -> None:
+        self.publish.append((agent_group(agent_pk), message))
+
+
+def _connected_generations(agent_pks: list[int]) -> dict[int, int]:
+    return dict(
+        live_connections().filter(agent_id__in=agent_pks).values_list("agent_id", "generation")
+    )
+
+
+def run_retries(now: datetime, result: TickResult) -> None:
+    """Unresolved notifications: retry with backoff, silently behind a confirmed host write."""
+    due = list(
+        Agent.objects.filter(notify_next_at__lte=now, enabled=True).values_list("pk", flat=True)[
+            :200
+        ]
+    )
+    if not due:
+        return
+    connected = _connected_generations(due)
+    schedule = settings.BOUNDS.notify_retry_seconds
+    for agent_pk in due:
+        with transaction.atomic():
+            agent = Agent.objects.select_for_update().filter(pk=agent_pk).first()
+            if agent is None or agent.notify_next_at is None or agent.notify_next_at > now:
+                continue
+            unresolved = list(
+                Delivery.objects.filter(
+                    recipient=agent,
+                    state=DeliveryState.PENDING,
+                    pushed_generation=agent.runtime_generation,
+                )
+                .exclude(message__sender=agent)
+                .values_list("message_id", "notified_generation")
+            )
+            if not unresolved:
+                agent.notify_attempts, agent.notify_next_at = 0, None
+            elif agent.notify_attempts >= len(schedule):
+                agent.notification_attention_required, agent.notify_next_at = True, None
+            elif connected.get(agent_pk) != agent.runtime_generation:
+                # Nobody to tell: a reconnect pushes again; the budget is not spent meanwhile.
+                agent.notify_next_at = now + timedelta(seconds=schedule[0])
+            else:
+                agent.notify_attempts += 1
+                delay = schedule[min(agent.notify_attempts, len(schedule) - 1)]
+                agent.notify_next_at = now + timedelta(seconds=delay)
+                confirmed = all(g == agent.runtime_generation for _, g in unresolved)
+                if not confirmed:
+                    result.to_agent(
+                        agent_pk,
+                        {
+                            "type": "agent.hint",
+                            "generation": agent.runtime_generation,
+                            "message_ids": [m for m, _ in unresolved],
+                        },
+                    )
+            agent.save(
+                update_fields=[
+                    "notify_attempts",
+                    "notify_next_at",
+                    "notification_attention_required",
+                ]
+            )
+
+
+def run_bootstrap_retries(now: datetime, result: TickResult) -> None:
+    """A bootstrap not answered with `ready` goes again at the schedule's longest delay.
+
+    Never after `ready`; after as many bootstraps as the schedule has delays, the agent
+    needs the owner's attention instead.
+    """
+    schedule = settings.BOUNDS.notify_retry_seconds
+    due_before = now - timedelta(seconds=max(schedule))
+    waiting = Agent.objects.filter(
+        ready_at__isnull=True,
+        runtime_id__isnull=False,
+        bootstrap_sent_at__lte=due_before,
+        enabled=True,
+    )
+    candidates = list(waiting.values_list("pk", "runtime_generation", "bootstrap_attempts")[:200])
+    if not candidates:
+        return
+    connected = _connected_generations([pk for pk, _, _ in candidates])
+    for agent_pk, generation, attempts in candidates:
+        if connected.get(agent_pk) != generation:
+            continue
+        if attempts >= len(schedule):
+            waiting.filter(pk=agent_pk).update(
+                notification_attention_required=True, bootstrap_sent_at=None
+            )
+            continue
+        # Claim this retry with a conditional update, so no other tick sends it twice.
+        if waiting.filter(pk=agent_pk, runtime_generation=generation).update(bootstrap_sent_at=now):
+            result.to_agent(agent_pk, {"type": "agent.bootstrap", "generation": generation})
+
+
+def run_receipts(now: datetime, result: TickResult) -> None:
+    """Owed read receipts: each waits a little, one event per 30 s per sender, 20 at most."""
+    bounds = settings.BOUNDS
+    if SeenReceipt.objects.filter(seen_at__lt=now - RECEIPT_LIFETIME).exists():
+        SeenReceipt.objects.filter(seen_at__lt=now - RECEIPT_LIFETIME).delete()
+    ready_before = now - timedelta(seconds=bounds.receipt_wait_seconds)
+    senders = list(
+        SeenReceipt.objects.filter(pushed_at__isnull=True, seen_at__lte=ready_before)
+        .values_list("sender_id", flat=True)
+        .distinct()[:200]
+    )
+    if not senders:
+        return
+    spacing = now - timedelta(seconds=bounds.receipt_spacing_seconds)
+    connected = _connected_generations(senders)
+    for sender_pk in senders:
+        if sender_pk not in connected:
+            continue
+        with transaction.atomic():
+            sender = Agent.objects.select_for_update().get(pk=sender_pk)
+            if sender.last_receipts_push_at and sender.last_receipts_push_at > spacing:
+                continue
+            owed = list(
+                SeenReceipt.objects.filter(
+                    sender=sender, pushed_at__isnull=True, seen_at__lte=ready_before
+                ).order_by("seen_at")[: bounds.receipts_per_event]
+            )
+            if not owed:
+                continue
+            SeenReceipt.objects.filter(pk__in=[r.pk for r in owed]).update(pushed_at=now)
+            sender.last_receipts_push_at = now
+            sender.save(update_fields=["last_receipts_push_at"])
+            result.to_agent(
+                sender_pk,
+                {
+                    "type": "agent.receipts",
+                    "receipts": [
+                        {
+                            "message_id": r.message_id,
+                            "seen_by": r.seen_by,
+                            "seen_at": iso(r.seen_at),
+                        }
+                        for r in owed
+                    ],
+                },
+            )
+
+
+def run_process_cleanup(now: datetime) -> None:
+    stale = BrokerProcess.objects.filter(last_seen_at__lt=now - PROCESS_STALE_AFTER)
+    if stale.exclude(id=PROCESS_ID).exists():
+        stale.exclude(id=PROCESS_ID).delete()
+
+
+def tick(now: datetime | None = None) -> TickResult:
+    """One pass of every timer. Reads first: an idle broker opens no write transaction."""
+    now = now or timezone.now()
+    result = TickResult()
+    run_retries(now, result)
+    run_bootstrap_retries(now, result)
+    run_receipts(now, result)
+    run_process_cleanup(now)
+    return result
+
+
+# ---------------------------------------------------------------- the loops `serve` runs
+
+TICK_SECONDS = 0.25
+BEAT_SECONDS = 15
+# Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
+LEADER_LOCK_KEY = 0x506F4C62_00000001
+
+
+class Leadership:
+    """Timers run in one process at a time: the holder of a PostgreSQL advisory lock.
+
+    The lock lives on a dedicated connection, so it is released when the process dies and
+    another process takes over at its next attempt. SQLite serves one process: always leader.
+    """
+
+    def __init__(self) -> None:
+        self.connection: Any = None
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        db = settings.DATABASES["default"]
+        return psycopg.connect(
+            host=db.get("HOST") or None,
+            port=db.get("PORT") or None,
+            dbname=db["NAME"],
+            user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None,
+            autocommit=True,
+        )
+
+    def hold(self) -> bool:
+        from django.db import connection as default
+
+        if default.vendor != "postgresql":
+            return True
+        try:
+            if self.connection is None:
+                self.connection = self._connect()
+                row = self.connection.execute(
+                    "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
+                ).fetchone()
+                if not row[0]:
+                    self.release()
+                    return False
+                log.info("this process runs the dispatcher's timers")
+            else:
+                self.connection.execute("SELECT 1")
+            return True
+        except Exception:
+            log.warning("lost the dispatcher lock's connection", exc_info=True)
+            self.release()
+            return False
+
+    def release(self) -> None:
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except Exception:
+                log.debug("closing the lock connection failed", exc_info=True)
+            self.connection = None
+
+
+def _tick_and_close() -> TickResult:
+    from django.db import close_old_connections
+
+    close_old_connections()
+    return tick()
+
+
+async def run_dispatcher() -> None:
+    """Tick every 250 ms, or at once when a commit wakes us through the channel layer."""
+    from channels.db import database_sync_to_async
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(DISPATCH_GROUP, channel)
+    leadership = Leadership()
+    hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
+    run = database_sync_to_async(_tick_and_close)
+    while True:
+        try:
+            if await hold():
+                result = await run()
+                for group, message in result.publish:
+                    await layer.group_send(group, message)
+            else:
+                await asyncio.sleep(2)
+        except asyncio.CancelledError:
+            leadership.release()
+            raise
+        except Exception:
+            log.exception("dispatcher tick failed; retrying")
+            await asyncio.sleep(1)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), timeout=TICK_SECONDS)
+
+
+async def run_presence() -> None:
+    """Vouch for this process's sockets every 15 s, with the ones heard from since."""
+    from channels.db import database_sync_to_async
+
+    from lobbies.consumers import LOCAL
+
+    while True:
+        await asyncio.sleep(BEAT_SECONDS)
+        heard = []
+        for consumer in list(LOCAL):
+            if consumer.heard_since_beat and consumer.connection_pk is not None:
+                heard.append(consumer.connection_pk)
+                consumer.heard_since_beat = False
+        if not LOCAL:
+            continue
+        try:
+            await database_sync_to_async(heartbeat)(heard)
+        except Exception:
+            log.exception("presence heartbeat failed")
+
+
+def register_process() -> None:
+    """At start, before serving: this process joins the registry. A SQLite file is served by
+    one process only, so any other registered process is a dead predecessor."""
+    from django.db import connection
+
+    ensure_process()
+    if connection.vendor == "sqlite":
+        BrokerProcess.objects.exclude(id=PROCESS_ID).delete()
+
+
+def start_loops() -> list[asyncio.Task[None]]:
+    """Called by `pocolobby serve` once daphne's event loop runs (daphne has no lifespan)."""
+    return [asyncio.ensure_future(run_dispatcher()), asyncio.ensure_future(run_presence())]
+
+
+__all__ = ["DISPATCH_GROUP", "start_loops", "tick"]

@@ -1,0 +1,60 @@
+"""Channel-layer messages between processes: wake a bridge's socket, fence it, wake the dispatcher.
+
+Only ever published after commit (`on_commit`), so a woken reader always finds the rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger("pocolobby.events")
+
+DISPATCH_GROUP = "pocolobby.dispatch"
+
+
+def agent_group(agent_pk: int) -> str:
+    return f"pocolobby.agent.{agent_pk}"
+
+
+def publish(group: str, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:  # a lost wake is recovered by the dispatcher's tick, never by the sender
+        log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
+
+
+def on_commit_publish(messages: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    pending = list(messages)
+
+    def send() -> None:
+        for group, message in pending:
+            publish(group, message)
+
+    transaction.on_commit(send)
+
+
+def wake_recipients_on_commit(recipients: Iterable[tuple[int, str]]) -> None:
+    """After commit, wake each recipient's socket; `important` skips the batching delay."""
+    on_commit_publish(
+        [
+            (agent_group(pk), {"type": "agent.wake", "priority": priority})
+            for pk, priority in recipients
+        ]
+        + [(DISPATCH_GROUP, {"type": "dispatch.wake"})]
+    )
+
+
+def close_sockets_on_commit(agent_pk: int, code: str, reason: str) -> None:
+    """After an owner action, close the agent's open sockets (revoked, disabled, reset)."""
+    on_commit_publish(
+        [(agent_group(agent_pk), {"type": "agent.close", "code": code, "reason": reason})]
+    )
