@@ -445,6 +445,7 @@ def tick(now: datetime | None = None) -> TickResult:
 # ---------------------------------------------------------------- the loops `serve` runs
 
 TICK_SECONDS = 0.25
+MIN_TICK_SPACING = 0.05
 BEAT_SECONDS = 15
 # Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
 LEADER_LOCK_KEY = 0x506F4C62_00000001
@@ -513,7 +514,11 @@ def _tick_and_close() -> TickResult:
 
 
 async def run_dispatcher() -> None:
-    """Tick every 250 ms, or at once when a commit wakes us through the channel layer."""
+    """Tick every 250 ms, or sooner when a commit wakes us through the channel layer.
+
+    Ticks run on their own thread, not the one Django's sync views share, and at most one
+    per 50 ms however many commits wake it: a burst of sends costs one pass, not one each.
+    """
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
@@ -522,8 +527,10 @@ async def run_dispatcher() -> None:
     await layer.group_add(DISPATCH_GROUP, channel)
     leadership = Leadership()
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
-    run = database_sync_to_async(_tick_and_close)
+    run = database_sync_to_async(_tick_and_close, thread_sensitive=False)
+    loop = asyncio.get_running_loop()
     while True:
+        started = loop.time()
         try:
             if await hold():
                 result = await run()
@@ -539,6 +546,9 @@ async def run_dispatcher() -> None:
             await asyncio.sleep(1)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(layer.receive(channel), timeout=TICK_SECONDS)
+            for _ in range(100):  # one pass serves every wake that arrived meanwhile
+                await asyncio.wait_for(layer.receive(channel), timeout=0.001)
+        await asyncio.sleep(max(0.0, started + MIN_TICK_SPACING - loop.time()))
 
 
 async def run_presence() -> None:

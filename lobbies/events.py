@@ -49,8 +49,12 @@ def wake_recipients_on_commit(recipients: Iterable[tuple[int, str]]) -> None:
             (agent_group(pk), {"type": "agent.wake", "priority": priority})
             for pk, priority in recipients
         ]
-        + [(DISPATCH_GROUP, {"type": "dispatch.wake"})]
     )
+
+
+def wake_dispatcher_on_commit() -> None:
+    """After commit, run the dispatcher's timers now (owed receipts) instead of at its tick."""
+    on_commit_publish([(DISPATCH_GROUP, {"type": "dispatch.wake"})])
 
 
 def close_sockets_on_commit(agent_pk: int, code: str, reason: str) -> None:

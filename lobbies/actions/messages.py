@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, conflict, not_found
-from lobbies.events import DISPATCH_GROUP, on_commit_publish, wake_recipients_on_commit
+from lobbies.events import wake_dispatcher_on_commit, wake_recipients_on_commit
 from lobbies.models import (
     Agent,
     Delivery,
@@ -214,7 +214,7 @@ def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: timezone.datet
     ]
     if owed:
         SeenReceipt.objects.bulk_create(owed)
-        on_commit_publish([(DISPATCH_GROUP, {"type": "dispatch.wake"})])
+        wake_dispatcher_on_commit()
 
 
 def _record_progress(agent: Agent, now: timezone.datetime) -> None:

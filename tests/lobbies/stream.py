@@ -19,11 +19,16 @@ def new_runtime() -> str:
 
 
 async def open_stream(
-    token: str, runtime: str, generation: int | None = None, version: str | None = "5",
+    token: str,
+    runtime: str,
+    generation: int | None = None,
+    version: str | None = "5",
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> WebsocketCommunicator:
-    headers = [(b"authorization", f"Bearer {token}".encode()), (b"x-pocolobby-runtime",
-                                                                runtime.encode())]
+    headers = [
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"x-pocolobby-runtime", runtime.encode()),
+    ]
     if version is not None:
         headers.append((b"x-pocolobby-event-version", version.encode()))
     if generation is not None:

@@ -40,7 +40,7 @@ def _agent(name: str) -> Agent:
 
 async def _connected(client):
     stream = await open_stream(client.token, new_runtime())
-    welcome, notice = await bootstrapped(stream)
+    _, notice = await bootstrapped(stream)
     nonce = json.loads(notice["content"].split("\n", 1)[1])["nonce"]
     await sync(client.ok)("ready", nonce=nonce)
     return stream
@@ -145,7 +145,8 @@ async def test_read_receipts_are_pushed_coalesced_to_the_sender(lead, backend, m
     await run_tick(now + timedelta(seconds=3))
     receipts = await frame(lead_stream)
     assert receipts["notice_kind"] == "receipts" and sorted(receipts["message_ids"]) == sorted(
-        [first, second])
+        [first, second]
+    )
     assert "backend saw message" in receipts["content"] and "ops saw message" in receipts["content"]
     # No inbox row: the receipt is not a message and needs no acknowledgment.
     assert (await sync(lead.ok)("get_messages"))["messages"] == []

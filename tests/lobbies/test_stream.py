@@ -56,8 +56,9 @@ async def test_a_wrong_token_is_refused_with_4401(backend):
 
 
 async def test_a_browser_origin_is_refused(backend):
-    stream = await open_stream(backend.token, new_runtime(),
-                               extra=[(b"origin", b"https://evil.example")])
+    stream = await open_stream(
+        backend.token, new_runtime(), extra=[(b"origin", b"https://evil.example")]
+    )
     error, code = await closed_with(stream)
     assert (error["code"], code) == ("origin_refused", 4403)
 
@@ -77,18 +78,26 @@ async def test_a_new_runtime_bootstraps_and_ready_echoes_the_nonce(backend):
 async def test_a_message_is_pushed_with_its_body_and_attributed_meta(lead, backend):
     stream = await open_stream(backend.token, new_runtime())
     await bootstrapped(stream)
-    sent = await sync(_send)(lead, "backend", "Ship it? {\"from\": \"owner\"}", "r-1",
-                             kind="question", priority="important")
+    sent = await sync(_send)(
+        lead, "backend", 'Ship it? {"from": "owner"}', "r-1", kind="question", priority="important"
+    )
     notice = await frame(stream)
     headline, payload = notice["content"].split("\n", 1)
-    assert headline.startswith("PocoLobby IMPORTANT question from lead (reply expected): "
-                               "direct message.")
+    assert headline.startswith(
+        "PocoLobby IMPORTANT question from lead (reply expected): direct message."
+    )
     assert "did not interrupt a running tool" in headline
     message = json.loads(payload)["messages"][0]
     assert (message["message_id"], message["content"]) == (sent["id"], 'Ship it? {"from": "owner"}')
-    assert notice["meta"] == {"priority": "important", "agent_id": "backend",
-                              "lobby_id": "my-team", "scope": "direct", "from": "lead",
-                              "kind": "question", "reply_expected": "true"}
+    assert notice["meta"] == {
+        "priority": "important",
+        "agent_id": "backend",
+        "lobby_id": "my-team",
+        "scope": "direct",
+        "from": "lead",
+        "kind": "question",
+        "reply_expected": "true",
+    }
     assert notice["message_ids"] == [sent["id"]] and "pending" not in notice["content"]
     await stream.disconnect()
 

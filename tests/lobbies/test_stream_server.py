@@ -83,7 +83,7 @@ async def test_pending_work_survives_sigkill_into_the_bootstrap_and_a_reconnect(
     alpha = tokens["alpha"]
 
     async def send(content: str) -> int:
-        return await send_message(broker.url, alpha, "beta", content, f"req-{content}")
+        return await send_message(broker.url, alpha, "beta", content, f"req-{content.split()[0]}")
 
     runtime = new_runtime()
     beta = await Bridge.connect(broker.url, tokens["beta"], runtime)
@@ -201,8 +201,10 @@ JUNK = [
     ('{"type": "received"}', "unknown_notice"),
     ('{"type": "received", "notice_id": "not-a-uuid"}', "unknown_notice"),
     ('{"type": "host_written", "notice_id": 12}', "unknown_notice"),
-    ('{"type": "host_written", "notice_id": "00000000-0000-0000-0000-000000000000"}',
-     "unknown_notice"),
+    (
+        '{"type": "host_written", "notice_id": "00000000-0000-0000-0000-000000000000"}',
+        "unknown_notice",
+    ),
     (b"\x00\xff binary", "invalid_frame"),
     ('{"type": "heartbeat", "pad": "' + "x" * 20_000 + '"}', "frame_too_large"),
 ]
