@@ -257,6 +257,22 @@ class ReceiptEvent(models.Model):
         return f"receipt {self.sequence} of {self.agent_id}"
 
 
+class Checkpoint(models.Model):
+    """An agent's own continuity record: bounded, versioned, written only by its current runtime."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="checkpoint")
+    revision = models.PositiveIntegerField()
+    body = models.JSONField()
+    # The receipt-event sequence this checkpoint accounts for; later receipts are uncertain work.
+    covers_receipts_through = models.BigIntegerField()
+    saved_at = models.DateTimeField()
+    saved_by_runtime = models.CharField(max_length=36)
+    saved_by_generation = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.revision} of {self.agent_id}"
+
+
 class NoticeKind(models.TextChoices):
     MESSAGES = "messages"
     HINT = "hint"
@@ -345,6 +361,7 @@ class AuditAction(models.TextChoices):
     RUNTIME_RESET = "runtime_reset"
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"
+    ROLE_SET = "role_set"
 
 
 class AuditEvent(models.Model):

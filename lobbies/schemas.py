@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
@@ -148,6 +149,60 @@ class Ready(Operation):
     """Confirm bootstrap: echo the nonce of the bootstrap notice after loading get_context."""
 
     nonce: one_line(64, 1)
+    checkpoint_revision: Annotated[int, Field(ge=0)] | None = Field(
+        None,
+        description=(
+            "The checkpoint revision get_context showed you (0 for none); if a newer one was "
+            "saved since, ready fails as stale_checkpoint and you reload the context"
+        ),
+    )
+
+
+def _checkpoint(value: dict[str, Any]) -> dict[str, Any]:
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if "\\u0000" in encoded or "\x00" in encoded:
+        raise ValueError("must not contain NUL characters")
+    try:
+        size = len(encoded.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
+    limit = settings.BOUNDS.checkpoint_bytes
+    if size > limit:
+        raise ValueError(
+            f"is {size} bytes as JSON; the limit is {limit} (POCOLOBBY_CHECKPOINT_BYTES)"
+        )
+    return value
+
+
+class GetContext(Operation):
+    """Load what a session needs to carry on: role, checkpoint, inbox, uncertain receipts."""
+
+    cursor: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,200}$")] | None = Field(
+        None, description="next_cursor of the uncertain receipts, for their next page"
+    )
+
+
+class SaveCheckpoint(Operation):
+    """Save your checkpoint: objective, decisions, next actions, open message ids, references."""
+
+    expected_revision: Annotated[int, Field(ge=0)] = Field(
+        description="The revision you are replacing (0 when you have none); a mismatch is 409"
+    )
+    checkpoint: Annotated[dict[str, Any], AfterValidator(_checkpoint)] = Field(
+        description="A JSON object, at most 32 KiB; store references other machines can resolve"
+    )
+    covers_receipts_through: Annotated[int, Field(ge=0)] = Field(
+        description="The receipt_sequence this checkpoint accounts for (from get_context or an "
+        "acknowledgment); receipts after it stay listed as uncertain work"
+    )
+    acknowledge_message_ids: Annotated[list[MessageId], Field(max_length=500)] = Field(
+        default_factory=list,
+        description="Messages to acknowledge in the same transaction as the checkpoint",
+    )
+
+
+class ReadCheckpoint(Operation):
+    """Read your latest checkpoint and its age."""
 
 
 class ListAgents(Operation):

@@ -87,6 +87,7 @@ class Bounds:
     queued_messages_per_recipient: int = 1000
     queued_bytes_per_recipient: int = 16 * 1024 * 1024
     push_bytes: int = 32 * 1024
+    checkpoint_bytes: int = 32 * 1024
     push_batch_ms: int = 20
     # Delays before each retry of an unresolved notification; its length is the budget.
     notify_retry_seconds: tuple[float, ...] = (30, 60, 120, 300, 300)
@@ -107,6 +108,7 @@ class Bounds:
                 "POCOLOBBY_QUEUED_BYTES", cls.queued_bytes_per_recipient
             ),
             push_bytes=_int_env("POCOLOBBY_PUSH_BYTES", cls.push_bytes),
+            checkpoint_bytes=_int_env("POCOLOBBY_CHECKPOINT_BYTES", cls.checkpoint_bytes),
             push_batch_ms=_int_env("POCOLOBBY_PUSH_BATCH_MS", cls.push_batch_ms),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds

@@ -259,55 +259,52 @@ def acknowledge_messages(
     agent: Agent, message_ids: list[int], runtime: RuntimeCaller | None = None
 ) -> AcknowledgeOutcome:
     """Mark exactly the named deliveries seen, each with a receipt event; all or nothing."""
-    ids = list(dict.fromkeys(message_ids))
     with transaction.atomic():
-        agent = Agent.objects.select_for_update().get(pk=agent.pk)
-        check_fence(agent, runtime)
-        deliveries = {
-            d.message_id: d
-            for d in Delivery.objects.filter(
-                recipient=agent, message_id__in=ids
-            ).select_for_update()
-        }
-        missing = [i for i in ids if i not in deliveries]
-        # Ids of other lobbies read as unknown: their existence is not this agent's to learn.
-        stored = set(
-            Message.objects.filter(pk__in=missing, lobby_id=agent.lobby_id).values_list(
-                "pk", flat=True
-            )
+        locked = Agent.objects.select_for_update().get(pk=agent.pk)
+        check_fence(locked, runtime)
+        return acknowledge_in_transaction(locked, message_ids)
+
+
+def acknowledge_in_transaction(agent: Agent, message_ids: list[int]) -> AcknowledgeOutcome:
+    """The acknowledgment itself, for a caller that holds the agent's row lock."""
+    ids = list(dict.fromkeys(message_ids))
+    deliveries = {
+        d.message_id: d
+        for d in Delivery.objects.filter(recipient=agent, message_id__in=ids).select_for_update()
+    }
+    missing = [i for i in ids if i not in deliveries]
+    # Ids of other lobbies read as unknown: their existence is not this agent's to learn.
+    stored = set(
+        Message.objects.filter(pk__in=missing, lobby_id=agent.lobby_id).values_list("pk", flat=True)
+    )
+    if stored:
+        first = min(stored)
+        raise conflict(
+            "not_a_recipient",
+            f"message {first} was not delivered to you; acknowledge only your own inbox",
+            message_ids=sorted(stored),
         )
-        if stored:
-            first = min(stored)
-            raise conflict(
-                "not_a_recipient",
-                f"message {first} was not delivered to you; acknowledge only your own inbox",
-                message_ids=sorted(stored),
-            )
-        not_yet = [i for i, d in deliveries.items() if d.held_reason == HeldReason.SCHEDULED]
-        if not_yet:
-            raise conflict(
-                "not_yet_delivered",
-                f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
-                message_ids=not_yet,
-            )
-        to_mark = [
-            i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING
-        ]
-        now = timezone.now()
-        if to_mark:
-            Delivery.objects.filter(recipient=agent, message_id__in=to_mark).update(
-                state=DeliveryState.SEEN, agent_seen_at=now
-            )
-            first_sequence = agent.receipt_sequence + 1
-            ReceiptEvent.objects.bulk_create(
-                ReceiptEvent(
-                    agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now
-                )
-                for n, mid in enumerate(to_mark)
-            )
-            agent.receipt_sequence += len(to_mark)
-            _owe_seen_receipts(agent, to_mark, now)
-        _record_progress(agent, now)
+    not_yet = [i for i, d in deliveries.items() if d.held_reason == HeldReason.SCHEDULED]
+    if not_yet:
+        raise conflict(
+            "not_yet_delivered",
+            f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
+            message_ids=not_yet,
+        )
+    to_mark = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING]
+    now = timezone.now()
+    if to_mark:
+        Delivery.objects.filter(recipient=agent, message_id__in=to_mark).update(
+            state=DeliveryState.SEEN, agent_seen_at=now
+        )
+        first_sequence = agent.receipt_sequence + 1
+        ReceiptEvent.objects.bulk_create(
+            ReceiptEvent(agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now)
+            for n, mid in enumerate(to_mark)
+        )
+        agent.receipt_sequence += len(to_mark)
+        _owe_seen_receipts(agent, to_mark, now)
+    _record_progress(agent, now)
     held = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.HELD]
     return AcknowledgeOutcome(
         acknowledged=[i for i in ids if i in deliveries and i not in held],

@@ -1,0 +1,247 @@
+"""Scale-out: two broker processes share one PostgreSQL database and one Redis channel layer.
+
+A bridge on one process is pushed what the other accepted; read receipts come from whichever
+process holds the dispatcher's PostgreSQL advisory lock; when that process is killed with
+SIGKILL, the other one takes the lock over and delivers what was owed.
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password) and Redis on 127.0.0.1:6379;
+the module is skipped when either is unreachable. It creates a uniquely named database (and
+drops it at the end) and claims an empty Redis database number (flushed at the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from lobbies.dispatch import LEADER_LOCK_KEY
+from tests.bridge_client import Bridge, acknowledge, payload, send_message
+from tests.server import Broker
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+REDIS_CLAIM_KEY = "pocolobby-tests:scale-out-claim"
+# How each process names itself to PostgreSQL (libpq reads PGAPPNAME), to tell who leads.
+APP_NAMES = {"a": "pocolobby-scale-a", "b": "pocolobby-scale-b"}
+TAKEOVER_SECONDS = 10.0
+RECEIPT_TIMEOUT = 15.0
+
+
+def _admin_connection(dbname: str = "postgres") -> psycopg.Connection:
+    return psycopg.connect(f"{PG_SERVER}/{dbname}", autocommit=True, connect_timeout=3)
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this module; dropped at teardown."""
+    try:
+        admin = _admin_connection()
+    except psycopg.Error as exc:
+        pytest.skip(f"PostgreSQL is not reachable at {PG_SERVER}: {exc}")
+    name = f"pocolobby_scale_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with _admin_connection() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name]
+        )
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="module")
+def redis_db() -> Iterator[int]:
+    """An empty Redis database number, claimed with a marker key; flushed at teardown."""
+    claim = secrets.token_hex(8)
+    try:
+        redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis is not reachable at {REDIS_HOST}:{REDIS_PORT}: {exc}")
+    for number in range(15, 0, -1):
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number)
+        try:
+            if client.set(REDIS_CLAIM_KEY, claim, nx=True, ex=3600):
+                if client.dbsize() == 1:
+                    break
+                client.delete(REDIS_CLAIM_KEY)
+        except redis.ResponseError:  # fewer databases configured than we tried
+            pass
+        client.close()
+    else:
+        pytest.skip("no empty Redis database number to claim")
+    yield number
+    client.flushdb()
+    client.close()
+
+
+@dataclass
+class Cluster:
+    database: str
+    a: Broker
+    b: Broker
+
+    def both(self) -> None:
+        """A and B running, A started first (it prepares the schema on the very first start)."""
+        for broker in (self.a, self.b):
+            if not broker.running:
+                broker.start()
+
+    def leader(self) -> Broker | None:
+        """The process holding the dispatcher's advisory lock, read from pg_locks."""
+        classid, objid = LEADER_LOCK_KEY >> 32, LEADER_LOCK_KEY & 0xFFFFFFFF
+        with _admin_connection(self.database) as conn:
+            rows = conn.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+                "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = %s) "
+                "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1",
+                [self.database, classid, objid],
+            ).fetchall()
+        assert len(rows) <= 1, rows
+        if not rows:
+            return None
+        brokers = {APP_NAMES["a"]: self.a, APP_NAMES["b"]: self.b}
+        assert rows[0][0] in brokers, f"the lock is held by {rows[0][0]!r}"
+        return brokers[rows[0][0]]
+
+    def name(self, broker: Broker | None) -> str:
+        return {id(self.a): "A", id(self.b): "B"}.get(id(broker), "nobody")
+
+    def wait_for_leader(
+        self, expected: Broker | None = None, timeout: float = TAKEOVER_SECONDS
+    ) -> tuple[Broker, Broker, float]:
+        """(leader, follower, seconds waited) once `expected` (or either) holds the lock."""
+        started = time.monotonic()
+        while (holder := self.leader()) is None or expected not in (None, holder):
+            waited = time.monotonic() - started
+            assert waited < timeout, f"after {waited:.1f}s the lock is {self.name(holder)}'s"
+            time.sleep(0.1)
+        follower = self.b if holder is self.a else self.a
+        return holder, follower, time.monotonic() - started
+
+    def provision(self, lobby: str, agents: list[str], config_dir: Path) -> dict[str, str]:
+        """With the real CLI through A; name -> token (valid on both: they share the store)."""
+        configs = self.a.provision(lobby, agents, config_dir)
+        return {name: config.token for name, config in configs.items()}
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    database: str, redis_db: int, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    token = f"pla_{secrets.token_urlsafe(24)}"
+    shared = {
+        "DATABASE_URL": f"{PG_SERVER}/{database}",
+        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
+        "POCOLOBBY_ADMIN_TOKEN": token,
+    }
+    a, b = (
+        Broker(tmp_path_factory.mktemp(f"scale-{key}"), env={**shared, "PGAPPNAME": APP_NAMES[key]})
+        for key in ("a", "b")
+    )
+    # The CLI reads the admin token from its data directory (it never sees the brokers' env).
+    (a.data_dir / "admin-token").write_text(token + "\n")
+    (a.data_dir / "admin-token").chmod(0o600)
+    cluster = Cluster(database, a, b)
+    try:
+        cluster.both()
+        yield cluster
+    finally:
+        for broker in (b, a):
+            broker.stop()
+
+
+@pytest.fixture
+def pair(cluster: Cluster) -> Cluster:
+    """Both processes up: a test before may have killed one."""
+    cluster.both()
+    return cluster
+
+
+async def test_a_send_accepted_by_one_process_is_pushed_by_the_other(pair: Cluster, tmp_path: Path):
+    tokens = await asyncio.to_thread(pair.provision, "relay-team", ["north", "south"], tmp_path)
+    async with (
+        await Bridge.connect(pair.b.url, tokens["south"]) as south,
+        await Bridge.connect(pair.a.url, tokens["north"]) as north,
+    ):
+        await south.bootstrapped()
+        await north.bootstrapped()
+        for sender, via, bridge, name in (
+            ("north", pair.a, south, "south"),
+            ("south", pair.b, north, "north"),
+        ):
+            content = f"from {sender} via {via.url} to {name}"
+            sent = await send_message(via.url, tokens[sender], name, content, f"relay-{sender}")
+            notice = await bridge.notice("messages")
+            assert notice["message_ids"] == [sent], notice
+            (message,) = payload(notice)["messages"]
+            assert (message["from"], message["content"]) == (sender, content)
+            await bridge.report(notice, "received", "host_written")
+
+
+async def test_a_read_receipt_crosses_processes_from_the_leader(pair: Cluster, tmp_path: Path):
+    # In file order A leads (it started first): the bridge is on B, the send and the
+    # acknowledgment go through A, whose dispatcher decides and reaches B through Redis.
+    leader, follower, _ = await asyncio.to_thread(pair.wait_for_leader)
+    tokens = await asyncio.to_thread(pair.provision, "receipt-team", ["asker", "reader"], tmp_path)
+    async with await Bridge.connect(follower.url, tokens["asker"]) as asker:
+        await asker.bootstrapped()
+        sent = await send_message(
+            leader.url, tokens["asker"], "reader", "seen?", "ask-1", notify_when_seen=True
+        )
+        await asker.nothing(0.5)  # nothing is owed before the recipient acknowledges
+        acknowledged = time.monotonic()
+        await acknowledge(leader.url, tokens["reader"], [sent])
+        notice = await asker.notice("receipts", timeout=RECEIPT_TIMEOUT)
+        waited = time.monotonic() - acknowledged
+        assert notice["message_ids"] == [sent]
+        (receipt,) = payload(notice)["receipts"]
+        assert (receipt["message_id"], receipt["seen_by"]) == (sent, "reader")
+        assert waited >= 1.5, f"the receipt came after {waited:.2f}s, before its 2 s wait"
+        await asker.report(notice, "received", "host_written")
+        await asker.nothing(1.0)  # once
+    assert await asyncio.to_thread(pair.leader) is leader
+
+
+async def test_the_other_process_takes_the_dispatcher_over_when_the_leader_is_killed(
+    pair: Cluster, tmp_path: Path
+):
+    leader, follower, _ = await asyncio.to_thread(pair.wait_for_leader)
+    tokens = await asyncio.to_thread(pair.provision, "failover-team", ["asker", "reader"], tmp_path)
+    async with await Bridge.connect(follower.url, tokens["asker"]) as asker:
+        await asker.bootstrapped()
+        sent = await send_message(
+            leader.url, tokens["asker"], "reader", "seen?", "ask-1", notify_when_seen=True
+        )
+        # A receipt is owed from here on; the leader holds it back 2 s and dies meanwhile.
+        await acknowledge(leader.url, tokens["reader"], [sent])
+        killed = time.monotonic()
+        leader.kill9()
+        _, _, takeover = await asyncio.to_thread(pair.wait_for_leader, follower)
+        notice = await asker.notice("receipts", timeout=RECEIPT_TIMEOUT)
+        delivered = time.monotonic() - killed
+        assert notice["message_ids"] == [sent]
+        assert payload(notice)["receipts"][0]["seen_by"] == "reader"
+        await asker.report(notice, "received", "host_written")
+        await asker.nothing(1.0)  # delivered once, not again
+
+        # The survivor serves alone: a send it accepts reaches its bridge.
+        reply = await send_message(follower.url, tokens["reader"], "asker", "yes", "reply-1")
+        assert (await asker.notice("messages"))["message_ids"] == [reply]
+    print(f"lock taken over {takeover:.2f}s after the kill; receipt after {delivered:.2f}s")
+
+    # The killed process comes back as a follower: the lock stays where it is.
+    await asyncio.to_thread(leader.start)
+    await asyncio.sleep(3)
+    assert await asyncio.to_thread(pair.leader) is follower
