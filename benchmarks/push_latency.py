@@ -415,10 +415,14 @@ async def memory_phase(root: Path, args: argparse.Namespace) -> MemoryResult:
 
 
 def summary(runs: list[RunResult], memory: MemoryResult | None, args: argparse.Namespace) -> None:
-    load = f"{args.rate:g} msg/s" if args.rate > 0 else f"closed loop, {args.senders} senders"
+    load = f"paced at {args.rate:g} msg/s" if args.rate > 0 else "closed loop"
     print()
-    print(f"Push latency: {args.recipients} bridges, {args.messages} messages per run ({load})")
-    print(f"  {'priority':10} {'answer -> push frame':53} {'sends/s':>8}  verdict")
+    if runs:
+        print(
+            f"Push latency: {args.recipients} bridges, {args.messages} messages per run, "
+            f"{args.senders} senders, {load}"
+        )
+        print(f"  {'priority':10} {'answer -> push frame':53} {'sends/s':>8}  verdict")
     for run in runs:
         verdict = "met" if percentile(run.push_ms, 0.99) < TARGET_P99_MS else "NOT met"
         print(

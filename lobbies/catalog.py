@@ -46,7 +46,7 @@ class Caller:
 
 def _send_message(caller: Caller, args: SendMessage) -> Result:
     outcome = message_actions.send_message(caller.agent, args, caller.runtime)
-    return selectors.send_result(caller.agent, outcome.message, duplicate=outcome.duplicate)
+    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
 
 
 def _get_messages(caller: Caller, args: GetMessages) -> Result:

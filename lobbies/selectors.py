@@ -76,10 +76,7 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
     return body
 
 
-def send_result(sender: Agent, message: Message, *, duplicate: bool) -> dict[str, Any]:
-    deliveries = list(
-        message.deliveries.select_related("recipient").order_by("recipient__agent_id")
-    )
+def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool) -> dict[str, Any]:
     return {
         "status": "stored",
         "message_id": message.pk,

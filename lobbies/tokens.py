@@ -6,8 +6,9 @@ import hashlib
 import hmac
 import secrets
 
+from lobbies import store
 from lobbies.errors import BrokerError
-from lobbies.models import Agent, Credential
+from lobbies.models import Agent
 
 TOKEN_PREFIX = "plt_"  # noqa: S105 (a prefix, not a secret)
 
@@ -25,15 +26,19 @@ def new_token() -> tuple[str, str]:
 def agent_for_token(token: str) -> Agent:
     """The enabled agent a bearer token authenticates, or a 401/403 naming why not."""
     digest = hash_token(token)
-    credential = (
-        Credential.objects.select_related("agent", "agent__lobby").filter(token_hash=digest).first()
+    agent = store.select(
+        Agent,
+        "c.token_hash = %s",
+        [digest],
+        join="JOIN lobbies_credential c ON c.agent_id = t.id",
+        annotations={"token_hash": "c.token_hash", "token_revoked": "c.revoked_at IS NOT NULL"},
     )
-    if credential is None or not hmac.compare_digest(credential.token_hash, digest):
+    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
         raise BrokerError(401, "invalid_token", "the bearer token is not a PocoLobby agent token")
-    if credential.revoked_at is not None:
+    if agent.token_revoked:
         raise BrokerError(
             401, "token_revoked", "this token was revoked; ask the owner for a new one"
         )
-    if not credential.agent.enabled:
+    if not agent.enabled:
         raise BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
-    return credential.agent
+    return agent

@@ -10,9 +10,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
+from lobbies import store
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, conflict, not_found
 from lobbies.events import wake_dispatcher_on_commit, wake_recipients_on_commit
@@ -35,6 +35,7 @@ NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
 @dataclass(frozen=True)
 class SendOutcome:
     message: Message
+    deliveries: list[Delivery]
     duplicate: bool
 
 
@@ -44,10 +45,12 @@ def request_hash(args: SendMessage) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> Message | None:
-    original = Message.objects.filter(
-        sender=sender, client_request_id=args.client_request_id
-    ).first()
+def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> SendOutcome | None:
+    original = store.select(
+        Message,
+        "t.sender_id = %s AND t.client_request_id = %s",
+        [sender.pk, args.client_request_id],
+    )
     if original is None:
         return None
     if original.request_hash != digest:
@@ -57,11 +60,14 @@ def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> Messag
             f"request (message {original.pk}); use a new id for a new message",
             message_id=original.pk,
         )
-    return original
+    deliveries = list(
+        original.deliveries.select_related("recipient").order_by("recipient__agent_id")
+    )
+    return SendOutcome(original, deliveries, duplicate=True)
 
 
 def _recipient(sender: Agent, name: str) -> Agent:
-    recipient = Agent.objects.filter(lobby_id=sender.lobby_id, agent_id=name).first()
+    recipient = store.select(Agent, "t.lobby_id = %s AND t.agent_id = %s", [sender.lobby_id, name])
     if recipient is None:
         raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
     if not recipient.enabled:
@@ -89,34 +95,39 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
 def _check_send_rate(sender: Agent, now: timezone.datetime) -> None:
     limit = settings.BOUNDS.sends_per_minute
     window_start = now - timedelta(minutes=1)
-    recent = Message.objects.filter(sender=sender, created_at__gt=window_start).aggregate(
-        n=Count("id"), oldest=Min("created_at")
+    (count,) = store.scalar_row(
+        "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s",
+        [sender.pk, store.as_db_time(window_start)],
     )
-    if recent["n"] >= limit:
-        retry_after = max(1, math.ceil((recent["oldest"] - window_start).total_seconds()))
+    if count >= limit:
+        oldest = (
+            Message.objects.filter(sender=sender, created_at__gt=window_start)
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        ) or now
+        retry_after = max(1, math.ceil((oldest - window_start).total_seconds()))
         raise BrokerError(
             429,
             "rate_limited",
-            f"you sent {recent['n']} messages in the last minute; the limit is {limit} "
+            f"you sent {count} messages in the last minute; the limit is {limit} "
             f"(POCOLOBBY_SENDS_PER_MINUTE)",
             retry_after=retry_after,
         )
 
 
+# Held deliveries that will never reach the recipient do not take its room.
+_QUEUED = (
+    "recipient_id = %s AND (state = 'pending' OR (state = 'held' AND held_reason = 'scheduled'))"
+)
+
+
 def _check_capacity(recipient: Agent, content_bytes: int) -> None:
     bounds = settings.BOUNDS
-    queued = Delivery.objects.filter(
-        recipient=recipient, state__in=[DeliveryState.PENDING, DeliveryState.HELD]
-    ).exclude(
-        held_reason__in=[
-            HeldReason.RECIPIENT_DISABLED,
-            HeldReason.REMOVED,
-            HeldReason.ROOM_DELETED,
-            HeldReason.CANCELLED,
-        ]
+    count, size = store.scalar_row(
+        f"SELECT COUNT(*), COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}",  # noqa: S608
+        [recipient.pk],
     )
-    totals = queued.aggregate(n=Count("id"), size=Sum("content_bytes"))
-    count, size = totals["n"], totals["size"] or 0
     if count + 1 > bounds.queued_messages_per_recipient:
         raise BrokerError(
             507,
@@ -135,13 +146,13 @@ def _check_capacity(recipient: Agent, content_bytes: int) -> None:
 
 def _next_sequence(lobby_id: int) -> int:
     """Bump the lobby's message sequence; on PostgreSQL this also serializes sends per lobby."""
-    with connection.cursor() as cursor:
-        cursor.execute(
+    return int(
+        store.scalar_row(
             "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 "
             "WHERE id = %s RETURNING message_sequence",
             [lobby_id],
-        )
-        return int(cursor.fetchone()[0])
+        )[0]
+    )
 
 
 def send_message(
@@ -151,7 +162,7 @@ def send_message(
     digest = request_hash(args)
     original = _original_for_retry(sender, args, digest)
     if original is not None:
-        return SendOutcome(original, duplicate=True)
+        return original
     recipient = _recipient(sender, args.to)
     _check_reply_to(sender, args.reply_to)
     content_bytes = len(args.content.encode("utf-8"))
@@ -163,33 +174,43 @@ def send_message(
             now = timezone.now()
             _check_send_rate(sender, now)
             _check_capacity(recipient, content_bytes)
-            message = Message.objects.create(
-                lobby_id=sender.lobby_id,
-                sequence=sequence,
-                sender=sender,
-                sender_name=sender.agent_id,
-                scope=Scope.DIRECT,
-                kind=args.kind,
-                reply_expected=_reply_expected(args),
-                priority=args.priority,
-                content=args.content,
-                content_bytes=content_bytes,
-                fields=args.fields.model_dump(exclude_none=True) if args.fields else {},
-                reply_to=args.reply_to,
-                correlation_id=args.correlation_id or "",
-                client_request_id=args.client_request_id,
-                notify_when_seen=args.notify_when_seen,
-                request_hash=digest,
-                created_at=now,
+            message = store.insert(
+                Message,
+                {
+                    "lobby_id": sender.lobby_id,
+                    "sequence": sequence,
+                    "sender_id": sender.pk,
+                    "sender_name": sender.agent_id,
+                    "scope": Scope.DIRECT,
+                    "kind": args.kind,
+                    "reply_expected": _reply_expected(args),
+                    "priority": args.priority,
+                    "content": args.content,
+                    "content_bytes": content_bytes,
+                    "fields": args.fields.model_dump(exclude_none=True) if args.fields else {},
+                    "reply_to": args.reply_to,
+                    "correlation_id": args.correlation_id or "",
+                    "client_request_id": args.client_request_id,
+                    "notify_when_seen": args.notify_when_seen,
+                    "request_hash": digest,
+                    "created_at": now,
+                },
             )
-            Delivery.objects.create(
-                message=message,
-                recipient=recipient,
-                state=DeliveryState.PENDING,
-                content_bytes=content_bytes,
-                delivered_at=now,
+            delivery = store.insert(
+                Delivery,
+                {
+                    "message_id": message.pk,
+                    "recipient_id": recipient.pk,
+                    "state": DeliveryState.PENDING,
+                    "content_bytes": content_bytes,
+                    "delivered_at": now,
+                },
             )
-            Agent.objects.filter(pk=sender.pk).update(last_progress_at=now)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
+                    [store.as_db_time(now), sender.pk],
+                )
             if recipient.pk != sender.pk:
                 wake_recipients_on_commit([(recipient.pk, args.priority)])
     except IntegrityError:
@@ -197,8 +218,9 @@ def send_message(
         original = _original_for_retry(sender, args, digest)
         if original is None:
             raise
-        return SendOutcome(original, duplicate=True)
-    return SendOutcome(message, duplicate=False)
+        return original
+    delivery.recipient = recipient
+    return SendOutcome(message, [delivery], duplicate=False)
 
 
 def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: timezone.datetime) -> None:

@@ -24,7 +24,9 @@ import pytest
 import redis
 
 from lobbies.dispatch import LEADER_LOCK_KEY
-from tests.bridge_client import Bridge, acknowledge, payload, send_message
+from websockets.exceptions import ConnectionClosed
+
+from tests.bridge_client import Bridge, StreamClosed, acknowledge, payload, send_message
 from tests.server import Broker
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
@@ -188,6 +190,24 @@ async def test_a_send_accepted_by_one_process_is_pushed_by_the_other(pair: Clust
             (message,) = payload(notice)["messages"]
             assert (message["from"], message["content"]) == (sender, content)
             await bridge.report(notice, "received", "host_written")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=(ConnectionClosed, StreamClosed),
+    reason=(
+        "product bug: pocolobby/settings.py hands REDIS_URL to channels_redis as a bare address; "
+        "redis-py 8 defaults socket_timeout to 5 s, the same as channels_redis's BZPOPMIN "
+        "timeout, so a consumer's idle receive raises redis TimeoutError and daphne closes the "
+        "bridge with 1011 (django/channels_redis#422)"
+    ),
+)
+async def test_an_idle_bridge_stays_connected(pair: Cluster, tmp_path: Path):
+    tokens = await asyncio.to_thread(pair.provision, "idle-team", ["sleeper"], tmp_path)
+    async with await Bridge.connect(pair.b.url, tokens["sleeper"]) as sleeper:
+        await sleeper.bootstrapped()
+        await asyncio.sleep(8)  # a bridge whose agent has nothing to do for a few seconds
+        await sleeper.roundtrip()
 
 
 async def test_a_read_receipt_crosses_processes_from_the_leader(pair: Cluster, tmp_path: Path):

@@ -1,0 +1,101 @@
+"""The agent configuration file and the runtime id derived from the host's conversation.
+
+The runtime id is HMAC-SHA256 keyed by the agent token over `CLAUDE_CODE_SESSION_ID`, so a
+resumed conversation presents the same id (and reclaims its binding without the owner), a new
+conversation presents another one, a rotated token starts a new runtime, and the broker never
+sees the local session id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import stat
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"
+
+
+class ConfigError(Exception):
+    """The configuration file is missing or not an agent configuration; says which."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What `pocolobby agent add` wrote: where the broker is and who this agent is."""
+
+    path: Path
+    url: str
+    token: str
+    lobby: str
+    agent: str
+
+    def __repr__(self) -> str:  # never print the token by accident
+        return f"AgentConfig(path={self.path!s}, url={self.url}, {self.lobby}/{self.agent})"
+
+
+def load_config(raw_path: str | Path) -> AgentConfig:
+    """Read and check `{"url", "token", "lobby", "agent"}`; ConfigError names what is wrong."""
+    path = Path(raw_path).expanduser().resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"no agent configuration at {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ConfigError(f"{path} is not JSON") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a JSON object")
+    values: dict[str, str] = {}
+    for key in ("url", "token", "lobby", "agent"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{path} has no string {key!r}: is it an agent configuration?")
+        values[key] = value.strip()
+    if not values["url"].startswith(("http://", "https://")):
+        raise ConfigError(f"{path}: url must start with http:// or https://")
+    return AgentConfig(path, values["url"].rstrip("/"), values["token"], values["lobby"],
+                       values["agent"])
+
+
+def loosely_protected(path: Path) -> bool:
+    """True when group or others may read the file that holds the token."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
+
+
+def derive_runtime_id(token: str, session_id: str) -> str:
+    """HMAC-SHA256(token, session id) as a lowercase RFC 9562 version-8 UUID."""
+    digest = bytearray(
+        hmac.new(token.encode("utf-8"), session_id.encode("utf-8"), hashlib.sha256).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x80  # version 8: custom
+    digest[8] = (digest[8] & 0x3F) | 0x80  # variant 10 (RFC 9562)
+    return str(uuid.UUID(bytes=bytes(digest)))
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The runtime this process presents, and whether it outlives the process."""
+
+    runtime_id: str
+    scope: str  # "conversation" (derived from the host) or "process" (random)
+
+
+def runtime_for(token: str, environ: dict[str, str] | None = None) -> Runtime:
+    """The conversation-derived runtime, or a random one per process without a session id."""
+    env = os.environ if environ is None else environ
+    session_id = (env.get(SESSION_VARIABLE) or "").strip()
+    if session_id:
+        return Runtime(derive_runtime_id(token, session_id), "conversation")
+    return Runtime(str(uuid.uuid4()), "process")

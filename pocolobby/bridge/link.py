@@ -1,0 +1,160 @@
+"""The push stream: one WebSocket to the broker, held for the life of the process.
+
+The first connect presents no generation, so the broker binds (or resumes) this conversation
+under a new generation and sends a bootstrap. Every reconnect presents that generation, so a
+partitioned process cannot come back after a newer one took over. A refusal (close 4401,
+4403, 4409, 4426, ...) stops the loop for good; the MCP server keeps running and reports the
+state in tool results. Anything else (network loss, a broker restart) reconnects with
+jittered exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from pocolobby.bridge import EVENT_VERSION, bridge_version
+from pocolobby.bridge.core import Bridge, Stop
+
+log = logging.getLogger("pocolobby.bridge.link")
+
+HEARTBEAT_SECONDS = 30.0
+BACKOFF_FIRST = 0.25
+BACKOFF_CAP = 10.0
+OPEN_TIMEOUT = 10.0
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Close codes that name a refusal; each code's reason is in the error frame before it.
+_CODES = {4400: "invalid_runtime", 4401: "invalid_token", 4403: "agent_disabled",
+          4409: "runtime_conflict", 4426: "bridge_outdated"}
+
+
+def stream_url(url: str) -> str:
+    """http(s)://host[/prefix] -> ws(s)://host[/prefix]/v1/stream."""
+    if url.startswith("https://"):
+        return "wss://" + url.removeprefix("https://") + "/v1/stream"
+    return "ws://" + url.removeprefix("http://") + "/v1/stream"
+
+
+def backoff(attempt: int) -> float:
+    """Exponential with equal jitter: half the step fixed, half random, capped."""
+    step = min(BACKOFF_CAP, BACKOFF_FIRST * (2**attempt))
+    return step / 2 + random.uniform(0, step / 2)  # noqa: S311 (jitter, not a secret)
+
+
+@dataclass
+class _Socket:
+    """What one connection showed before it closed: a welcome, a refusal's code and words."""
+
+    welcomed: bool = False
+    refusal_code: str | None = None
+    refusal_message: str = ""
+
+
+class Link:
+    """Connect, read frames into the bridge, reconnect, stop on a refusal."""
+
+    def __init__(self, bridge: Bridge, token: str) -> None:
+        self.bridge = bridge
+        self.token = token
+        self.url = stream_url(bridge.config.url)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "X-PocoLobby-Event-Version": str(EVENT_VERSION),
+            "X-PocoLobby-Runtime": self.bridge.runtime.runtime_id,
+        }
+        if self.bridge.generation is not None:
+            headers["X-PocoLobby-Generation"] = str(self.bridge.generation)
+        return headers
+
+    async def run(self) -> None:
+        attempt = 0
+        while self.bridge.stop is None:
+            seen = _Socket()
+            code: int | None = None
+            try:
+                async with connect(
+                    self.url,
+                    additional_headers=self._headers(),
+                    user_agent_header=f"pocolobby-bridge/{bridge_version()}",
+                    compression=None,
+                    open_timeout=OPEN_TIMEOUT,
+                    close_timeout=5,
+                    max_size=MAX_FRAME_BYTES,
+                ) as socket:
+                    await self._serve(socket, seen)
+                    code = socket.close_code
+                reason = f"the stream closed ({code})"
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+                reason = f"the stream closed ({code})" if code else "the connection dropped"
+            except InvalidURI as exc:
+                await self.bridge.on_stop(Stop("invalid_url", None, str(exc)))
+                return
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                reason = f"cannot reach {self.url}: {type(exc).__name__}: {exc}"
+            if code is not None and 4000 <= code < 5000:
+                fallback = _CODES.get(code, f"closed_{code}")
+                await self.bridge.on_stop(
+                    Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
+                )
+                return
+            attempt = 0 if seen.welcomed else attempt + 1
+            self.bridge.on_disconnect(reason)
+            (log.warning if attempt <= 1 else log.info)(
+                "%s; reconnecting (attempt %d)", reason, attempt + 1
+            )
+            await asyncio.sleep(backoff(attempt))
+
+    async def _serve(self, socket: ClientConnection, seen: _Socket) -> None:
+        """Read frames until the socket closes."""
+
+        async def send(frame: dict[str, Any]) -> None:
+            await socket.send(json.dumps(frame))
+
+        heartbeat = asyncio.ensure_future(self._heartbeat(socket))
+        try:
+            async for raw in socket:
+                try:
+                    frame = json.loads(raw)
+                except ValueError:
+                    log.warning("ignored a frame that is not JSON")
+                    continue
+                if not isinstance(frame, dict):
+                    continue
+                kind = frame.get("type")
+                if kind == "welcome":
+                    seen.welcomed = True
+                    self.bridge.on_welcome(frame)
+                elif kind == "notice":
+                    await self.bridge.on_notice(frame, send)
+                elif kind == "error" and "status" in frame:
+                    # A refusal: the close that follows makes it final.
+                    seen.refusal_code = str(frame.get("code") or "") or None
+                    seen.refusal_message = str(frame.get("message") or "")
+                elif kind == "error":
+                    log.warning("the broker answered a frame with %s: %s", frame.get("code"),
+                                frame.get("message"))
+                elif kind == "catalog":
+                    self.bridge.catalog_announced(frame.get("revision"))
+                elif kind != "heartbeat":
+                    log.debug("ignored a frame of type %r", kind)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _heartbeat(self, socket: ClientConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await asyncio.sleep(HEARTBEAT_SECONDS)
+                await socket.send(json.dumps({"type": "heartbeat"}))

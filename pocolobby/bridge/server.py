@@ -1,0 +1,143 @@
+"""The MCP side: a low-level SDK `Server` on stdio, pinned to the initialize-handshake era.
+
+Claude Channels deliver `notifications/claude/channel` only on a connection that negotiated a
+handshake protocol version (2025-11-25 and earlier); a connection in the 2026-07-28 per-request
+era has no channel for unsolicited notifications. So this server does not use `Server.run`
+(which serves both eras and lets the client's first request choose): it drives the SDK's
+handshake-only loop (`serve_connection` over a `JSONRPCDispatcher`), which negotiates a
+handshake version for any client, and writes its own notifications on the same confirmed
+stdout (`host.HostPipe`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.runner import serve_connection
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+
+from pocolobby.bridge import SERVER_NAME, bridge_version
+from pocolobby.bridge.broker import BrokerClient
+from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, loosely_protected
+from pocolobby.bridge.config import runtime_for as derive_runtime
+from pocolobby.bridge.core import INSTRUCTIONS, Bridge
+from pocolobby.bridge.host import HostPipe
+from pocolobby.bridge.link import Link
+
+log = logging.getLogger("pocolobby.bridge")
+
+CHANNEL_CAPABILITY = "claude/channel"
+
+
+def build_server(bridge: Bridge) -> Server[Any]:
+    """The SDK server: tools/list and tools/call, both answered by `bridge`."""
+
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        bridge.host_listed = True
+        if bridge.catalog is None:
+            await bridge.wait_for_catalog()
+        return types.ListToolsResult(tools=bridge.tools())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await bridge.call_tool(params.name, params.arguments)
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=bridge_version(),
+        title="PocoLobby",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    server.middleware = []  # no tracing spans in a stdio bridge
+    return server
+
+
+def initialization_options(server: Server[Any]) -> Any:
+    return server.create_initialization_options(
+        NotificationOptions(tools_changed=True),
+        experimental_capabilities={CHANNEL_CAPABILITY: {}},
+    )
+
+
+async def serve(config: AgentConfig) -> int:
+    """Serve one host over stdio until it closes stdin."""
+    runtime = derive_runtime(config.token)
+    if runtime.scope == "process":
+        log.warning(
+            "CLAUDE_CODE_SESSION_ID is not set: runtime %s belongs to this process only, so a "
+            "restart will need `pocolobby agent reset-runtime %s %s`",
+            runtime.runtime_id,
+            config.lobby,
+            config.agent,
+        )
+    else:
+        log.info("runtime %s derived from this conversation", runtime.runtime_id)
+    if loosely_protected(config.path):
+        log.warning("%s can be read by other users; chmod 600 it", config.path)
+
+    host = await HostPipe.open_stdio()
+    broker = BrokerClient(config.url, config.token, runtime.runtime_id)
+    bridge = Bridge(config, runtime, host, broker)
+    server = build_server(bridge)
+    feed, read_stream, write_stream = host.streams()
+    dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+        read_stream, write_stream, inline_methods=frozenset({"initialize"})
+    )
+    connection = Connection.for_loop(dispatcher)
+
+    async def link_after_initialized() -> None:
+        # Nothing is pushed before the host finished the handshake.
+        await connection.initialized.wait()
+        await Link(bridge, config.token).run()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(host.pump, feed)
+            tasks.start_soon(bridge.refresh_catalog)
+            tasks.start_soon(link_after_initialized)
+            await serve_connection(
+                server,
+                dispatcher,
+                connection=connection,
+                lifespan_state={},
+                init_options=initialization_options(server),
+            )
+            log.info("the host closed the connection; exiting")
+            tasks.cancel_scope.cancel()
+    finally:
+        host.close()
+        with contextlib.suppress(Exception):
+            await broker.aclose()
+    return 0
+
+
+def main(config_path: str) -> int:
+    """`pocolobby bridge --config FILE`: log to stderr, serve, exit 0 when the host leaves."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s pocolobby-bridge %(levelname)s %(message)s",
+    )
+    for noisy in ("httpx", "httpcore", "websockets", "mcp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        print(f"pocolobby bridge: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 0
