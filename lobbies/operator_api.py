@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 
 from lobbies import selectors
-from lobbies.actions import operator
+from lobbies.actions import continuity, operator
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
@@ -86,6 +86,18 @@ def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
     _require_operator(request)
     operator.remove_agent(lobby, agent_id)
     return JsonResponse({"removed": agent_id})
+
+
+class SetRole(Operation):
+    role: bounded_text(32_768)
+
+
+@api_view(("POST",))
+def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    _require_operator(request)
+    args = parse_arguments(SetRole, json_body(request))
+    agent = continuity.set_role(lobby, agent_id, args.role)
+    return JsonResponse({"agent": agent.agent_id, "role_characters": len(agent.role)})
 
 
 @api_view(("POST",))

@@ -9,7 +9,16 @@ from typing import Any
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from lobbies.errors import bad_request
-from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, ReceiptEvent, Scope
+from lobbies.models import (
+    Agent,
+    Checkpoint,
+    Delivery,
+    DeliveryState,
+    Lobby,
+    Message,
+    ReceiptEvent,
+    Scope,
+)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -257,4 +266,100 @@ def status(lobby_name: str | None = None) -> dict[str, Any]:
         lobbies = lobbies.filter(name=lobby_name)
     return {
         "lobbies": [{**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies]
+    }
+
+
+# ---------------------------------------------------------------- continuity
+
+
+def checkpoint_entry(checkpoint: Checkpoint | None, now: datetime) -> dict[str, Any] | None:
+    if checkpoint is None:
+        return None
+    return {
+        "revision": checkpoint.revision,
+        "checkpoint": checkpoint.body,
+        "covers_receipts_through": checkpoint.covers_receipts_through,
+        "saved_at": iso(checkpoint.saved_at),
+        "age_seconds": int((now - checkpoint.saved_at).total_seconds()),
+        "saved_by_generation": checkpoint.saved_by_generation,
+    }
+
+
+def _header(message: Message) -> dict[str, Any]:
+    return {
+        "message_id": message.pk,
+        "from": message.sender_name,
+        "kind": message.kind,
+        "priority": message.priority,
+        "created_at": iso(message.created_at),
+        "content_bytes": message.content_bytes,
+    }
+
+
+UNCERTAIN_WITH_BODIES = 5
+UNCERTAIN_HEADERS = 20
+
+
+def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[str, Any]:
+    """Acknowledged messages the checkpoint does not cover: work that may be half done."""
+    after = max(covered, decode_cursor("uncertain", cursor) if cursor else 0)
+    events = ReceiptEvent.objects.filter(agent=agent, sequence__gt=after).order_by("sequence")
+    total = ReceiptEvent.objects.filter(agent=agent, sequence__gt=covered).count()
+    page = list(events.select_related("message")[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS + 1])
+    more = len(page) > UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS
+    page = page[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS]
+    with_bodies = [
+        {
+            **message_for(agent, e.message, []),
+            "receipt_sequence": e.sequence,
+            "seen_at": iso(e.created_at),
+        }
+        for e in page[:UNCERTAIN_WITH_BODIES]
+    ]
+    headers = [
+        {**_header(e.message), "receipt_sequence": e.sequence, "seen_at": iso(e.created_at)}
+        for e in page[UNCERTAIN_WITH_BODIES:]
+    ]
+    return {
+        "total": total,
+        "covered_through": covered,
+        "messages": with_bodies,
+        "headers": headers,
+        "next_cursor": encode_cursor("uncertain", page[-1].sequence) if more else None,
+    }
+
+
+def inbox_summary(agent: Agent) -> dict[str, Any]:
+    pending = Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
+    counts = pending.aggregate(
+        n=Count("id"),
+        important=Count("id", filter=Q(message__priority="important")),
+        oldest=Min("delivered_at"),
+    )
+    first = list(pending.select_related("message").order_by("message__sequence")[:20])
+    return {
+        "pending": counts["n"],
+        "important": counts["important"],
+        "oldest_pending_at": iso(counts["oldest"]),
+        "first": [_header(d.message) for d in first],
+    }
+
+
+def broker_identity() -> dict[str, Any]:
+    """Which broker answered: useful when several processes serve one lobby."""
+    import socket
+    from importlib.metadata import PackageNotFoundError, version
+
+    from lobbies.dispatch import PROCESS_ID
+    from lobbies.presentation import EVENT_VERSION
+
+    try:
+        release = version("pocolobby")
+    except PackageNotFoundError:
+        release = "unknown"
+    return {
+        "host": socket.gethostname(),
+        "process_id": str(PROCESS_ID),
+        "version": release,
+        "event_version": EVENT_VERSION,
     }

@@ -45,6 +45,7 @@ urlpatterns = [
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),
+    path("admin/lobbies/<str:lobby>/agents/<str:agent_id>/role", operator_api.agent_role),
     path(
         "admin/lobbies/<str:lobby>/agents/<str:agent_id>/<str:action>",
         operator_api.agent_action,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -123,35 +125,70 @@ def _call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[st
     return data
 
 
-def write_agent_config(path: Path, answer: dict[str, Any], *, replace: bool) -> None:
-    """Write {"url","token","lobby","agent"} mode 0600 through a temporary file and a rename."""
-    url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
-    content = json.dumps(
-        {"url": url, "token": answer["token"], "lobby": answer["lobby"], "agent": answer["agent"]},
-        indent=2,
-    )
-    if path.exists() and not replace:
-        raise CliError(f"{path} exists; choose another --config path")
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+class ConfigFile:
+    """The agent's configuration file, prepared before the broker is asked for a token.
+
+    The temporary file exists (mode 0600) before the request, so a token the broker issues is
+    never lost to an unwritable directory; it is renamed into place once written.
+    """
+
+    def __init__(self, raw: str, *, replace: bool) -> None:
+        self.path = Path(raw).expanduser().resolve()
+        if not self.path.parent.is_dir():
+            raise CliError(f"{self.path.parent} is not a directory")
+        if self.path.exists() and not replace:
+            raise CliError(f"{self.path} exists; choose another --config path")
+        try:
+            fd, temp = tempfile.mkstemp(
+                dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+            )
+        except OSError as exc:
+            raise CliError(f"cannot write in {self.path.parent}: {exc.strerror}") from None
         os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as handle:
+        self.fd, self.temp = fd, Path(temp)
+
+    def write(self, answer: dict[str, Any]) -> None:
+        """Write {"url","token","lobby","agent"}, fsync, and rename into place."""
+        url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+        content = json.dumps(
+            {
+                "url": url,
+                "token": answer["token"],
+                "lobby": answer["lobby"],
+                "agent": answer["agent"],
+            },
+            indent=2,
+        )
+        with os.fdopen(self.fd, "w") as handle:
             handle.write(content + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, path)
+        os.replace(self.temp, self.path)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.temp.unlink(missing_ok=True)
+
+
+def _issue_into(config_file: ConfigFile, method: str, path: str, body: Any = None) -> None:
+    try:
+        config_file.write(_call(method, path, body))
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        config_file.discard()
         raise
 
 
-def _writable_config_path(raw: str, *, replace: bool) -> Path:
-    path = Path(raw).expanduser().resolve()
-    if not path.parent.is_dir():
-        raise CliError(f"{path.parent} is not a directory")
-    if path.exists() and not replace:
-        raise CliError(f"{path} exists; choose another --config path")
-    return path
+def _segment(value: str) -> str:
+    """A name as one URL path segment: `a/b` must not reach another route."""
+    return quote(value, safe="")
+
+
+def _read_role(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read the role file {path}: {exc}") from None
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -169,7 +206,7 @@ def lobby_cmd(args: argparse.Namespace) -> int:
         _call("POST", "/lobbies", {"name": args.name})
         print(f"created lobby {args.name}")
     elif args.lobby_command == "delete":
-        _call("DELETE", f"/lobbies/{args.name}")
+        _call("DELETE", f"/lobbies/{_segment(args.name)}")
         print(f"deleted lobby {args.name} and everything in it")
     else:
         data = _call("GET", "/lobbies")
@@ -186,15 +223,17 @@ AGENT_COLUMNS = ["agent_id", "enabled", "pending", "held", "last_message_at", "r
 
 def agent_cmd(args: argparse.Namespace) -> int:
     command = args.agent_command
+    base = f"/lobbies/{_segment(args.lobby)}/agents"
     if command == "list":
-        data = _call("GET", f"/lobbies/{args.lobby}/agents")
+        data = _call("GET", base)
         print(json.dumps(data, indent=2) if args.json else _table(data["agents"], AGENT_COLUMNS))
         return 0
-    base = f"/lobbies/{args.lobby}/agents"
+    target = f"{base}/{_segment(args.name)}"
     if command == "add":
-        path = _writable_config_path(args.config, replace=False)
-        role = Path(args.role_file).read_text(encoding="utf-8") if args.role_file else ""
-        answer = _call(
+        role = _read_role(args.role_file) if args.role_file else ""
+        config_file = ConfigFile(args.config, replace=False)
+        _issue_into(
+            config_file,
             "POST",
             base,
             {
@@ -205,33 +244,55 @@ def agent_cmd(args: argparse.Namespace) -> int:
                 "broadcast": args.broadcast,
             },
         )
-        write_agent_config(path, answer, replace=False)
-        print(f"added {args.name} to {args.lobby}; its configuration is in {path} (mode 0600)")
+        print(
+            f"added {args.name} to {args.lobby}; its configuration is in {config_file.path} "
+            "(mode 0600)"
+        )
     elif command == "rotate":
-        path = _writable_config_path(args.config, replace=True)
-        answer = _call("POST", f"{base}/{args.name}/rotate")
-        write_agent_config(path, answer, replace=True)
+        config_file = ConfigFile(args.config, replace=True)
+        _issue_into(config_file, "POST", f"{target}/rotate")
         print(
             f"rotated {args.name}'s token; earlier tokens are revoked; new configuration in "
-            f"{path} (mode 0600)"
+            f"{config_file.path} (mode 0600)"
         )
+    elif command == "set-role":
+        role = _read_role(args.role_file)
+        _call("POST", f"{target}/role", {"role": role})
+        print(f"set {args.name}'s role ({len(role)} characters); its next get_context shows it")
     elif command == "remove":
-        _call("DELETE", f"{base}/{args.name}")
+        _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
     else:
-        data = _call("POST", f"{base}/{args.name}/{command}")
+        data = _call("POST", f"{target}/{command}")
         print(f"{command}: {args.name} " + json.dumps(data))
     return 0
 
 
 def status_cmd(args: argparse.Namespace) -> int:
-    data = _call("GET", "/status" + (f"?lobby={args.lobby}" if args.lobby else ""))
+    data = _call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
         print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
+    return 0
+
+
+def bridge_cmd(args: argparse.Namespace) -> int:
+    """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
+    from pocolobby.bridge.server import main as bridge_main
+
+    return bridge_main(args.config)
+
+
+def connect_cmd(args: argparse.Namespace) -> int:
+    from pocolobby.bridge.connect import ConnectError, connect
+
+    try:
+        print(connect(args.config, args.name, Path.cwd()))
+    except ConnectError as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 
@@ -282,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     rot.add_argument("lobby")
     rot.add_argument("name")
     rot.add_argument("--config", required=True)
+    role = asub.add_parser("set-role", help="replace the agent's role instructions from a file")
+    role.add_argument("lobby")
+    role.add_argument("name")
+    role.add_argument("--role-file", required=True)
     for name in ("disable", "enable", "reset-runtime", "remove"):
         q = asub.add_parser(name)
         q.add_argument("lobby")
@@ -292,6 +357,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("lobby", nargs="?")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=status_cmd)
+
+    p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
+    p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.set_defaults(func=bridge_cmd)
+
+    p = sub.add_parser(
+        "connect", help="write this directory's .mcp.json entry and print the launch command"
+    )
+    p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
+    p.set_defaults(func=connect_cmd)
 
     p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
     p.add_argument("rest", nargs=argparse.REMAINDER)

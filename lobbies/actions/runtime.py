@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.errors import BrokerError, conflict
-from lobbies.models import ActorKind, Agent, AuditAction, Lobby, RetiredRuntime
+from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint, Lobby, RetiredRuntime
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -122,8 +122,14 @@ def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
         )
 
 
-def ready(agent: Agent, nonce: str, caller: RuntimeCaller | None) -> Agent:
-    """The session confirms its Channel reached the model by echoing the bootstrap nonce."""
+def ready(
+    agent: Agent, nonce: str, caller: RuntimeCaller | None, checkpoint_revision: int | None = None
+) -> Agent:
+    """The session confirms its Channel reached the model by echoing the bootstrap nonce.
+
+    With `checkpoint_revision` (what get_context showed), a checkpoint saved since then, for
+    example by this session before ready, makes ready stale: the session reloads its context.
+    """
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent.pk)
         check_fence(agent, caller)
@@ -132,6 +138,18 @@ def ready(agent: Agent, nonce: str, caller: RuntimeCaller | None) -> Agent:
                 "stale_nonce",
                 "this nonce is not the current bootstrap's; read the latest bootstrap notice",
             )
+        if checkpoint_revision is not None:
+            current = (
+                Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first()
+                or 0
+            )
+            if current != checkpoint_revision:
+                raise conflict(
+                    "stale_checkpoint",
+                    f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
+                    "call get_context again, then ready with the revision it shows",
+                    revision=current,
+                )
         now = timezone.now()
         agent.ready_at = now
         agent.last_progress_at = now

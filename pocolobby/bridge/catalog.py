@@ -101,14 +101,16 @@ class CatalogChange:
         if self.added:
             parts.append("new operations " + ", ".join(self.added))
         if self.new_arguments:
-            described = "; ".join(f"{name} ({', '.join(args)})" for name, args in self.new_arguments)
+            described = "; ".join(
+                f"{name} ({', '.join(args)})" for name, args in self.new_arguments
+            )
             parts.append("new arguments for " + described)
         if self.removed:
             parts.append("removed operations " + ", ".join(self.removed))
         return (
             f"PocoLobby tools changed (catalog revision {self.revision}): {'; '.join(parts)}. "
             "Your tool list may still show older schemas: list_operations shows the current "
-            "ones, and call_operation with {\"name\", \"arguments\"} runs any operation with "
+            'ones, and call_operation with {"name", "arguments"} runs any operation with '
             "any of its arguments."
         )
 

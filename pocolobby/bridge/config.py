@@ -61,8 +61,9 @@ def load_config(raw_path: str | Path) -> AgentConfig:
         values[key] = value.strip()
     if not values["url"].startswith(("http://", "https://")):
         raise ConfigError(f"{path}: url must start with http:// or https://")
-    return AgentConfig(path, values["url"].rstrip("/"), values["token"], values["lobby"],
-                       values["agent"])
+    return AgentConfig(
+        path, values["url"].rstrip("/"), values["token"], values["lobby"], values["agent"]
+    )
 
 
 def loosely_protected(path: Path) -> bool:

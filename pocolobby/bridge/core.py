@@ -81,8 +81,14 @@ OWN_TOOLS: tuple[OwnTool, ...] = (
         "(uncertain work: check before repeating it), guidance, a tool_guide with every "
         "operation's arguments, and this bridge's runtime facts. Call it at bootstrap, then "
         "ready with the bootstrap nonce.",
-        _object({"cursor": {"type": "string", "description": "next_cursor of the uncertain "
-                            "receipts, for their next page"}}),
+        _object(
+            {
+                "cursor": {
+                    "type": "string",
+                    "description": "next_cursor of the uncertain receipts, for their next page",
+                }
+            }
+        ),
     ),
     OwnTool(
         "save_checkpoint",
@@ -116,14 +122,16 @@ OWN_TOOLS: tuple[OwnTool, ...] = (
     OwnTool(
         "call_operation",
         'Run any PocoLobby operation by name, e.g. {"name": "send_message", "arguments": '
-        '{...}}, through the same broker dispatch and validation as its named tool. Use it for '
+        "{...}}, through the same broker dispatch and validation as its named tool. Use it for "
         "an operation missing from your tool list or an argument its schema lacks. After an "
         "uncertain send, retry with the same arguments and client_request_id whichever tool "
         "you use.",
         _object(
             {
-                "name": {"type": "string", "description": "the operation, as list_operations "
-                         "names it"},
+                "name": {
+                    "type": "string",
+                    "description": "the operation, as list_operations names it",
+                },
                 "arguments": {"type": "object", "description": "the operation's arguments"},
             },
             ["name"],
@@ -161,8 +169,11 @@ def clean_meta(raw: Any) -> dict[str, str]:
     """Channel attributes: identifier keys with string values only; anything else is dropped."""
     if not isinstance(raw, dict):
         return {}
-    return {k: v for k, v in raw.items() if isinstance(k, str) and META_KEY.match(k)
-            and isinstance(v, str)}
+    return {
+        k: v
+        for k, v in raw.items()
+        if isinstance(k, str) and META_KEY.match(k) and isinstance(v, str)
+    }
 
 
 def _payload(content: str) -> dict[str, Any]:
@@ -185,9 +196,7 @@ def success(data: Any) -> types.CallToolResult:
 
 def failure(text: str, details: dict[str, Any] | None = None) -> types.CallToolResult:
     body = text if details is None else f"{text}\n{_text(details)}"
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=body)], is_error=True
-    )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=body)], is_error=True)
 
 
 def _retry_advice(arguments: dict[str, Any]) -> str:
@@ -293,20 +302,29 @@ class Bridge:
         self.stop = stop
         self.state = "stopped"
         self.linked.set()
-        log.error("the broker refused this bridge (%s %s): %s", stop.status, stop.code,
-                  stop.message)
-        meta = {"priority": "important", "scope": "notice", "agent_id": self.agent_id,
-                "lobby_id": self.lobby_id}
+        log.error(
+            "the broker refused this bridge (%s %s): %s", stop.status, stop.code, stop.message
+        )
+        meta = {
+            "priority": "important",
+            "scope": "notice",
+            "agent_id": self.agent_id,
+            "lobby_id": self.lobby_id,
+        }
         with contextlib.suppress(HostGone):
             await self.host.notify(
                 CHANNEL_METHOD,
-                {"content": "PocoLobby bridge: not connected. " + self.stopped_text(),
-                 "meta": meta},
+                {
+                    "content": "PocoLobby bridge: not connected. " + self.stopped_text(),
+                    "meta": meta,
+                },
             )
 
     def catalog_announced(self, revision: Any) -> None:
-        if not isinstance(revision, str) or self.catalog is None or (
-            revision != self.catalog.revision
+        if (
+            not isinstance(revision, str)
+            or self.catalog is None
+            or (revision != self.catalog.revision)
         ):
             self.spawn(self.refresh_catalog())
 
@@ -331,14 +349,16 @@ class Bridge:
                 return
             self.pending_nonce = nonce if isinstance(nonce, str) else None
         elif kind in ("messages", "hint") and ids and all(i in self.acknowledged for i in ids):
-            log.info("dropped %s notice %s: this session acknowledged its messages", kind,
-                     notice_id)
+            log.info(
+                "dropped %s notice %s: this session acknowledged its messages", kind, notice_id
+            )
             return
         note, shown = (None, None) if kind == "bootstrap" else self._catalog_note()
         text = content if note is None else f"{content}\n\n{note}"
         try:
-            await self.host.notify(CHANNEL_METHOD, {"content": text, "meta": clean_meta(
-                frame.get("meta"))})
+            await self.host.notify(
+                CHANNEL_METHOD, {"content": text, "meta": clean_meta(frame.get("meta"))}
+            )
         except HostGone:
             log.warning("the host closed stdout; notice %s was not written", notice_id)
             return
@@ -385,8 +405,9 @@ class Bridge:
                     error = outcome.message or outcome.code or "no answer"
                 self.catalog_error = error
                 self.catalog_attempted.set()
-                log.warning("could not load the tool catalog (%s); keeping the last good one",
-                            error)
+                log.warning(
+                    "could not load the tool catalog (%s); keeping the last good one", error
+                )
                 if delay is None or outcome.status in (401, 403) or self.stop is not None:
                     return
                 await asyncio.sleep(delay)
@@ -398,8 +419,9 @@ class Bridge:
         self.catalog_loaded_at = time.time()
         if previous is not None and previous.revision == catalog.revision:
             return
-        log.info("tool catalog revision %s (%d operations)", catalog.revision,
-                 len(catalog.operations))
+        log.info(
+            "tool catalog revision %s (%d operations)", catalog.revision, len(catalog.operations)
+        )
         if self.host_listed:
             with contextlib.suppress(HostGone):
                 await self.host.notify("notifications/tools/list_changed")
@@ -416,14 +438,18 @@ class Bridge:
             if name in OWN_NAMES:
                 continue
             listed.append(
-                types.Tool(name=name, description=operation.description,
-                           input_schema=operation.input_schema)
+                types.Tool(
+                    name=name,
+                    description=operation.description,
+                    input_schema=operation.input_schema,
+                )
             )
         for own in OWN_TOOLS:
             operation = operations.get(own.name)
             schema = operation.input_schema if own.catalog_schema and operation else own.schema
-            listed.append(types.Tool(name=own.name, description=own.description,
-                                     input_schema=schema))
+            listed.append(
+                types.Tool(name=own.name, description=own.description, input_schema=schema)
+            )
         return listed
 
     # ------------------------------------------------------------ tool calls
@@ -468,7 +494,9 @@ class Bridge:
         outcome = await self.broker.call(name, arguments)
         return self.render(name, arguments, outcome)
 
-    def render(self, name: str, arguments: dict[str, Any], outcome: Outcome) -> types.CallToolResult:
+    def render(
+        self, name: str, arguments: dict[str, Any], outcome: Outcome
+    ) -> types.CallToolResult:
         """A broker answer as the model should read it."""
         if outcome.ok:
             return success(outcome.data)
@@ -476,8 +504,7 @@ class Bridge:
             return failure(
                 f"Not sent: {name} could not reach the PocoLobby broker at {self.config.url} "
                 f"({outcome.message}). Nothing was stored. Retry later with the same arguments"
-                + (" and the same client_request_id." if "client_request_id" in arguments
-                   else ".")
+                + (" and the same client_request_id." if "client_request_id" in arguments else ".")
             )
         if outcome.transport == "unknown":
             return failure(
@@ -568,8 +595,11 @@ class Bridge:
             "broker_url": self.config.url,
         }
         if self.stop is not None:
-            facts["stopped"] = {"code": self.stop.code, "status": self.stop.status,
-                                "message": self.stop.message}
+            facts["stopped"] = {
+                "code": self.stop.code,
+                "status": self.stop.status,
+                "message": self.stop.message,
+            }
         elif self.last_error:
             facts["last_connection_error"] = self.last_error
         if self.catalog_error:
@@ -654,7 +684,8 @@ class Bridge:
         if inbox.ok and inbox.data is not None:
             context["inbox"] = [
                 {k: m.get(k) for k in ("message_id", "from", "kind", "priority", "created_at")}
-                for m in inbox.data.get("messages", []) if isinstance(m, dict)
+                for m in inbox.data.get("messages", [])
+                if isinstance(m, dict)
             ]
             context["inbox_next_cursor"] = inbox.data.get("next_cursor")
         else:
@@ -667,8 +698,9 @@ class Bridge:
 
     async def _list_operations(self, arguments: dict[str, Any]) -> types.CallToolResult:
         if arguments:
-            return failure(f"unknown argument {next(iter(arguments))!r}: list_operations takes "
-                           "no arguments")
+            return failure(
+                f"unknown argument {next(iter(arguments))!r}: list_operations takes no arguments"
+            )
         if self.catalog is None:
             await self.wait_for_catalog()
         catalog = self.catalog
@@ -697,8 +729,9 @@ class Bridge:
     async def _call_operation(self, arguments: dict[str, Any]) -> types.CallToolResult:
         extra = [k for k in arguments if k not in ("name", "arguments")]
         if extra:
-            return failure(f"unknown argument {extra[0]!r}: call_operation takes name and "
-                           "arguments")
+            return failure(
+                f"unknown argument {extra[0]!r}: call_operation takes name and arguments"
+            )
         if "name" not in arguments:
             return failure("missing argument 'name': the operation to run, e.g. send_message")
         name = arguments["name"]

@@ -32,8 +32,13 @@ BACKOFF_CAP = 10.0
 OPEN_TIMEOUT = 10.0
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Close codes that name a refusal; each code's reason is in the error frame before it.
-_CODES = {4400: "invalid_runtime", 4401: "invalid_token", 4403: "agent_disabled",
-          4409: "runtime_conflict", 4426: "bridge_outdated"}
+_CODES = {
+    4400: "invalid_runtime",
+    4401: "invalid_token",
+    4403: "agent_disabled",
+    4409: "runtime_conflict",
+    4426: "bridge_outdated",
+}
 
 
 def stream_url(url: str) -> str:
@@ -46,7 +51,7 @@ def stream_url(url: str) -> str:
 def backoff(attempt: int) -> float:
     """Exponential with equal jitter: half the step fixed, half random, capped."""
     step = min(BACKOFF_CAP, BACKOFF_FIRST * (2**attempt))
-    return step / 2 + random.uniform(0, step / 2)  # noqa: S311 (jitter, not a secret)
+    return step / 2 + random.uniform(0, step / 2)
 
 
 @dataclass
@@ -142,8 +147,11 @@ class Link:
                     seen.refusal_code = str(frame.get("code") or "") or None
                     seen.refusal_message = str(frame.get("message") or "")
                 elif kind == "error":
-                    log.warning("the broker answered a frame with %s: %s", frame.get("code"),
-                                frame.get("message"))
+                    log.warning(
+                        "the broker answered a frame with %s: %s",
+                        frame.get("code"),
+                        frame.get("message"),
+                    )
                 elif kind == "catalog":
                     self.bridge.catalog_announced(frame.get("revision"))
                 elif kind != "heartbeat":

@@ -22,10 +22,9 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
-
-from lobbies.dispatch import LEADER_LOCK_KEY
 from websockets.exceptions import ConnectionClosed
 
+from lobbies.dispatch import LEADER_LOCK_KEY
 from tests.bridge_client import Bridge, StreamClosed, acknowledge, payload, send_message
 from tests.server import Broker
 
