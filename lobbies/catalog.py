@@ -20,22 +20,37 @@ from lobbies import selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity
 from lobbies.actions import messages as message_actions
+from lobbies.actions import rooms as room_actions
 from lobbies.actions import runtime as runtime_actions
+from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError, bad_request, forbidden, not_found
 from lobbies.models import Agent, Checkpoint
 from lobbies.schemas import (
     AcknowledgeMessages,
+    AddRoomMembers,
+    Broadcast,
+    CancelScheduled,
+    CreateRoom,
+    DeleteRoom,
     GetContext,
     GetMessages,
     ListAgents,
+    ListRooms,
+    ListScheduled,
     Operation,
     ReadCheckpoint,
     Ready,
+    RemoveRoomMembers,
+    RestAgents,
     SaveCheckpoint,
+    ScheduleMessage,
     SendMessage,
+    SendRoomMessage,
     SetOwnerRequests,
+    SetRoomMembers,
     SetStatus,
+    UpdateScheduled,
 )
 
 Result = dict[str, Any]
@@ -52,6 +67,62 @@ class Caller:
 def _send_message(caller: Caller, args: SendMessage) -> Result:
     outcome = message_actions.send_message(caller.agent, args, caller.runtime)
     return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+
+
+def _send_room_message(caller: Caller, args: SendRoomMessage) -> Result:
+    outcome = message_actions.send_room_message(caller.agent, args, caller.runtime)
+    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+
+
+def _broadcast(caller: Caller, args: Broadcast) -> Result:
+    outcome = message_actions.broadcast(caller.agent, args, caller.runtime)
+    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+
+
+def _schedule_message(caller: Caller, args: ScheduleMessage) -> Result:
+    schedule, duplicate = schedule_actions.schedule_message(caller.agent, args)
+    return {**selectors.schedule_entry(schedule), "duplicate": duplicate}
+
+
+def _list_scheduled(caller: Caller, args: ListScheduled) -> Result:
+    return selectors.list_scheduled(caller.agent)
+
+
+def _cancel_scheduled(caller: Caller, args: CancelScheduled) -> Result:
+    return schedule_actions.cancel_scheduled(
+        caller.agent, message_id=args.message_id, schedule_id=args.schedule_id
+    )
+
+
+def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
+    message = schedule_actions.update_scheduled(caller.agent, args)
+    return {
+        "message_id": message.pk,
+        "deliver_at": selectors.iso(message.deliver_at),
+        "content_bytes": message.content_bytes,
+    }
+
+
+def _list_rooms(caller: Caller, args: ListRooms) -> Result:
+    return selectors.list_rooms(caller.agent)
+
+
+def _room_change(change: Callable[..., Any]) -> Callable[[Caller, Any], Result]:
+    def run(caller: Caller, args: Any) -> Result:
+        room = change(caller.agent, args.room_id, list(args.members))
+        return selectors.room_entry(room)
+
+    return run
+
+
+def _delete_room(caller: Caller, args: DeleteRoom) -> Result:
+    detail = room_actions.delete_room(caller.agent, args.room_id)
+    return {"deleted": args.room_id, **detail}
+
+
+def _rest_agents(caller: Caller, args: RestAgents) -> Result:
+    names = room_actions.rest_agents(caller.agent, args.agent_ids, args.rest, args.at)
+    return {"agent_ids": names, "rest": args.rest, "at": selectors.iso(args.at)}
 
 
 def _get_messages(caller: Caller, args: GetMessages) -> Result:
@@ -241,6 +312,57 @@ TOOLS: dict[str, Tool] = {
                 "history before resending anything older."
             ),
         ),
+        Tool(
+            "send_room_message",
+            SendRoomMessage,
+            _send_room_message,
+            guidance="Every room message costs each recipient a turn: name addressees when only "
+            "some need it. Same retry rule as send_message.",
+        ),
+        Tool(
+            "broadcast",
+            Broadcast,
+            _broadcast,
+            permission="broadcast",
+            guidance="Same retry rule as send_message.",
+        ),
+        Tool(
+            "schedule_message",
+            ScheduleMessage,
+            _schedule_message,
+            guidance="At most 20 active schedules; a time skipped by a daylight-saving change "
+            "runs just after the gap, a repeated one once.",
+        ),
+        Tool("list_scheduled", ListScheduled, _list_scheduled),
+        Tool("cancel_scheduled", CancelScheduled, _cancel_scheduled),
+        Tool("update_scheduled", UpdateScheduled, _update_scheduled),
+        Tool("list_rooms", ListRooms, _list_rooms),
+        Tool(
+            "create_room",
+            CreateRoom,
+            _room_change(room_actions.create_room),
+            permission="manage_rooms",
+        ),
+        Tool(
+            "set_room_members",
+            SetRoomMembers,
+            _room_change(room_actions.set_room_members),
+            permission="manage_rooms",
+        ),
+        Tool(
+            "add_room_members",
+            AddRoomMembers,
+            _room_change(room_actions.add_room_members),
+            permission="manage_rooms",
+        ),
+        Tool(
+            "remove_room_members",
+            RemoveRoomMembers,
+            _room_change(room_actions.remove_room_members),
+            permission="manage_rooms",
+        ),
+        Tool("delete_room", DeleteRoom, _delete_room, permission="manage_rooms"),
+        Tool("rest_agents", RestAgents, _rest_agents, permission="manage_rooms"),
         Tool("get_messages", GetMessages, _get_messages),
         Tool(
             "acknowledge_messages",

@@ -81,20 +81,26 @@ def _notice(
     }
 
 
-def _current(agent_pk: int, generation: int) -> Agent | None:
-    """The agent row, locked, if `generation` still holds its runtime."""
+def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Agent | None:
+    """The agent row, locked, if `generation` still holds its runtime (and it is not resting)."""
     agent = Agent.objects.select_for_update().select_related("lobby").filter(pk=agent_pk).first()
     if agent is None or not agent.enabled or agent.runtime_generation != generation:
+        return None
+    if agent.resting and not resting_too:
         return None
     return agent
 
 
+# A note to yourself wakes nobody; a reminder to yourself (scheduled) does.
+_SILENT_SELF_NOTE = Q(message__deliver_at__isnull=True, message__schedule__isnull=True)
+
+
 def _pushable(agent: Agent) -> Any:
-    """Pending deliveries this generation has not been sent. Notes to self wake nobody."""
+    """Pending deliveries this generation has not been sent."""
     return (
         Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
         .filter(Q(pushed_generation__isnull=True) | ~Q(pushed_generation=agent.runtime_generation))
-        .exclude(message__sender=agent)
+        .exclude(Q(message__sender=agent) & _SILENT_SELF_NOTE)
     )
 
 
@@ -107,7 +113,7 @@ def _schedule_retry(agent: Agent, now: datetime) -> None:
 def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
     """A new runtime's bootstrap: the nonce, and everything that waited as one backlog notice."""
     with transaction.atomic():
-        agent = _current(agent_pk, generation)
+        agent = _current(agent_pk, generation, resting_too=True)
         if agent is None or agent.ready_at is not None:
             return None
         now = timezone.now()
@@ -313,10 +319,12 @@ def run_retries(now: datetime, result: TickResult) -> None:
                     state=DeliveryState.PENDING,
                     pushed_generation=agent.runtime_generation,
                 )
-                .exclude(message__sender=agent)
+                .exclude(Q(message__sender=agent) & _SILENT_SELF_NOTE)
                 .values_list("message_id", "notified_generation")
             )
-            if not unresolved:
+            if agent.resting:
+                pass  # nothing is pushed to a resting agent; its budget waits
+            elif not unresolved:
                 agent.notify_attempts, agent.notify_next_at = 0, None
             elif agent.notify_attempts >= len(schedule):
                 agent.notification_attention_required, agent.notify_next_at = True, None
@@ -425,6 +433,36 @@ def run_receipts(now: datetime, result: TickResult) -> None:
             )
 
 
+def run_rest_changes(now: datetime, result: TickResult) -> None:
+    """Rests and resumptions a coordinator set for a time."""
+    due = list(
+        Agent.objects.filter(rest_change_at__lte=now).values_list("pk", "rest_change_to")[:200]
+    )
+    for agent_pk, rest in due:
+        changed = Agent.objects.filter(pk=agent_pk, rest_change_at__lte=now).update(
+            resting=bool(rest), rest_change_at=None, rest_change_to=None
+        )
+        if changed and not rest:
+            result.to_agent(agent_pk, {"type": "agent.wake", "priority": "info"})
+
+
+SWEEP_EVERY = timedelta(minutes=1)
+_last_sweep: dict[str, datetime] = {}
+
+
+def run_retention(now: datetime) -> None:
+    """The day-long retention sweep: at start, then every minute."""
+    last = _last_sweep.get("at")
+    if last is not None and now - last < SWEEP_EVERY and now >= last:
+        return
+    _last_sweep["at"] = now
+    from lobbies.actions.retention import sweep
+
+    swept = sweep(now)
+    if any(swept.values()):
+        log.info("retention sweep removed %s", swept)
+
+
 def run_process_cleanup(now: datetime) -> None:
     stale = BrokerProcess.objects.filter(last_seen_at__lt=now - PROCESS_STALE_AFTER)
     if stale.exclude(id=PROCESS_ID).exists():
@@ -433,12 +471,18 @@ def run_process_cleanup(now: datetime) -> None:
 
 def tick(now: datetime | None = None) -> TickResult:
     """One pass of every timer. Reads first: an idle broker opens no write transaction."""
+    from lobbies.actions.schedules import deliver_due, run_schedules
+
     now = now or timezone.now()
     result = TickResult()
+    deliver_due(now)
+    run_schedules(now)
+    run_rest_changes(now, result)
     run_retries(now, result)
     run_bootstrap_retries(now, result)
     run_receipts(now, result)
     run_process_cleanup(now)
+    run_retention(now)
     return result
 
 

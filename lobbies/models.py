@@ -69,6 +69,10 @@ class Agent(models.Model):
     notify_next_at = models.DateTimeField(null=True, blank=True, db_index=True)
     notification_attention_required = models.BooleanField(default=False)
     last_receipts_push_at = models.DateTimeField(null=True, blank=True)
+    # Resting: nothing is pushed while true; `rest_change_at` flips it to `rest_change_to`.
+    resting = models.BooleanField(default=False)
+    rest_change_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    rest_change_to = models.BooleanField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:
@@ -111,6 +115,55 @@ class Credential(models.Model):
         return f"credential {self.pk} of {self.agent}"
 
 
+class Room(models.Model):
+    """A shared conversation inside a lobby; membership decides who receives its messages."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="rooms")
+    room_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["lobby", "room_id"], name="room_unique_per_lobby")
+        ]
+
+    def __str__(self) -> str:
+        return self.room_id
+
+
+class RoomMember(models.Model):
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="members")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="room_memberships")
+    joined_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["room", "agent"], name="room_member_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} in {self.room_id}"
+
+
+class ArchivedRoom(models.Model):
+    """A retired room: its name stays reserved so no new room inherits its history."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="archived_rooms")
+    room_id = models.CharField(max_length=40)
+    archived_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["lobby", "room_id"], name="archived_room_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"archived {self.room_id}"
+
+
+class ScheduleStatus(models.TextChoices):
+    ACTIVE = "active"
+    CANCELLED = "cancelled"
+
+
 class Scope(models.TextChoices):
     DIRECT = "direct"
     ROOM = "room"
@@ -128,6 +181,41 @@ class Kind(models.TextChoices):
 class Priority(models.TextChoices):
     INFO = "info"
     IMPORTANT = "important"
+
+
+class Schedule(models.Model):
+    """A daily template: each occurrence becomes a real message, authorized when it fires."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="schedules")
+    sender = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="schedules")
+    client_request_id = models.CharField(max_length=128)
+    request_hash = models.CharField(max_length=64)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    # An agent id (direct) or a room id (room); empty for a broadcast.
+    target = models.CharField(max_length=40, blank=True, default="")
+    template = models.JSONField()
+    time_zone = models.CharField(max_length=64)
+    times = models.JSONField()
+    weekdays = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=ScheduleStatus.choices)
+    created_at = models.DateTimeField()
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    last_slot = models.DateTimeField(null=True, blank=True)
+    next_slot = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=closed_set("scope", Scope), name="schedule_scope"),
+            models.CheckConstraint(
+                condition=closed_set("status", ScheduleStatus), name="schedule_status"
+            ),
+            models.UniqueConstraint(
+                fields=["sender", "client_request_id"], name="schedule_request_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"schedule {self.pk} of {self.sender_id}"
 
 
 class Message(models.Model):
@@ -151,6 +239,24 @@ class Message(models.Model):
     correlation_id = models.CharField(max_length=128, blank=True, default="")
     client_request_id = models.CharField(max_length=128)
     notify_when_seen = models.BooleanField(default=False)
+    # The room at acceptance, kept as history when the room is later deleted.
+    room = models.ForeignKey(
+        Room, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    room_name = models.CharField(max_length=40, blank=True, default="")
+    addressed_to = models.JSONField(default=list, blank=True)
+    supersedes = models.BigIntegerField(null=True, blank=True)
+    deliver_at = models.DateTimeField(null=True, blank=True)
+    # True while its deliveries wait for deliver_at; the dispatcher's index finds due ones.
+    scheduled_pending = models.BooleanField(default=False)
+    # When it reached its recipients (acceptance, or a scheduled message's delivery).
+    delivered_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    late = models.BooleanField(default=False)
+    cancelled_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.SET_NULL, null=True, blank=True, related_name="occurrences"
+    )
+    slot = models.DateTimeField(null=True, blank=True)
     # SHA-256 of the canonical request, to tell an identical retry from a changed one.
     request_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField()
@@ -168,10 +274,20 @@ class Message(models.Model):
             models.CheckConstraint(
                 condition=closed_set("priority", Priority), name="message_priority"
             ),
+            models.UniqueConstraint(
+                fields=["schedule", "slot"],
+                condition=Q(schedule__isnull=False),
+                name="message_schedule_slot_unique",
+            ),
         ]
         indexes = [
             models.Index(fields=["sender", "created_at"], name="message_sender_time"),
             models.Index(fields=["lobby", "created_at"], name="message_lobby_time"),
+            models.Index(
+                fields=["deliver_at"],
+                condition=Q(scheduled_pending=True),
+                name="message_scheduled_due",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -190,6 +306,7 @@ class HeldReason(models.TextChoices):
     REMOVED = "removed"
     ROOM_DELETED = "room_deleted"
     CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
 
 
 class Delivery(models.Model):
@@ -210,6 +327,8 @@ class Delivery(models.Model):
     # The generation whose adapter confirmed the host write.
     notified_generation = models.BigIntegerField(null=True, blank=True)
     agent_seen_at = models.DateTimeField(null=True, blank=True)
+    # A removed room member's copy: its history shows no body.
+    redacted = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -271,6 +390,34 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint {self.revision} of {self.agent_id}"
+
+
+class OccurrenceOutcome(models.TextChoices):
+    SENT = "sent"
+    SKIPPED = "skipped"
+
+
+class ScheduleOccurrence(models.Model):
+    """What a schedule did at one slot; the unique (schedule, slot) guards against a repeat."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="history")
+    slot = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=OccurrenceOutcome.choices)
+    message_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True, default="")
+    late = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "slot"], name="occurrence_unique"),
+            models.CheckConstraint(
+                condition=closed_set("outcome", OccurrenceOutcome), name="occurrence_outcome"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.outcome} at {self.slot}"
 
 
 class NoticeKind(models.TextChoices):
@@ -362,6 +509,12 @@ class AuditAction(models.TextChoices):
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"
     ROLE_SET = "role_set"
+    ROOM_CREATED = "room_created"
+    ROOM_MEMBERS_CHANGED = "room_members_changed"
+    ROOM_DELETED = "room_deleted"
+    ROOM_ARCHIVED = "room_archived"
+    ROOM_RESTORED = "room_restored"
+    AGENTS_RESTED = "agents_rested"
 
 
 class AuditEvent(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
@@ -86,10 +87,19 @@ class MessageFields(Operation):
     )
 
 
-class SendMessage(Operation):
-    """Send one message to one agent of your lobby, or to yourself."""
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must carry a time zone, e.g. 2026-12-01T09:00:00Z")
+    return value
 
-    to: AgentName
+
+AwareTime = Annotated[datetime, Strict(False), AfterValidator(_aware)]
+RoomName = Annotated[str, Field(pattern=NAME_PATTERN, description="A room id of your lobby")]
+
+
+class SendOptions(Operation):
+    """What every send tool takes besides its addressing."""
+
     content: Annotated[str, StringConstraints(min_length=1), AfterValidator(_content)] = Field(
         description="The message text, at most 64 KiB of UTF-8 (POCOLOBBY_CONTENT_BYTES)"
     )
@@ -112,12 +122,167 @@ class SendMessage(Operation):
     notify_when_seen: bool = Field(
         False, description="Push you a compact receipt when the recipient acknowledges it"
     )
+    deliver_at: AwareTime | None = Field(
+        None,
+        description="Hold the message until this time (ISO 8601 with zone), at most 30 days "
+        "ahead; it is stored now and delivered then",
+    )
+    supersedes: MessageId | None = Field(
+        None,
+        description="One of your earlier messages this replaces: its copies not yet seen are "
+        "held, and those who saw it get this one as an ordinary message",
+    )
 
     @model_validator(mode="after")
-    def _reply_expectation_needs_kind(self) -> SendMessage:
+    def _reply_expectation_needs_kind(self) -> SendOptions:
         if self.reply_expected is not None and self.kind is None:
             raise ValueError("reply_expected needs a kind: choose one so the recipient knows")
         return self
+
+
+class SendMessage(SendOptions):
+    """Send one message to one agent of your lobby, or to yourself."""
+
+    to: AgentName
+
+
+class SendRoomMessage(SendOptions):
+    """Send a message to a room's members, or only to up to 20 of them named in addressed_to."""
+
+    room_id: RoomName
+    addressed_to: Annotated[list[AgentName], Field(min_length=1, max_length=20)] | None = Field(
+        None,
+        description="Up to 20 members who get deliveries; the rest of the room is not woken. "
+        "Every name must be another enabled member, or nothing is sent",
+    )
+
+
+class Broadcast(SendOptions):
+    """Send a message to every enabled agent of the lobby; needs the broadcast permission."""
+
+
+class ScheduleMessage(Operation):
+    """Send a message every day at local times in an IANA zone, until cancelled.
+
+    Give exactly one of `to`, `room_id` or `broadcast: true`. Each occurrence is a real
+    message, authorized and addressed when it fires.
+    """
+
+    client_request_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,128}$")] = Field(
+        description="A stable id: a retry returns the schedule instead of creating another"
+    )
+    to: AgentName | None = None
+    room_id: RoomName | None = None
+    broadcast: bool = False
+    addressed_to: Annotated[list[AgentName], Field(min_length=1, max_length=20)] | None = None
+    content: Annotated[str, StringConstraints(min_length=1), AfterValidator(_content)]
+    kind: Annotated[Kind, Strict(False)] | None = None
+    reply_expected: bool | None = None
+    priority: Literal["info", "important"] = "info"
+    fields: MessageFields | None = None
+    notify_when_seen: bool = False
+    time_zone: one_line(64, 1) = Field(description="An IANA zone such as Europe/Berlin")
+    times: Annotated[
+        list[Annotated[str, Field(max_length=5)]], Field(min_length=1, max_length=24)
+    ] = Field(description='1-24 local times of day, "HH:MM"')
+    weekdays: Annotated[list[int], Field(min_length=1, max_length=7)] | None = Field(
+        None, description="ISO weekdays 1=Monday..7=Sunday; every day when left out"
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ScheduleMessage:
+        chosen = [self.to is not None, self.room_id is not None, self.broadcast]
+        if sum(chosen) != 1:
+            raise ValueError("give exactly one of to, room_id or broadcast: true")
+        if self.addressed_to is not None and self.room_id is None:
+            raise ValueError("addressed_to names members of a room: give room_id with it")
+        if self.reply_expected is not None and self.kind is None:
+            raise ValueError("reply_expected needs a kind: choose one so the recipient knows")
+        return self
+
+
+class ListScheduled(Operation):
+    """Your active daily schedules and your scheduled messages still waiting for their time."""
+
+
+class CancelScheduled(Operation):
+    """Cancel one of your schedules or one of your scheduled messages not yet delivered."""
+
+    message_id: MessageId | None = None
+    schedule_id: MessageId | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> CancelScheduled:
+        if (self.message_id is None) == (self.schedule_id is None):
+            raise ValueError("give exactly one of message_id or schedule_id")
+        return self
+
+
+class UpdateScheduled(Operation):
+    """Move or reword one of your scheduled messages before it is delivered."""
+
+    message_id: MessageId
+    deliver_at: AwareTime | None = None
+    content: Annotated[str, StringConstraints(min_length=1), AfterValidator(_content)] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateScheduled:
+        if self.deliver_at is None and self.content is None:
+            raise ValueError("give deliver_at, content or both")
+        return self
+
+
+RoomMembers = Annotated[list[AgentName], Field(max_length=200)]
+
+
+class ListRooms(Operation):
+    """The rooms of your lobby you can see, with their members."""
+
+
+class CreateRoom(Operation):
+    """Create a room of already admitted agents of your lobby."""
+
+    room_id: RoomName
+    members: RoomMembers = Field(default_factory=list)
+
+
+class SetRoomMembers(Operation):
+    """Replace a room's whole member list (read list_rooms first)."""
+
+    room_id: RoomName
+    members: RoomMembers
+
+
+class AddRoomMembers(Operation):
+    """Add members to a room, keeping the others."""
+
+    room_id: RoomName
+    members: Annotated[list[AgentName], Field(min_length=1, max_length=200)]
+
+
+class RemoveRoomMembers(Operation):
+    """Remove members from a room, keeping the others; their unseen copies are held."""
+
+    room_id: RoomName
+    members: Annotated[list[AgentName], Field(min_length=1, max_length=200)]
+
+
+class DeleteRoom(Operation):
+    """Delete a room, keeping its history; unseen copies are held and its schedules end.
+
+    A retry cannot tell "already deleted" from "never existed", and the id may be reused:
+    check list_rooms before retrying.
+    """
+
+    room_id: RoomName
+
+
+class RestAgents(Operation):
+    """Rest agents so nothing is pushed to them (messages still queue), or resume them."""
+
+    agent_ids: Annotated[list[AgentName], Field(min_length=1, max_length=200)]
+    rest: bool = Field(description="true rests them, false resumes them")
+    at: AwareTime | None = Field(None, description="When to do it; now when left out")
 
 
 class GetMessages(Operation):

@@ -17,6 +17,9 @@ from lobbies.models import (
     Lobby,
     Message,
     ReceiptEvent,
+    Room,
+    RoomMember,
+    Schedule,
     Scope,
 )
 
@@ -72,8 +75,22 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
         "correlation_id": message.correlation_id or None,
         "created_at": iso(message.created_at),
     }
+    if message.room_name:
+        body["room_id"] = message.room_name
+    if message.addressed_to:
+        body["addressed_to"] = message.addressed_to
+    if message.supersedes:
+        body["supersedes"] = message.supersedes
+    if message.deliver_at:
+        body["deliver_at"] = iso(message.deliver_at)
+        body["late"] = message.late
+    if message.schedule_id:
+        body["schedule_id"] = message.schedule_id
+        body["slot"] = iso(message.slot)
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].recipient.agent_id
+    elif message.scope != Scope.DIRECT:
+        body["to"] = "*"
     if message.sender_id == viewer.pk:
         body["client_request_id"] = message.client_request_id
         body["recipients"] = [
@@ -82,6 +99,8 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
     mine = next((d for d in deliveries if d.recipient_id == viewer.pk), None)
     if mine is not None:
         body["delivery"] = delivery_facts(mine)
+        if mine.redacted and message.sender_id != viewer.pk:
+            body["content"], body["fields"], body["redacted"] = None, {}, True
     return body
 
 
@@ -103,6 +122,55 @@ def _with_deliveries(messages: QuerySet[Message]) -> QuerySet[Message]:
             queryset=Delivery.objects.select_related("recipient").order_by("recipient__agent_id"),
         )
     )
+
+
+def room_entry(room: Room) -> dict[str, Any]:
+    members = sorted(RoomMember.objects.filter(room=room).values_list("agent__agent_id", flat=True))
+    return {"room_id": room.room_id, "members": members, "created_at": iso(room.created_at)}
+
+
+def list_rooms(viewer: Agent) -> dict[str, Any]:
+    """Every room of the lobby with its members: membership is no secret inside a lobby."""
+    rooms = Room.objects.filter(lobby_id=viewer.lobby_id).order_by("room_id")
+    return {"rooms": [{**room_entry(r), "member": viewer_in(r, viewer)} for r in rooms]}
+
+
+def viewer_in(room: Room, viewer: Agent) -> bool:
+    return RoomMember.objects.filter(room=room, agent=viewer).exists()
+
+
+def schedule_entry(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "schedule_id": schedule.pk,
+        "scope": schedule.scope,
+        "target": schedule.target or None,
+        "time_zone": schedule.time_zone,
+        "times": schedule.times,
+        "weekdays": schedule.weekdays,
+        "status": schedule.status,
+        "next_slot": iso(schedule.next_slot),
+        "last_slot": iso(schedule.last_slot),
+        "content_preview": schedule.template.get("content", "")[:80],
+    }
+
+
+def list_scheduled(sender: Agent) -> dict[str, Any]:
+    """Compact: what will fire and when, not whole bodies."""
+    schedules = Schedule.objects.filter(sender=sender, status="active").order_by("next_slot")
+    waiting = Message.objects.filter(sender=sender, scheduled_pending=True).order_by("deliver_at")
+    return {
+        "schedules": [schedule_entry(s) for s in schedules],
+        "messages": [
+            {
+                "message_id": m.pk,
+                "deliver_at": iso(m.deliver_at),
+                "scope": m.scope,
+                "room_id": m.room_name or None,
+                "content_preview": m.content[:80],
+            }
+            for m in waiting
+        ],
+    }
 
 
 def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:

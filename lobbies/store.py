@@ -66,8 +66,14 @@ def select(
 
 def insert(model: type[M], values: dict[str, Any]) -> M:
     """INSERT one row, adapting each value as its field would, and return the instance."""
-    fields = {f.attname: f for f in model._meta.concrete_fields}
-    names = [name for name in values if name in fields]
+    fields = {f.attname: f for f in model._meta.concrete_fields if not f.primary_key}
+    unknown = set(values) - set(fields)
+    if unknown:
+        raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
+    values = {
+        name: values[name] if name in values else f.get_default() for name, f in fields.items()
+    }
+    names = list(fields)
     prepared = [fields[name].get_db_prep_save(values[name], connection) for name in names]
     columns = ", ".join(f'"{fields[name].column}"' for name in names)
     marks = ", ".join(["%s"] * len(names))

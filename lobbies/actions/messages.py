@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 from lobbies import store
 from lobbies.actions.runtime import RuntimeCaller, check_fence
-from lobbies.errors import BrokerError, conflict, not_found
+from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
 from lobbies.events import wake_dispatcher_on_commit, wake_recipients_on_commit
 from lobbies.models import (
     Agent,
@@ -24,12 +25,26 @@ from lobbies.models import (
     Kind,
     Message,
     ReceiptEvent,
+    Room,
+    RoomMember,
+    Schedule,
     Scope,
     SeenReceipt,
 )
-from lobbies.schemas import SendMessage
+from lobbies.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
 
 NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
+MAX_SCHEDULE_AHEAD = timedelta(days=30)
+MAX_WAITING_SCHEDULED = 100
+UNSEEN_STATES = (DeliveryState.PENDING, DeliveryState.HELD)
+# Holds that end a copy for good: it never reaches its recipient.
+FINAL_HOLDS = (
+    HeldReason.RECIPIENT_DISABLED,
+    HeldReason.REMOVED,
+    HeldReason.ROOM_DELETED,
+    HeldReason.CANCELLED,
+    HeldReason.SUPERSEDED,
+)
 
 
 @dataclass(frozen=True)
@@ -39,13 +54,13 @@ class SendOutcome:
     duplicate: bool
 
 
-def request_hash(args: SendMessage) -> str:
+def request_hash(args: SendOptions) -> str:
     """A digest of the whole validated request, to tell an identical retry from a changed one."""
     canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> SendOutcome | None:
+def _original_for_retry(sender: Agent, args: SendOptions, digest: str) -> SendOutcome | None:
     original = store.select(
         Message,
         "t.sender_id = %s AND t.client_request_id = %s",
@@ -66,13 +81,64 @@ def _original_for_retry(sender: Agent, args: SendMessage, digest: str) -> SendOu
     return SendOutcome(original, deliveries, duplicate=True)
 
 
-def _recipient(sender: Agent, name: str) -> Agent:
+@dataclass(frozen=True)
+class Addressing:
+    """Who a send reaches, resolved at acceptance: a snapshot, never re-read later."""
+
+    scope: Scope
+    recipients: list[Agent]
+    room: Room | None = None
+    addressed_to: tuple[str, ...] = ()
+
+
+def address_direct(sender: Agent, name: str) -> Addressing:
     recipient = store.select(Agent, "t.lobby_id = %s AND t.agent_id = %s", [sender.lobby_id, name])
     if recipient is None:
         raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
     if not recipient.enabled:
         raise conflict("recipient_disabled", f"agent {name!r} is disabled and receives nothing")
-    return recipient
+    return Addressing(Scope.DIRECT, [recipient])
+
+
+def address_room(sender: Agent, room_id: str, addressed_to: list[str] | None) -> Addressing:
+    """The room's enabled members at acceptance (offline ones too), without the sender.
+
+    Named addressees must each be another enabled member, or the whole send is refused: a
+    message never reaches only part of its list.
+    """
+    room = Room.objects.filter(lobby_id=sender.lobby_id, room_id=room_id).first()
+    if room is None:
+        raise not_found("unknown_room", f"no room {room_id!r} in lobby {sender.lobby.name!r}")
+    members = list(
+        Agent.objects.filter(room_memberships__room=room, enabled=True)
+        .exclude(pk=sender.pk)
+        .order_by("agent_id")
+    )
+    if not RoomMember.objects.filter(room=room, agent=sender).exists():
+        raise forbidden("not_a_member", f"you are not a member of room {room_id!r}")
+    if addressed_to is None:
+        return Addressing(Scope.ROOM, members, room)
+    by_name = {m.agent_id: m for m in members}
+    names = list(dict.fromkeys(addressed_to))
+    strangers = [n for n in names if n not in by_name]
+    if strangers:
+        raise bad_request(
+            f"addressed_to names {', '.join(repr(n) for n in strangers)}, not another enabled "
+            f"member of room {room_id!r}; nothing was sent",
+            code="not_a_member",
+        )
+    return Addressing(Scope.ROOM, [by_name[n] for n in names], room, tuple(names))
+
+
+def address_broadcast(sender: Agent) -> Addressing:
+    if not sender.broadcast:
+        raise forbidden("permission_required", "broadcast needs the broadcast permission")
+    agents = list(
+        Agent.objects.filter(lobby_id=sender.lobby_id, enabled=True)
+        .exclude(pk=sender.pk)
+        .order_by("agent_id")
+    )
+    return Addressing(Scope.BROADCAST, agents)
 
 
 def _check_reply_to(sender: Agent, message_id: int | None) -> None:
@@ -155,16 +221,66 @@ def _next_sequence(lobby_id: int) -> int:
     )
 
 
-def send_message(
-    sender: Agent, args: SendMessage, runtime: RuntimeCaller | None = None
+def _check_deliver_at(sender: Agent, deliver_at: datetime | None, now: datetime) -> None:
+    if deliver_at is None:
+        return
+    if deliver_at <= now:
+        raise bad_request(
+            "deliver_at is in the past; leave it out to send now", code="invalid_deliver_at"
+        )
+    if deliver_at > now + MAX_SCHEDULE_AHEAD:
+        raise bad_request(
+            "deliver_at is more than 30 days ahead; use a daily schedule for lasting reminders",
+            code="invalid_deliver_at",
+        )
+    waiting = Message.objects.filter(sender=sender, scheduled_pending=True).count()
+    if waiting >= MAX_WAITING_SCHEDULED:
+        raise conflict(
+            "too_many_scheduled",
+            f"you already have {waiting} scheduled messages waiting; the limit is "
+            f"{MAX_WAITING_SCHEDULED} (cancel some with cancel_scheduled)",
+        )
+
+
+def _check_supersedes(sender: Agent, message_id: int | None) -> None:
+    if message_id is None:
+        return
+    target = Message.objects.filter(pk=message_id, lobby_id=sender.lobby_id).first()
+    if target is not None and target.sender_id != sender.pk:
+        raise forbidden("not_your_message", f"message {message_id} is not yours to supersede")
+
+
+def _hold_superseded(sender: Agent, message_id: int) -> None:
+    """Unseen copies of the replaced message are held; whoever saw it gets the new one."""
+    Delivery.objects.filter(
+        message_id=message_id, message__sender=sender, state__in=UNSEEN_STATES
+    ).exclude(held_reason__in=FINAL_HOLDS).update(
+        state=DeliveryState.HELD, held_reason=HeldReason.SUPERSEDED
+    )
+
+
+def send(
+    sender: Agent,
+    args: SendOptions,
+    resolve: Callable[[], Addressing],
+    runtime: RuntimeCaller | None = None,
+    *,
+    schedule: Schedule | None = None,
+    slot: datetime | None = None,
+    late: bool = False,
 ) -> SendOutcome:
-    """Store a direct message and its recipient row in one transaction; answer after commit."""
+    """Accept one message for its recipients in one transaction; `stored` only after commit.
+
+    Every send tool and every schedule occurrence comes through here, so idempotency,
+    authorization, bounds and the durable fanout exist once.
+    """
     digest = request_hash(args)
     original = _original_for_retry(sender, args, digest)
     if original is not None:
         return original
-    recipient = _recipient(sender, args.to)
+    addressing = resolve()
     _check_reply_to(sender, args.reply_to)
+    _check_supersedes(sender, args.supersedes)
     content_bytes = len(args.content.encode("utf-8"))
     try:
         with transaction.atomic():
@@ -172,8 +288,12 @@ def send_message(
             if runtime is not None:
                 check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
             now = timezone.now()
-            _check_send_rate(sender, now)
-            _check_capacity(recipient, content_bytes)
+            _check_deliver_at(sender, args.deliver_at, now)
+            if schedule is None:
+                _check_send_rate(sender, now)
+            for recipient in addressing.recipients:
+                _check_capacity(recipient, content_bytes)
+            scheduled = args.deliver_at is not None
             message = store.insert(
                 Message,
                 {
@@ -181,7 +301,7 @@ def send_message(
                     "sequence": sequence,
                     "sender_id": sender.pk,
                     "sender_name": sender.agent_id,
-                    "scope": Scope.DIRECT,
+                    "scope": addressing.scope,
                     "kind": args.kind,
                     "reply_expected": _reply_expected(args),
                     "priority": args.priority,
@@ -193,34 +313,72 @@ def send_message(
                     "client_request_id": args.client_request_id,
                     "notify_when_seen": args.notify_when_seen,
                     "request_hash": digest,
+                    "room_id": addressing.room.pk if addressing.room else None,
+                    "room_name": addressing.room.room_id if addressing.room else "",
+                    "addressed_to": list(addressing.addressed_to),
+                    "supersedes": args.supersedes,
+                    "deliver_at": args.deliver_at,
+                    "scheduled_pending": scheduled,
+                    "delivered_at": None if scheduled else now,
+                    "late": late,
+                    "schedule_id": schedule.pk if schedule else None,
+                    "slot": slot,
                     "created_at": now,
                 },
             )
-            delivery = store.insert(
-                Delivery,
-                {
-                    "message_id": message.pk,
-                    "recipient_id": recipient.pk,
-                    "state": DeliveryState.PENDING,
-                    "content_bytes": content_bytes,
-                    "delivered_at": now,
-                },
-            )
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
-                    [store.as_db_time(now), sender.pk],
+            deliveries = [
+                store.insert(
+                    Delivery,
+                    {
+                        "message_id": message.pk,
+                        "recipient_id": recipient.pk,
+                        "state": DeliveryState.HELD if scheduled else DeliveryState.PENDING,
+                        "held_reason": HeldReason.SCHEDULED if scheduled else None,
+                        "content_bytes": content_bytes,
+                        "delivered_at": None if scheduled else now,
+                    },
                 )
-            if recipient.pk != sender.pk:
-                wake_recipients_on_commit([(recipient.pk, args.priority)])
+                for recipient in addressing.recipients
+            ]
+            if args.supersedes:
+                _hold_superseded(sender, args.supersedes)
+            if schedule is None:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
+                        [store.as_db_time(now), sender.pk],
+                    )
+            if not scheduled:
+                wake_recipients_on_commit(
+                    [(r.pk, args.priority) for r in addressing.recipients if r.pk != sender.pk]
+                )
     except IntegrityError:
         # A concurrent identical request won the (sender, client_request_id) race.
         original = _original_for_retry(sender, args, digest)
         if original is None:
             raise
         return original
-    delivery.recipient = recipient
-    return SendOutcome(message, [delivery], duplicate=False)
+    for delivery, recipient in zip(deliveries, addressing.recipients, strict=True):
+        delivery.recipient = recipient
+    return SendOutcome(message, deliveries, duplicate=False)
+
+
+def send_message(
+    sender: Agent, args: SendMessage, runtime: RuntimeCaller | None = None
+) -> SendOutcome:
+    return send(sender, args, lambda: address_direct(sender, args.to), runtime)
+
+
+def send_room_message(
+    sender: Agent, args: SendRoomMessage, runtime: RuntimeCaller | None = None
+) -> SendOutcome:
+    return send(
+        sender, args, lambda: address_room(sender, args.room_id, args.addressed_to), runtime
+    )
+
+
+def broadcast(sender: Agent, args: Broadcast, runtime: RuntimeCaller | None = None) -> SendOutcome:
+    return send(sender, args, lambda: address_broadcast(sender), runtime)
 
 
 def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: timezone.datetime) -> None:
@@ -261,7 +419,7 @@ def _record_progress(agent: Agent, now: timezone.datetime) -> None:
     )
 
 
-def _reply_expected(args: SendMessage) -> bool:
+def _reply_expected(args: SendOptions) -> bool:
     if args.kind is None:
         return False
     if args.reply_expected is not None:

@@ -238,6 +238,8 @@ class Bridge:
         self.catalog_attempted = asyncio.Event()
         self.seen_catalog: Catalog | None = None  # what the model was last shown
         self.host_listed = False
+        # Set by the stream: drop the socket and reconnect with our generation, to learn why.
+        self.recheck: Callable[[], None] | None = None
         self._refresh_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handlers: dict[str, ToolHandler] = {
@@ -311,14 +313,10 @@ class Bridge:
             "agent_id": self.agent_id,
             "lobby_id": self.lobby_id,
         }
+        payload = {"stopped": {"code": stop.code, "status": stop.status}}
+        content = f"PocoLobby bridge: not connected. {self.stopped_text()}\n{_text(payload)}"
         with contextlib.suppress(HostGone):
-            await self.host.notify(
-                CHANNEL_METHOD,
-                {
-                    "content": "PocoLobby bridge: not connected. " + self.stopped_text(),
-                    "meta": meta,
-                },
-            )
+            await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
 
     def catalog_announced(self, revision: Any) -> None:
         if (
@@ -520,10 +518,15 @@ class Bridge:
                 {"error": outcome.error} if outcome.error else None,
             )
         if outcome.code == "generation_superseded":
+            # The binding moved on (a newer process, or the owner's reset) while the stream
+            # still looked fine: reconnect it, so the broker's refusal settles the state.
+            if self.recheck is not None:
+                self.recheck()
             return failure(
-                f"PocoLobby refused {name} ({status} {outcome.code}): {outcome.message}. A newer "
-                "bridge process of this conversation holds the agent; this one can no longer act "
-                "for it.",
+                f"PocoLobby refused {name} ({status} {outcome.code}): {outcome.message}. This "
+                "bridge process no longer holds the agent's runtime (a newer process took over, "
+                "or the owner reset it); get_context shows the state once the bridge has "
+                "rechecked its stream.",
                 {"error": outcome.error},
             )
         return failure(

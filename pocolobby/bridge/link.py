@@ -70,6 +70,14 @@ class Link:
         self.bridge = bridge
         self.token = token
         self.url = stream_url(bridge.config.url)
+        self._socket: ClientConnection | None = None
+        bridge.recheck = self.recheck
+
+    def recheck(self) -> None:
+        """Close the current socket; the loop reconnects presenting our generation."""
+        socket = self._socket
+        if socket is not None:
+            self.bridge.spawn(socket.close(code=1000, reason="recheck"))
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -96,7 +104,11 @@ class Link:
                     close_timeout=5,
                     max_size=MAX_FRAME_BYTES,
                 ) as socket:
-                    await self._serve(socket, seen)
+                    self._socket = socket
+                    try:
+                        await self._serve(socket, seen)
+                    finally:
+                        self._socket = None
                     code = socket.close_code
                 reason = f"the stream closed ({code})"
             except ConnectionClosed as closed:

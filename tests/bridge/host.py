@@ -55,8 +55,11 @@ class ChannelEvent:
 
     @property
     def payload(self) -> dict[str, Any]:
-        body = self.content.split("\n", 1)[1].split("\n\n", 1)[0]
-        return json.loads(body)
+        _, _, rest = self.content.partition("\n")
+        try:
+            return json.loads(rest.split("\n\n", 1)[0])
+        except ValueError:
+            return {}
 
     @property
     def message_ids(self) -> list[int]:

@@ -315,9 +315,13 @@ async def test_another_session_gets_runtime_conflict_until_the_owner_resets_the_
     await other.close()
 
     await asyncio.to_thread(module_broker.cli_ok, "agent", "reset-runtime", "owned", "beta")
+    # The holder's next write is fenced; the bridge rechecks its stream and learns why.
+    fenced = await holder.call("send_message", to="alpha", content="x", client_request_id="h")
+    assert fenced.is_error and "generation_superseded" in fenced.text
     notice = await holder.event(lambda e: "not connected" in e.content)
+    assert "retired" in notice.content
     retired = await holder.call("get_context")
-    assert retired.is_error and "stopped" in retired.text
+    assert retired.is_error and "runtime_retired" in retired.text
     await holder.close()
 
     admitted = await host_for(configs["beta"], tmp_path, other_sid, "admitted").start()
@@ -417,3 +421,70 @@ async def test_a_network_cut_ends_with_every_pending_message_delivered(
     finally:
         await host.close()
         await proxy.close()
+
+
+# ---------------------------------------------------------------- continuity
+
+
+async def test_a_checkpoint_saved_in_one_session_is_what_the_next_session_loads(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = await provision(module_broker, "carry", ["alpha", "beta"], tmp_path)
+    role = tmp_path / "role.md"
+    role.write_text("You own the API. Review every schema change.")
+    await asyncio.to_thread(
+        module_broker.cli_ok, "agent", "set-role", "carry", "beta", "--role-file", str(role)
+    )
+    url, alpha = module_broker.url, configs["alpha"].token
+    sid = session_id()
+    first = await host_for(configs["beta"], tmp_path, sid, "first").start()
+    try:
+        tools = {t.name: t for t in (await first.session.list_tools()).tools}  # type: ignore[union-attr]
+        assert "checkpoint_revision" in tools["ready"].input_schema["properties"]
+        bootstrap, context = await first.bootstrapped()
+        assert context["role"] == "You own the API. Review every schema change."
+        assert context["checkpoint"] is None and context["uncertain"]["total"] == 0
+        assert "send_message" in {t["name"] for t in context["tool_guide"]["tools"]}
+        ids = [await send_message(url, alpha, "beta", f"task {i}", f"t-{i}", kind="assignment")
+               for i in range(3)]
+        for message_id in ids:
+            await first.message_event(message_id)
+        await first.ok("acknowledge_messages", message_ids=[ids[0]])
+        saved = await first.ok(
+            "save_checkpoint",
+            expected_revision=0,
+            checkpoint={"objective": "ship v2", "next": ["review task 1"], "open": ids[1:]},
+            covers_receipts_through=1,
+            acknowledge_message_ids=[ids[1]],
+        )
+        assert saved["revision"] == 1 and saved["acknowledged"] == [ids[1]]
+        await first.ok("acknowledge_messages", message_ids=[ids[2]])
+        conflict = await first.call("save_checkpoint", expected_revision=0, checkpoint={},
+                                    covers_receipts_through=0)
+        assert conflict.is_error and "checkpoint_conflict" in conflict.text
+    finally:
+        await first.kill()
+
+    second = await host_for(configs["beta"], tmp_path, sid, "second").start()
+    try:
+        bootstrap = await second.bootstrap()
+        context = await second.ok("get_context")
+        checkpoint = context["checkpoint"]
+        assert checkpoint["revision"] == 1 and checkpoint["covers_receipts_through"] == 1
+        assert checkpoint["checkpoint"]["objective"] == "ship v2"
+        uncertain = context["uncertain"]
+        assert uncertain["total"] == 2
+        assert [m["message_id"] for m in uncertain["messages"]] == ids[1:]
+        assert uncertain["messages"][0]["content"] == "task 1"
+        assert context["bridge"]["generation"] == 2
+        # A checkpoint saved before ready makes the loaded context stale.
+        await second.ok("save_checkpoint", expected_revision=1, checkpoint={"objective": "v3"},
+                        covers_receipts_through=3)
+        stale = await second.call("ready", nonce=bootstrap.payload["nonce"],
+                                  checkpoint_revision=1)
+        assert stale.is_error and "stale_checkpoint" in stale.text
+        again = await second.ok("get_context")
+        assert again["checkpoint"]["revision"] == 2 and again["uncertain"]["total"] == 0
+        await second.ok("ready", nonce=bootstrap.payload["nonce"], checkpoint_revision=2)
+    finally:
+        await second.close()

@@ -37,6 +37,22 @@ REDIS_CLAIM_KEY = "pocolobby-tests:scale-out-claim"
 APP_NAMES = {"a": "pocolobby-scale-a", "b": "pocolobby-scale-b"}
 TAKEOVER_SECONDS = 10.0
 RECEIPT_TIMEOUT = 15.0
+STALL_SECONDS = 2.0
+
+# Product bugs these tests run into on the Redis layer (see the module's report).
+IDLE_BRIDGE_BUG = (
+    "product bug: pocolobby/settings.py hands REDIS_URL to channels_redis as a bare address; "
+    "redis-py 8 defaults socket_timeout to 5 s, the same as channels_redis's BZPOPMIN timeout, "
+    "so an idle consumer's receive raises redis TimeoutError and daphne closes the bridge with "
+    "1011 (django/channels_redis#422)"
+)
+STALLED_DISPATCHER_BUG = (
+    "product bug: lobbies/dispatch.py run_dispatcher awaits layer.receive() outside its "
+    "try/except and suppresses only the builtin TimeoutError; the receive can overrun its "
+    "wait_for and end in redis.exceptions.TimeoutError after 5 s, which ends the dispatcher "
+    "task silently while the process keeps the advisory lock, so no timer (receipts, retries) "
+    "runs in any process and no other process can take over"
+)
 
 
 def _admin_connection(dbname: str = "postgres") -> psycopg.Connection:
@@ -98,23 +114,38 @@ class Cluster:
             if not broker.running:
                 broker.start()
 
-    def leader(self) -> Broker | None:
-        """The process holding the dispatcher's advisory lock, read from pg_locks."""
+    def _lock_holder(self) -> tuple[str, float] | None:
+        """From pg_locks: the application name of the session holding the dispatcher's
+        advisory lock, and how long that session has been idle (a leader runs SELECT 1 on it
+        at every tick, so more than a second or two means its dispatcher stopped ticking)."""
         classid, objid = LEADER_LOCK_KEY >> 32, LEADER_LOCK_KEY & 0xFFFFFFFF
         with _admin_connection(self.database) as conn:
             rows = conn.execute(
-                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
-                "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "SELECT a.application_name, extract(epoch FROM now() - a.state_change)::float "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted "
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = %s) "
                 "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1",
                 [self.database, classid, objid],
             ).fetchall()
         assert len(rows) <= 1, rows
-        if not rows:
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def leader(self) -> Broker | None:
+        """The process holding the dispatcher's advisory lock."""
+        holder = self._lock_holder()
+        if holder is None:
             return None
         brokers = {APP_NAMES["a"]: self.a, APP_NAMES["b"]: self.b}
-        assert rows[0][0] in brokers, f"the lock is held by {rows[0][0]!r}"
-        return brokers[rows[0][0]]
+        assert holder[0] in brokers, f"the lock is held by {holder[0]!r}"
+        return brokers[holder[0]]
+
+    def stalled_dispatcher(self) -> str | None:
+        """A description if the lock holder's dispatcher has stopped ticking, else None."""
+        holder = self._lock_holder()
+        if holder is None or holder[1] < STALL_SECONDS:
+            return None
+        return f"{holder[0]} holds the lock, its lock session idle for {holder[1]:.1f}s"
 
     def name(self, broker: Broker | None) -> str:
         return {id(self.a): "A", id(self.b): "B"}.get(id(broker), "nobody")
@@ -163,6 +194,20 @@ def cluster(
             broker.stop()
 
 
+async def receipts_notice(pair: Cluster, bridge: Bridge) -> dict:
+    """The next frame, a receipts notice; an xfail naming the product bug if a known one
+    kept it from coming (the test still fails on anything else)."""
+    try:
+        return await bridge.notice("receipts", timeout=RECEIPT_TIMEOUT)
+    except AssertionError as failure:
+        stalled = await asyncio.to_thread(pair.stalled_dispatcher)
+        if stalled:
+            pytest.xfail(f"{STALLED_DISPATCHER_BUG} ({stalled}; then: {failure})")
+        if isinstance(failure, StreamClosed) and failure.code == 1011:
+            pytest.xfail(f"{IDLE_BRIDGE_BUG} ({failure})")
+        raise
+
+
 @pytest.fixture
 def pair(cluster: Cluster) -> Cluster:
     """Both processes up: a test before may have killed one."""
@@ -191,16 +236,7 @@ async def test_a_send_accepted_by_one_process_is_pushed_by_the_other(pair: Clust
             await bridge.report(notice, "received", "host_written")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(ConnectionClosed, StreamClosed),
-    reason=(
-        "product bug: pocolobby/settings.py hands REDIS_URL to channels_redis as a bare address; "
-        "redis-py 8 defaults socket_timeout to 5 s, the same as channels_redis's BZPOPMIN "
-        "timeout, so a consumer's idle receive raises redis TimeoutError and daphne closes the "
-        "bridge with 1011 (django/channels_redis#422)"
-    ),
-)
+@pytest.mark.xfail(strict=True, raises=(ConnectionClosed, StreamClosed), reason=IDLE_BRIDGE_BUG)
 async def test_an_idle_bridge_stays_connected(pair: Cluster, tmp_path: Path):
     tokens = await asyncio.to_thread(pair.provision, "idle-team", ["sleeper"], tmp_path)
     async with await Bridge.connect(pair.b.url, tokens["sleeper"]) as sleeper:
@@ -222,7 +258,7 @@ async def test_a_read_receipt_crosses_processes_from_the_leader(pair: Cluster, t
         await asker.nothing(0.5)  # nothing is owed before the recipient acknowledges
         acknowledged = time.monotonic()
         await acknowledge(leader.url, tokens["reader"], [sent])
-        notice = await asker.notice("receipts", timeout=RECEIPT_TIMEOUT)
+        notice = await receipts_notice(pair, asker)
         waited = time.monotonic() - acknowledged
         assert notice["message_ids"] == [sent]
         (receipt,) = payload(notice)["receipts"]
@@ -248,7 +284,7 @@ async def test_the_other_process_takes_the_dispatcher_over_when_the_leader_is_ki
         killed = time.monotonic()
         leader.kill9()
         _, _, takeover = await asyncio.to_thread(pair.wait_for_leader, follower)
-        notice = await asker.notice("receipts", timeout=RECEIPT_TIMEOUT)
+        notice = await receipts_notice(pair, asker)
         delivered = time.monotonic() - killed
         assert notice["message_ids"] == [sent]
         assert payload(notice)["receipts"][0]["seen_by"] == "reader"

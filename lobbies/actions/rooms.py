@@ -1,0 +1,225 @@
+"""Rooms and resting: a coordinator with `manage_rooms` shapes who hears what, inside its lobby."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from lobbies.actions.audit import record_audit
+from lobbies.errors import bad_request, conflict, not_found
+from lobbies.events import wake_recipients_on_commit
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    ArchivedRoom,
+    AuditAction,
+    Delivery,
+    DeliveryState,
+    HeldReason,
+    Room,
+    RoomMember,
+    Schedule,
+    ScheduleStatus,
+    Scope,
+)
+from lobbies.names import check_name
+
+# Copies not yet seen that may still reach their recipient.
+_DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
+    state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
+)
+
+
+def _room(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
+    rooms = Room.objects.filter(lobby_id=lobby_id, room_id=room_id)
+    room = (rooms.select_for_update() if lock else rooms).first()
+    if room is None:
+        raise not_found("unknown_room", f"no room {room_id!r} in this lobby; see list_rooms")
+    return room
+
+
+def _admitted(lobby_id: int, names: Iterable[str]) -> list[Agent]:
+    """Only agents the owner already admitted to this lobby can be members."""
+    wanted = list(dict.fromkeys(names))
+    found = {a.agent_id: a for a in Agent.objects.filter(lobby_id=lobby_id, agent_id__in=wanted)}
+    unknown = [n for n in wanted if n not in found]
+    if unknown:
+        raise bad_request(
+            f"no agent {', '.join(repr(n) for n in unknown)} in this lobby; members must be "
+            "agents the owner admitted",
+            code="unknown_agent",
+        )
+    return [found[n] for n in wanted]
+
+
+def _audit(actor: Agent, action: AuditAction, room_id: str, detail: dict) -> None:
+    record_audit(
+        ActorKind.AGENT,
+        action,
+        lobby_name=actor.lobby.name,
+        agent_id=actor.agent_id,
+        target=room_id,
+        detail=detail,
+    )
+
+
+def _add(room: Room, agents: list[Agent], now: datetime) -> list[str]:
+    present = set(RoomMember.objects.filter(room=room).values_list("agent_id", flat=True))
+    new = [a for a in agents if a.pk not in present]
+    RoomMember.objects.bulk_create(RoomMember(room=room, agent=a, joined_at=now) for a in new)
+    return [a.agent_id for a in new]
+
+
+def _remove(room: Room, agents: list[Agent], *, hold: bool) -> list[str]:
+    """Removed members stop hearing the room; with `hold`, their unseen copies are held and
+    their history of the room loses its bodies. Joining later replays nothing."""
+    pks = [a.pk for a in agents]
+    removed = list(
+        RoomMember.objects.filter(room=room, agent_id__in=pks).values_list(
+            "agent__agent_id", flat=True
+        )
+    )
+    if hold and pks:
+        copies = Delivery.objects.filter(message__room=room, recipient_id__in=pks)
+        copies.filter(_DELIVERABLE).update(state=DeliveryState.HELD, held_reason=HeldReason.REMOVED)
+        copies.update(redacted=True)
+    RoomMember.objects.filter(room=room, agent_id__in=pks).delete()
+    return removed
+
+
+def _cancel_schedules_into(room: Room, now: datetime) -> int:
+    """An occurrence resolves its room when it fires: a later room of the same name must not
+    inherit a schedule, so schedules into a room end with it."""
+    return Schedule.objects.filter(
+        lobby_id=room.lobby_id, scope=Scope.ROOM, target=room.room_id, status=ScheduleStatus.ACTIVE
+    ).update(status=ScheduleStatus.CANCELLED, cancelled_at=now, next_slot=None)
+
+
+def create_room(actor: Agent, room_id: str, members: list[str]) -> Room:
+    check_name(room_id, "room id")
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            if ArchivedRoom.objects.filter(lobby_id=actor.lobby_id, room_id=room_id).exists():
+                raise conflict(
+                    "room_archived",
+                    f"room {room_id!r} is archived; its name stays reserved until the owner "
+                    "restores it",
+                )
+            room = Room.objects.create(lobby_id=actor.lobby_id, room_id=room_id, created_at=now)
+            added = _add(room, _admitted(actor.lobby_id, members), now)
+            _audit(actor, AuditAction.ROOM_CREATED, room_id, {"members": added})
+    except IntegrityError:
+        raise conflict("room_exists", f"room {room_id!r} already exists") from None
+    return room
+
+
+def set_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+    """Replace the whole list (read list_rooms first: a stale list drops others' changes)."""
+    with transaction.atomic():
+        room = _room(actor.lobby_id, room_id, lock=True)
+        wanted = _admitted(actor.lobby_id, members)
+        keep = {a.pk for a in wanted}
+        leaving = list(Agent.objects.filter(room_memberships__room=room).exclude(pk__in=keep))
+        removed = _remove(room, leaving, hold=True)
+        added = _add(room, wanted, timezone.now())
+        _audit(
+            actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"added": added, "removed": removed}
+        )
+    return room
+
+
+def add_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+    with transaction.atomic():
+        room = _room(actor.lobby_id, room_id, lock=True)
+        added = _add(room, _admitted(actor.lobby_id, members), timezone.now())
+        _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"added": added})
+    return room
+
+
+def remove_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+    with transaction.atomic():
+        room = _room(actor.lobby_id, room_id, lock=True)
+        removed = _remove(room, _admitted(actor.lobby_id, members), hold=True)
+        _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"removed": removed})
+    return room
+
+
+def delete_room(actor: Agent, room_id: str) -> dict[str, int]:
+    """Remove every member and the room; messages and receipts stay as history."""
+    with transaction.atomic():
+        room = _room(actor.lobby_id, room_id, lock=True)
+        now = timezone.now()
+        held = (
+            Delivery.objects.filter(message__room=room)
+            .filter(_DELIVERABLE)
+            .update(state=DeliveryState.HELD, held_reason=HeldReason.ROOM_DELETED)
+        )
+        cancelled = _cancel_schedules_into(room, now)
+        members = RoomMember.objects.filter(room=room).count()
+        room.delete()
+        detail = {"held": held, "schedules_cancelled": cancelled, "members": members}
+        _audit(actor, AuditAction.ROOM_DELETED, room_id, detail)
+    return detail
+
+
+def archive_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account: str = "") -> None:
+    """The owner retires a room: accepted messages still arrive, the name stays reserved."""
+    with transaction.atomic():
+        room = _room(lobby_id, room_id, lock=True)
+        now = timezone.now()
+        cancelled = _cancel_schedules_into(room, now)
+        ArchivedRoom.objects.create(lobby_id=lobby_id, room_id=room_id, archived_at=now)
+        room.delete()
+        record_audit(
+            actor_kind,
+            AuditAction.ROOM_ARCHIVED,
+            lobby_name=room.lobby.name,
+            account=account,
+            target=room_id,
+            detail={"schedules_cancelled": cancelled},
+        )
+
+
+def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account: str = "") -> Room:
+    """Restoring frees the name and starts an empty room: nothing of the old one returns."""
+    with transaction.atomic():
+        archived = ArchivedRoom.objects.filter(lobby_id=lobby_id, room_id=room_id).first()
+        if archived is None:
+            raise not_found("unknown_room", f"no archived room {room_id!r}")
+        archived.delete()
+        room = Room.objects.create(lobby_id=lobby_id, room_id=room_id, created_at=timezone.now())
+        record_audit(
+            actor_kind,
+            AuditAction.ROOM_RESTORED,
+            lobby_name=room.lobby.name,
+            account=account,
+            target=room_id,
+        )
+    return room
+
+
+def rest_agents(actor: Agent, agent_ids: list[str], rest: bool, at: datetime | None) -> list[str]:
+    """Rest agents (nothing is pushed to them; messages still queue) or resume them."""
+    with transaction.atomic():
+        agents = _admitted(actor.lobby_id, agent_ids)
+        pks = [a.pk for a in agents]
+        if at is None or at <= timezone.now():
+            Agent.objects.filter(pk__in=pks).update(
+                resting=rest, rest_change_at=None, rest_change_to=None
+            )
+            if not rest:
+                wake_recipients_on_commit([(pk, "info") for pk in pks])
+        else:
+            Agent.objects.filter(pk__in=pks).update(rest_change_at=at, rest_change_to=rest)
+        _audit(
+            actor,
+            AuditAction.AGENTS_RESTED,
+            ",".join(a.agent_id for a in agents)[:200],
+            {"rest": rest, "at": at.isoformat() if at else None},
+        )
+    return [a.agent_id for a in agents]
