@@ -363,7 +363,7 @@ async def latency_phase(root: Path, args: argparse.Namespace) -> list[RunResult]
         if arrivals.errors:
             print(f"latency: {len(arrivals.errors)} error frames, e.g. {arrivals.errors[0]}")
         return results
-    except BaseException:
+    except Exception:
         print(broker.log_text()[-4000:], file=sys.stderr)
         raise
     finally:
@@ -411,7 +411,7 @@ async def memory_phase(root: Path, args: argparse.Namespace) -> MemoryResult:
         if open_count != args.connections:
             raise SystemExit(f"only {open_count} of {args.connections} sockets stayed open")
         return MemoryResult(args.connections, before, after, peak, connect_seconds)
-    except BaseException:
+    except Exception:
         print(broker.log_text()[-4000:], file=sys.stderr)
         raise
     finally:
@@ -511,7 +511,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.messages and (args.recipients < 1 or args.senders < 1):
         parser.error("the latency phase needs at least one recipient and one sender")
-    return asyncio.run(run(args))
+    try:
+        return asyncio.run(run(args))
+    except asyncio.CancelledError:
+        print("stopped by SIGTERM; the brokers were stopped", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":

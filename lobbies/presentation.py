@@ -40,7 +40,20 @@ def _iso(moment: datetime) -> str:
 def _scope_phrase(message: Message) -> str:
     if message.scope == Scope.BROADCAST:
         return "broadcast to the lobby"
+    if message.scope == Scope.ROOM:
+        named = f" addressed to {', '.join(message.addressed_to)}" if message.addressed_to else ""
+        return f"room message in room {message.room_name}{named}"
     return "direct message"
+
+
+def _circumstances(message: Message) -> list[str]:
+    """Facts the recipient should read before the body: replacement, lateness, schedule."""
+    notes = []
+    if message.supersedes:
+        notes.append(f"It replaces message {message.supersedes}.")
+    if message.late:
+        notes.append("It is late: the broker was down at its scheduled time; judge if it applies.")
+    return notes
 
 
 def headline_for(message: Message) -> str:
@@ -54,7 +67,7 @@ def headline_for(message: Message) -> str:
         )
     else:
         line = f"PocoLobby {important}{_scope_phrase(message)} from {message.sender_name}."
-    extra = []
+    extra = _circumstances(message)
     if message.priority == Priority.IMPORTANT:
         extra.append(IMPORTANT_SENTENCE)
     if message.kind and not message.reply_expected:
@@ -74,6 +87,18 @@ def message_payload(message: Message, *, with_body: bool = True) -> dict[str, An
     }
     if message.reply_to:
         body["reply_to"] = message.reply_to
+    if message.room_name:
+        body["room_id"] = message.room_name
+    if message.addressed_to:
+        body["addressed_to"] = message.addressed_to
+    if message.supersedes:
+        body["supersedes"] = message.supersedes
+    if message.deliver_at:
+        body["deliver_at"] = _iso(message.deliver_at)
+    if message.deliver_at or message.schedule_id:
+        body["late"] = message.late
+    if message.schedule_id:
+        body["schedule_id"] = message.schedule_id
     if message.correlation_id:
         body["correlation_id"] = message.correlation_id
     if with_body:
@@ -95,6 +120,11 @@ def _meta(recipient: str, lobby: str, messages: Sequence[Message]) -> dict[str, 
     }
     scopes = {m.scope for m in messages}
     meta["scope"] = scopes.pop() if len(scopes) == 1 else "mixed"
+    rooms = sorted({m.room_name for m in messages if m.room_name})
+    if len(rooms) == 1:
+        meta["room_id"] = rooms[0]
+    elif rooms:
+        meta["room_ids"] = ",".join(rooms)
     senders = {m.sender_name for m in messages}
     if len(senders) == 1:
         meta["from"] = senders.pop()

@@ -14,6 +14,7 @@ from lobbies.models import (
     Checkpoint,
     Delivery,
     DeliveryState,
+    HeldReason,
     Lobby,
     Message,
     ReceiptEvent,
@@ -83,6 +84,7 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
         body["supersedes"] = message.supersedes
     if message.deliver_at:
         body["deliver_at"] = iso(message.deliver_at)
+    if message.deliver_at or message.schedule_id:
         body["late"] = message.late
     if message.schedule_id:
         body["schedule_id"] = message.schedule_id
@@ -173,6 +175,10 @@ def list_scheduled(sender: Agent) -> dict[str, Any]:
     }
 
 
+# A recipient never sees a copy still waiting for its time, or cancelled before it.
+NEVER_ARRIVED = (HeldReason.SCHEDULED, HeldReason.CANCELLED)
+
+
 def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
     """Pending deliveries, oldest first. Held ones (scheduled, disabled) are never listed."""
     after = decode_cursor("inbox", cursor) if cursor else 0
@@ -188,9 +194,10 @@ def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
 
 def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
     """Messages the agent sent or received, newest first, optionally searched."""
-    mine = Q(sender=agent) | Exists(
-        Delivery.objects.filter(message=OuterRef("pk"), recipient=agent)
+    received = Delivery.objects.filter(message=OuterRef("pk"), recipient=agent).exclude(
+        held_reason__in=NEVER_ARRIVED
     )
+    mine = Q(sender=agent) | Exists(received)
     messages = Message.objects.filter(mine, lobby_id=agent.lobby_id)
     if cursor:
         messages = messages.filter(sequence__lt=decode_cursor("history", cursor))

@@ -43,6 +43,7 @@ _CODES = {
 
 def stream_url(url: str) -> str:
     """http(s)://host[/prefix] -> ws(s)://host[/prefix]/v1/stream."""
+    url = url.rstrip("/")
     if url.startswith("https://"):
         return "wss://" + url.removeprefix("https://") + "/v1/stream"
     return "ws://" + url.removeprefix("http://") + "/v1/stream"

@@ -97,6 +97,8 @@ class Host:
     session_id: str | None
     log_path: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    # The command line to start the bridge; by default this Python running the package.
+    command: list[str] | None = None
     events: list[ChannelEvent] = field(default_factory=list)
     list_changed: int = 0
     process: anyio.abc.Process | None = None
@@ -119,8 +121,16 @@ class Host:
 
     async def start(self, *, initialize: bool = True) -> Host:
         self._log = self.log_path.open("ab")
+        command = self.command or [
+            sys.executable,
+            "-m",
+            "pocolobby",
+            "bridge",
+            "--config",
+            str(self.config_path),
+        ]
         self.process = await anyio.open_process(
-            [sys.executable, "-m", "pocolobby", "bridge", "--config", str(self.config_path)],
+            command,
             cwd=REPO_ROOT,
             env=self.env(),
             stderr=self._log,
@@ -137,9 +147,11 @@ class Host:
                 writes,
                 read_timeout_seconds=60,
                 message_handler=self._on_message,
-                notification_bindings=[NotificationBinding(
+                notification_bindings=[
+                    NotificationBinding(
                         method=CHANNEL, params_type=ChannelParams, handler=self._on_channel
-                    )],
+                    )
+                ],
             )
         )
         if initialize:
@@ -150,8 +162,9 @@ class Host:
         assert self.process is not None and self.process.stdout is not None
         buffer = b""
         async with send:
-            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
-                                     anyio.BrokenResourceError):
+            with contextlib.suppress(
+                anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
                 async for chunk in self.process.stdout:
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
@@ -227,22 +240,31 @@ class Host:
         return [t.name for t in (await self.session.list_tools()).tools]
 
     async def event(
-        self, match: Callable[[ChannelEvent], bool] = lambda e: True, *, after: int = 0,
+        self,
+        match: Callable[[ChannelEvent], bool] = lambda e: True,
+        *,
+        after: int = 0,
         timeout: float = EVENT_TIMEOUT,
     ) -> ChannelEvent:
         """The first event at index `after` or later that matches."""
-        found = await self._wait(lambda: next(
-            (e for e in self.events[after:] if match(e)), None), timeout)
+        found = await self._wait(
+            lambda: next((e for e in self.events[after:] if match(e)), None), timeout
+        )
         assert found is not None
         return found
 
     async def bootstrap(self, *, after: int = 0, timeout: float = EVENT_TIMEOUT) -> ChannelEvent:
-        return await self.event(lambda e: e.meta.get("scope") == "bootstrap", after=after,
-                                timeout=timeout)
+        return await self.event(
+            lambda e: e.meta.get("scope") == "bootstrap", after=after, timeout=timeout
+        )
 
-    async def message_event(self, message_id: int, *, timeout: float = EVENT_TIMEOUT) -> ChannelEvent:
-        return await self.event(lambda e: e.meta.get("scope") != "bootstrap"
-                                and message_id in e.message_ids, timeout=timeout)
+    async def message_event(
+        self, message_id: int, *, timeout: float = EVENT_TIMEOUT
+    ) -> ChannelEvent:
+        return await self.event(
+            lambda e: e.meta.get("scope") != "bootstrap" and message_id in e.message_ids,
+            timeout=timeout,
+        )
 
     async def bootstrapped(self) -> tuple[ChannelEvent, Any]:
         """Wait for the bootstrap, load the context and echo the nonce, as a model does."""

@@ -1,0 +1,144 @@
+"""Push latency through the bridge: a send's `200 stored` answer to the Channel event at the host.
+
+    .venv/bin/python benchmarks/bridge_latency.py [--messages 300] [--ack-every 50]
+
+Starts the real broker (`python -m pocolobby serve`, embedded SQLite, a temporary data
+directory, the send-rate and queue limits raised), provisions a sender and a recipient with the
+real CLI, and starts the real bridge (`python -m pocolobby bridge`) for the recipient under a
+simulated Claude Code host (the mcp SDK's `ClientSession`, `tests/bridge/host.py`), which
+completes the bootstrap as a model would. Then, once for `info` and once for `important`
+priority, it sends M messages one at a time over a keep-alive HTTP client and measures, per
+message, the time from the arrival of its `200 stored` answer to the moment the host's
+notification handler receives the `notifications/claude/channel` event naming it (one clock:
+time.perf_counter in this process). The recipient acknowledges through the bridge every N
+messages, as a session would, outside the timed spans.
+
+The path measured: broker commit -> dispatcher -> WebSocket frame -> bridge -> `received` ->
+stdout write -> host parse. Info pushes wait the broker's batching delay
+(POCOLOBBY_PUSH_BATCH_MS, 20 ms by default); important ones skip it. Target: p99 < 100 ms.
+The broker, the bridge and this process share the machine, so the figures include their
+scheduling delays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.bridge.host import Host  # noqa: E402
+from tests.server import Broker  # noqa: E402
+
+TARGET_P99_MS = 100.0
+LOBBY = "bench"
+CONTENT = "Review the auth change in api/session.py before the release branch is cut."
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def measure(
+    host: Host, client: httpx.AsyncClient, priority: str, count: int, ack_every: int, tag: str
+) -> list[float]:
+    latencies: list[float] = []
+    unacknowledged: list[int] = []
+    for i in range(count):
+        response = await client.post(
+            "/v1/messages",
+            json={
+                "to": "recipient",
+                "content": CONTENT,
+                "client_request_id": f"{tag}-{i}",
+                "priority": priority,
+            },
+        )
+        answered = time.perf_counter()
+        response.raise_for_status()
+        message_id = int(response.json()["message_id"])
+        event = await host.message_event(message_id, timeout=30)
+        latencies.append((event.at - answered) * 1000)
+        unacknowledged.append(message_id)
+        if len(unacknowledged) >= ack_every:
+            await host.ok("acknowledge_messages", message_ids=unacknowledged)
+            unacknowledged = []
+        if len(host.events) > 2 * ack_every:
+            del host.events[: len(host.events) - ack_every]
+    if unacknowledged:
+        await host.ok("acknowledge_messages", message_ids=unacknowledged)
+    return latencies
+
+
+def report(priority: str, latencies: list[float]) -> bool:
+    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+    print(
+        f"{priority:9} n={len(latencies):4}  p50 {p50:6.1f} ms  p95 "
+        f"{percentile(latencies, 0.95):6.1f} ms  p99 {p99:6.1f} ms  max {max(latencies):6.1f} ms"
+        f"  mean {statistics.fmean(latencies):6.1f} ms  "
+        f"p99/target {p99 / TARGET_P99_MS:.2f} ({'ok' if p99 < TARGET_P99_MS else 'OVER'})"
+    )
+    return p99 < TARGET_P99_MS
+
+
+async def run(messages: int, ack_every: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="pocolobby-bridge-bench-") as raw:
+        tmp = Path(raw)
+        broker = Broker(
+            tmp / "data",
+            env={
+                "POCOLOBBY_SENDS_PER_MINUTE": str(10 * messages + 100),
+                "POCOLOBBY_QUEUED_MESSAGES": str(10 * messages + 100),
+            },
+        ).start()
+        try:
+            configs = await asyncio.to_thread(
+                broker.provision, LOBBY, ["sender", "recipient"], tmp / "configs"
+            )
+            host = Host(configs["recipient"].path, str(uuid.uuid4()), tmp / "bridge.log")
+            await host.start()
+            try:
+                await host.bootstrapped()
+                async with httpx.AsyncClient(
+                    base_url=broker.url, headers=configs["sender"].headers, timeout=30
+                ) as client:
+                    # Warm up connections and code paths; not counted.
+                    await measure(host, client, "important", 10, ack_every, "warm")
+                    print(
+                        f"bridge push latency, send answered -> channel event at the host, "
+                        f"{messages} messages per priority"
+                    )
+                    ok = True
+                    for priority in ("info", "important"):
+                        latencies = await measure(
+                            host, client, priority, messages, ack_every, priority
+                        )
+                        ok = report(priority, latencies) and ok
+            finally:
+                await host.close()
+        finally:
+            broker.stop()
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--ack-every", type=int, default=50)
+    args = parser.parse_args()
+    return asyncio.run(run(args.messages, args.ack_every))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

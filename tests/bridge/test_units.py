@@ -1,0 +1,471 @@
+"""The bridge's parts in-process, with a fake host and a fake broker: the runtime id, the
+configuration file, catalog comparison, and what happens to each notice.
+
+These need no subprocess; the end-to-end behaviour is in test_bridge.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from pocolobby.bridge import core, link
+from pocolobby.bridge.broker import Outcome
+from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
+from pocolobby.bridge.config import (
+    AgentConfig,
+    ConfigError,
+    Runtime,
+    derive_runtime_id,
+    load_config,
+    runtime_for,
+)
+from pocolobby.bridge.core import Bridge, Stop, clean_meta
+from pocolobby.bridge.host import HostGone
+from tests.server import REPO_ROOT
+
+BROKER_RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+# ---------------------------------------------------------------- runtime id and configuration
+
+
+def test_the_runtime_id_is_a_version_8_uuid_derived_from_token_and_session():
+    runtime = derive_runtime_id("plt_secret", "5f0c3c1e-session")
+    parsed = uuid.UUID(runtime)
+    assert parsed.version == 8 and parsed.variant == uuid.RFC_4122
+    assert BROKER_RUNTIME_ID.match(runtime) and runtime == runtime.lower()
+    assert derive_runtime_id("plt_secret", "5f0c3c1e-session") == runtime  # a resume
+    assert derive_runtime_id("plt_secret", "another-session") != runtime  # a new conversation
+    assert derive_runtime_id("plt_rotated", "5f0c3c1e-session") != runtime  # a new credential
+
+
+def test_the_runtime_id_is_hmac_sha256_keyed_by_the_token():
+    import hashlib
+    import hmac
+
+    digest = hmac.new(b"plt_k", b"s-1", hashlib.sha256).digest()[:16]
+    runtime = uuid.UUID(derive_runtime_id("plt_k", "s-1")).bytes
+    masks = {6: 0x0F, 8: 0x3F}  # the version and variant bits are ours
+    assert all(
+        (a & masks.get(i, 0xFF)) == (b & masks.get(i, 0xFF))
+        for i, (a, b) in enumerate(zip(runtime, digest, strict=True))
+    )
+
+
+def test_without_a_session_id_each_process_gets_a_random_runtime():
+    first = runtime_for("plt_k", {})
+    second = runtime_for("plt_k", {"CLAUDE_CODE_SESSION_ID": "  "})
+    assert first.scope == second.scope == "process"
+    assert first.runtime_id != second.runtime_id
+    assert uuid.UUID(first.runtime_id).version == 4
+    resumed = runtime_for("plt_k", {"CLAUDE_CODE_SESSION_ID": "s-1"})
+    assert resumed == Runtime(derive_runtime_id("plt_k", "s-1"), "conversation")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no agent configuration"),
+        ("not json", "is not JSON"),
+        ("[]", "not a JSON object"),
+        ('{"url": "http://x", "token": "t", "lobby": "l"}', "no string 'agent'"),
+        ('{"url": "ftp://x", "token": "t", "lobby": "l", "agent": "a"}', "url must start"),
+    ],
+)
+def test_a_bad_configuration_file_is_named(tmp_path: Path, content: str | None, message: str):
+    path = tmp_path / "agent.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_the_configuration_never_shows_its_token(tmp_path: Path):
+    path = tmp_path / "agent.json"
+    path.write_text(
+        json.dumps({"url": "http://h:1/", "token": "plt_SECRET", "lobby": "l", "agent": "a"})
+    )
+    config = load_config(path)
+    assert config.url == "http://h:1" and "plt_SECRET" not in repr(config)
+
+
+# ---------------------------------------------------------------- the catalog
+
+
+def _tool(name: str, *arguments: str, description: str = "Does it. More words.") -> dict:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {
+            "type": "object",
+            "properties": {a: {"type": "string", "description": f"The {a}"} for a in arguments},
+            "required": list(arguments[:1]),
+        },
+    }
+
+
+def _catalog(revision: str, *tools: dict) -> Catalog:
+    return Catalog.parse({"revision": revision, "tools": list(tools)})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"revision": "", "tools": []},
+        {"revision": "r", "tools": {}},
+        {"revision": "r", "tools": [{"name": "bad name", "input_schema": {"type": "object"}}]},
+        {"revision": "r", "tools": [{"name": "x", "input_schema": {"type": "array"}}]},
+        {"revision": "r", "tools": [_tool("x"), _tool("x")]},
+    ],
+)
+def test_a_malformed_catalog_is_refused(data: Any):
+    with pytest.raises(CatalogError):
+        Catalog.parse(data)
+
+
+def test_comparing_revisions_names_new_operations_and_arguments_only():
+    seen = _catalog("r1", _tool("send_message", "to", "content"), _tool("old_op"))
+    current = _catalog(
+        "r2",
+        _tool("send_message", "to", "content", "deliver_at", description="Reworded."),
+        _tool("broadcast", "content"),
+    )
+    change = compare(seen, current)
+    assert change.added == ("broadcast",) and change.removed == ("old_op",)
+    assert change.new_arguments == (("send_message", ("deliver_at",)),)
+    sentence = change.sentence()
+    for word in ("r2", "broadcast", "deliver_at", "old_op", "list_operations", "call_operation"):
+        assert word in sentence
+    wording = _catalog(
+        "r3", _tool("send_message", "to", "content", description="New words."), _tool("old_op")
+    )
+    assert not compare(seen, wording)
+
+
+def test_the_local_tool_guide_lists_purposes_and_arguments():
+    guide = local_guide(_catalog("r", _tool("send_message", "to", "content")))
+    assert guide == {
+        "send_message": {
+            "purpose": "Does it",
+            "arguments": {"to": "required; The to", "content": "The content"},
+        }
+    }
+
+
+def test_meta_keeps_only_identifier_keys_with_string_values():
+    raw = {
+        "priority": "info",
+        "from": "a",
+        "reply_expected": "true",
+        "bad-key": "x",
+        "1st": "x",
+        "count": 3,
+        "room_ids": ["a"],
+        "_ok": "y",
+    }
+    assert clean_meta(raw) == {
+        "priority": "info",
+        "from": "a",
+        "reply_expected": "true",
+        "_ok": "y",
+    }
+    assert clean_meta(None) == {} and clean_meta([("a", "b")]) == {}
+
+
+def test_backoff_is_jittered_exponential_and_capped():
+    for attempt in range(12):
+        step = min(link.BACKOFF_CAP, link.BACKOFF_FIRST * 2**attempt)
+        delays = {link.backoff(attempt) for _ in range(20)}
+        assert all(step / 2 <= d <= step for d in delays) and len(delays) > 1
+    assert link.stream_url("https://lobby.example/") == "wss://lobby.example/v1/stream"
+    assert link.stream_url("http://127.0.0.1:8787") == "ws://127.0.0.1:8787/v1/stream"
+
+
+# ---------------------------------------------------------------- notices, with fakes
+
+
+class FakeHost:
+    def __init__(self) -> None:
+        self.written: list[tuple[str, dict[str, Any] | None]] = []
+        self.gone = False
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        if self.gone:
+            raise HostGone("closed")
+        self.written.append((method, params))
+
+    def channel(self) -> list[dict[str, Any]]:
+        return [p for m, p in self.written if m == core.CHANNEL_METHOD and p is not None]
+
+
+class FakeBroker:
+    def __init__(self, catalogs: list[Outcome] | None = None) -> None:
+        self.generation: int | None = None
+        self.runtime_id = "r"
+        self.catalogs = catalogs or [Outcome(data={"revision": "r1", "tools": [_tool("a", "x")]})]
+        self.answers: dict[str, Outcome] = {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def catalog(self) -> Outcome:
+        return self.catalogs.pop(0) if len(self.catalogs) > 1 else self.catalogs[0]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
+        self.calls.append((name, arguments))
+        return self.answers.get(name, Outcome(data={"ok": True}))
+
+
+def make_bridge(broker: FakeBroker | None = None) -> tuple[Bridge, FakeHost, FakeBroker]:
+    host, fake = FakeHost(), broker or FakeBroker()
+    config = AgentConfig(Path("/nonexistent"), "http://127.0.0.1:9", "plt_x", "team", "beta")
+    bridge = Bridge(config, Runtime("r", "conversation"), host, fake)  # type: ignore[arg-type]
+    return bridge, host, fake
+
+
+class Frames:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def __call__(self, frame: dict[str, Any]) -> None:
+        self.sent.append(frame)
+
+    def kinds(self, notice_id: str) -> list[str]:
+        return [f["type"] for f in self.sent if f["notice_id"] == notice_id]
+
+
+def notice(
+    notice_id: str, kind: str, ids: list[int], payload: dict | None = None, meta: dict | None = None
+) -> dict[str, Any]:
+    body = payload if payload is not None else {"messages": [{"message_id": i} for i in ids]}
+    return {
+        "type": "notice",
+        "notice_id": notice_id,
+        "notice_kind": kind,
+        "message_ids": ids,
+        "content": "PocoLobby headline.\n" + json.dumps(body),
+        "meta": meta
+        or {"priority": "info", "scope": "direct", "agent_id": "beta", "lobby_id": "team"},
+    }
+
+
+def welcome(bridge: Bridge, generation: int = 1, bootstrap: bool = True) -> None:
+    bridge.on_welcome(
+        {
+            "type": "welcome",
+            "generation": generation,
+            "bootstrap": bootstrap,
+            "agent_id": "beta",
+            "lobby_id": "team",
+            "runtime_id": "r",
+        }
+    )
+
+
+async def ready(bridge: Bridge, frames: Frames, nonce: str = "n1") -> None:
+    await bridge.on_notice(notice("boot", "bootstrap", [], {"nonce": nonce}), frames)
+    assert (await bridge.call_tool("ready", {"nonce": nonce})).is_error is False
+
+
+@pytest.mark.asyncio
+async def test_a_notice_is_received_written_with_clean_meta_then_confirmed():
+    bridge, host, _ = make_bridge()
+    frames = Frames()
+    meta = {"priority": "info", "scope": "direct", "from": "alpha", "x-evil": "1", "n": 2}
+    await bridge.on_notice(notice("n-1", "messages", [7], meta=meta), frames)
+    assert frames.kinds("n-1") == ["received", "host_written"]
+    (written,) = host.channel()
+    assert written["meta"] == {"priority": "info", "scope": "direct", "from": "alpha"}
+    assert written["content"].startswith("PocoLobby headline.\n")
+
+
+@pytest.mark.asyncio
+async def test_a_failed_host_write_is_never_confirmed():
+    bridge, host, _ = make_bridge()
+    host.gone = True
+    frames = Frames()
+    await bridge.on_notice(notice("n-1", "messages", [7]), frames)
+    assert frames.kinds("n-1") == ["received"]
+
+
+@pytest.mark.asyncio
+async def test_notices_about_messages_this_process_acknowledged_are_dropped():
+    broker = FakeBroker()
+    broker.answers["acknowledge_messages"] = Outcome(data={"acknowledged": [7, 8]})
+    bridge, host, _ = make_bridge(broker)
+    welcome(bridge)
+    frames = Frames()
+    await bridge.call_tool("acknowledge_messages", {"message_ids": [7, 8]})
+    await bridge.on_notice(notice("hint-1", "hint", [7, 8], {"message_ids": [7, 8]}), frames)
+    await bridge.on_notice(notice("n-2", "messages", [8, 9]), frames)
+    assert frames.kinds("hint-1") == ["received"]
+    assert frames.kinds("n-2") == ["received", "host_written"]
+    assert len(host.channel()) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_bootstrap_whose_nonce_was_echoed_is_not_written_again():
+    bridge, host, _ = make_bridge()
+    welcome(bridge)
+    frames = Frames()
+    await ready(bridge, frames, "n1")
+    await bridge.on_notice(notice("boot-2", "bootstrap", [], {"nonce": "n1"}), frames)
+    await bridge.on_notice(notice("boot-3", "bootstrap", [], {"nonce": "n2"}), frames)
+    assert frames.kinds("boot-2") == ["received"]
+    assert frames.kinds("boot-3") == ["received", "host_written"]
+    assert len(host.channel()) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_catalog_change_is_told_once_after_bootstrap_and_never_for_wording(monkeypatch):
+    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    v1 = Outcome(data={"revision": "r1", "tools": [_tool("send_message", "to")]})
+    reworded = Outcome(
+        data={"revision": "r2", "tools": [_tool("send_message", "to", description="Reworded.")]}
+    )
+    grown = Outcome(
+        data={
+            "revision": "r3",
+            "tools": [_tool("send_message", "to", "deliver_at"), _tool("broadcast", "content")],
+        }
+    )
+    broker = FakeBroker([v1])
+    bridge, host, _ = make_bridge(broker)
+    await bridge.refresh_catalog()
+    welcome(bridge)
+    frames = Frames()
+    # Before ready, a new revision is not told.
+    broker.catalogs = [grown]
+    await bridge.refresh_catalog()
+    await bridge.on_notice(notice("boot", "bootstrap", [], {"nonce": "n1"}), frames)
+    assert "tools changed" not in host.channel()[-1]["content"]
+    await bridge.call_tool("ready", {"nonce": "n1"})
+    await bridge.on_notice(notice("m1", "messages", [1]), frames)
+    assert "tools changed" not in host.channel()[-1]["content"]  # the bootstrap showed r3
+
+    broker.catalogs = [v1]
+    await bridge.refresh_catalog()
+    await bridge.call_tool("list_operations", {})  # the model has now seen r1
+    broker.catalogs = [reworded]
+    await bridge.refresh_catalog()
+    await bridge.on_notice(notice("m2", "messages", [2]), frames)
+    assert "tools changed" not in host.channel()[-1]["content"]
+    broker.catalogs = [grown]
+    await bridge.refresh_catalog()
+    await bridge.on_notice(notice("m3", "messages", [3]), frames)
+    told = host.channel()[-1]["content"]
+    assert "broadcast" in told and "deliver_at" in told and "call_operation" in told
+    assert told.startswith("PocoLobby headline.\n")
+    await bridge.on_notice(notice("m4", "messages", [4]), frames)
+    assert "tools changed" not in host.channel()[-1]["content"]
+
+
+@pytest.mark.asyncio
+async def test_tools_list_changed_only_after_the_host_listed_and_only_on_a_new_revision(
+    monkeypatch,
+):
+    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    first = Outcome(data={"revision": "r1", "tools": [_tool("a", "x")]})
+    broker = FakeBroker([first])
+    bridge, host, _ = make_bridge(broker)
+    await bridge.refresh_catalog()
+    assert host.written == []  # the host never listed tools
+    bridge.host_listed = True
+    await bridge.refresh_catalog()
+    assert host.written == []  # same revision
+    broker.catalogs = [Outcome(data={"revision": "r2", "tools": "junk"})]
+    await bridge.refresh_catalog()
+    assert host.written == [] and bridge.catalog is not None
+    assert bridge.catalog.revision == "r1" and bridge.catalog_error
+    broker.catalogs = [Outcome(transport="not_sent", message="refused")]
+    await bridge.refresh_catalog()
+    assert bridge.catalog.revision == "r1"
+    broker.catalogs = [Outcome(data={"revision": "r2", "tools": [_tool("a", "x"), _tool("b")]})]
+    await bridge.refresh_catalog()
+    assert host.written == [("notifications/tools/list_changed", None)]
+    names = [t.name for t in bridge.tools()]
+    assert names[:2] == ["a", "b"] and "call_operation" in names
+
+
+@pytest.mark.asyncio
+async def test_own_tools_take_the_catalogs_schema_when_the_broker_lists_the_name(monkeypatch):
+    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    ready_schema = _tool("ready", "nonce", "checkpoint_revision")
+    broker = FakeBroker([Outcome(data={"revision": "r", "tools": [ready_schema]})])
+    bridge, _, _ = make_bridge(broker)
+    await bridge.refresh_catalog()
+    tools = {t.name: t for t in bridge.tools()}
+    assert list(tools["ready"].input_schema["properties"]) == ["nonce", "checkpoint_revision"]
+    assert list(tools["get_context"].input_schema["properties"]) == ["cursor"]
+    assert len(tools) == len(core.OWN_TOOLS)
+
+
+@pytest.mark.asyncio
+async def test_bad_arguments_and_failures_become_tool_errors(monkeypatch):
+    monkeypatch.setattr(core, "LINK_WAIT_SECONDS", 0.01)
+    bridge, _, broker = make_bridge()
+    answer = await bridge.call_tool("send_message", ["not", "an", "object"])
+    assert answer.is_error and "arguments" in answer.content[0].text  # type: ignore[union-attr]
+    not_linked = await bridge.call_tool("send_message", {"client_request_id": "c"})
+    assert not_linked.is_error and "Not sent" in _text(not_linked) and broker.calls == []
+    welcome(bridge)
+    broker.answers["send_message"] = Outcome(transport="unknown", message="ReadTimeout")
+    unknown = await bridge.call_tool("send_message", {"client_request_id": "c"})
+    assert "Outcome unknown" in _text(unknown) and "same client_request_id" in _text(unknown)
+    broker.answers["send_message"] = Outcome(transport="not_sent", message="ConnectError")
+    assert "Nothing was stored" in _text(await bridge.call_tool("send_message", {}))
+    broker.answers["send_message"] = Outcome(status=500, code="internal_error", message="boom")
+    assert "outcome is unknown" in _text(await bridge.call_tool("send_message", {}))
+
+    async def explode(name: str, arguments: dict[str, Any]) -> Outcome:
+        raise RuntimeError("unexpected")
+
+    monkeypatch.setattr(broker, "call", explode)
+    crashed = await bridge.call_tool("get_messages", {})
+    assert crashed.is_error and "RuntimeError" in _text(crashed)
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_bridge_refuses_locally_and_says_what_to_do():
+    bridge, host, broker = make_bridge()
+    await bridge.on_stop(Stop("runtime_conflict", 409, "another conversation holds beta"))
+    (told,) = host.channel()
+    assert "pocolobby agent reset-runtime team beta" in told["content"]
+    assert told["meta"]["scope"] == "notice"
+    refused = await bridge.call_tool("send_message", {"to": "a"})
+    assert refused.is_error and "runtime_conflict" in _text(refused) and broker.calls == []
+    context = await bridge.call_tool("get_context", {})
+    assert context.is_error and '"connection":"stopped"' in _text(context)
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+# ---------------------------------------------------------------- the process
+
+
+def test_the_bridge_and_the_cli_import_no_django():
+    code = (
+        "import sys, pocolobby.cli, pocolobby.bridge.server, pocolobby.bridge.connect\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'channels', 'daphne', 'lobbies', 'twisted'))\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "[]", result.stdout
