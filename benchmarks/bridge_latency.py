@@ -16,8 +16,12 @@ messages, as a session would, outside the timed spans.
 The path measured: broker commit -> dispatcher -> WebSocket frame -> bridge -> `received` ->
 stdout write -> host parse. Info pushes wait the broker's batching delay
 (POCOLOBBY_PUSH_BATCH_MS, 20 ms by default); important ones skip it. Target: p99 < 100 ms.
+
+For reference it measures the same sends to a third agent whose "bridge" is a bare WebSocket
+in this process (answering `received` and `host_written` at once): the broker's share of the
+path. The difference between the two lines is what the bridge process and the stdio hop add.
 The broker, the bridge and this process share the machine, so the figures include their
-scheduling delays.
+scheduling delays; compare lines of one run, not runs on different machines.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from tests.bridge.host import Host  # noqa: E402
+from tests.bridge_client import Bridge as Socket  # noqa: E402
 from tests.server import Broker  # noqa: E402
 
 TARGET_P99_MS = 100.0
@@ -50,24 +55,26 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-async def measure(
+async def send(
+    client: httpx.AsyncClient, to: str, priority: str, request_id: str
+) -> tuple[int, float]:
+    """One send; its message id and the moment its answer arrived."""
+    response = await client.post(
+        "/v1/messages",
+        json={"to": to, "content": CONTENT, "client_request_id": request_id, "priority": priority},
+    )
+    answered = time.perf_counter()
+    response.raise_for_status()
+    return int(response.json()["message_id"]), answered
+
+
+async def through_bridge(
     host: Host, client: httpx.AsyncClient, priority: str, count: int, ack_every: int, tag: str
 ) -> list[float]:
     latencies: list[float] = []
     unacknowledged: list[int] = []
     for i in range(count):
-        response = await client.post(
-            "/v1/messages",
-            json={
-                "to": "recipient",
-                "content": CONTENT,
-                "client_request_id": f"{tag}-{i}",
-                "priority": priority,
-            },
-        )
-        answered = time.perf_counter()
-        response.raise_for_status()
-        message_id = int(response.json()["message_id"])
+        message_id, answered = await send(client, "recipient", priority, f"{tag}-{i}")
         event = await host.message_event(message_id, timeout=30)
         latencies.append((event.at - answered) * 1000)
         unacknowledged.append(message_id)
@@ -81,13 +88,32 @@ async def measure(
     return latencies
 
 
-def report(priority: str, latencies: list[float]) -> bool:
+async def bare_socket(
+    socket: Socket, client: httpx.AsyncClient, priority: str, count: int, tag: str
+) -> list[float]:
+    latencies: list[float] = []
+    for i in range(count):
+        message_id, answered = await send(client, "direct", priority, f"{tag}-{i}")
+        frame = await socket.frame(timeout=30)
+        arrived = time.perf_counter()
+        assert frame.get("message_ids") == [message_id], frame
+        latencies.append((arrived - answered) * 1000)
+        await socket.send({"type": "received", "notice_id": frame["notice_id"]})
+        await socket.send({"type": "host_written", "notice_id": frame["notice_id"]})
+    return latencies
+
+
+def report(label: str, latencies: list[float], *, judged: bool = True) -> bool:
     p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+    verdict = (
+        f"  p99/target {p99 / TARGET_P99_MS:.2f} ({'ok' if p99 < TARGET_P99_MS else 'OVER'})"
+        if judged
+        else ""
+    )
     print(
-        f"{priority:9} n={len(latencies):4}  p50 {p50:6.1f} ms  p95 "
+        f"{label:28} n={len(latencies):4}  p50 {p50:6.1f} ms  p95 "
         f"{percentile(latencies, 0.95):6.1f} ms  p99 {p99:6.1f} ms  max {max(latencies):6.1f} ms"
-        f"  mean {statistics.fmean(latencies):6.1f} ms  "
-        f"p99/target {p99 / TARGET_P99_MS:.2f} ({'ok' if p99 < TARGET_P99_MS else 'OVER'})"
+        f"  mean {statistics.fmean(latencies):6.1f} ms{verdict}"
     )
     return p99 < TARGET_P99_MS
 
@@ -104,28 +130,37 @@ async def run(messages: int, ack_every: int) -> int:
         ).start()
         try:
             configs = await asyncio.to_thread(
-                broker.provision, LOBBY, ["sender", "recipient"], tmp / "configs"
+                broker.provision, LOBBY, ["sender", "recipient", "direct"], tmp / "configs"
             )
             host = Host(configs["recipient"].path, str(uuid.uuid4()), tmp / "bridge.log")
             await host.start()
+            socket = await Socket.connect(broker.url, configs["direct"].token)
             try:
                 await host.bootstrapped()
+                _, bootstrap = await socket.bootstrapped()
+                await socket.report(bootstrap, "received", "host_written")
                 async with httpx.AsyncClient(
                     base_url=broker.url, headers=configs["sender"].headers, timeout=30
                 ) as client:
                     # Warm up connections and code paths; not counted.
-                    await measure(host, client, "important", 10, ack_every, "warm")
+                    await through_bridge(host, client, "important", 10, ack_every, "warm")
+                    await bare_socket(socket, client, "important", 10, "warm-socket")
                     print(
-                        f"bridge push latency, send answered -> channel event at the host, "
-                        f"{messages} messages per priority"
+                        "push latency, send answered -> arrival, "
+                        f"{messages} messages per line, one at a time"
                     )
                     ok = True
                     for priority in ("info", "important"):
-                        latencies = await measure(
+                        latencies = await through_bridge(
                             host, client, priority, messages, ack_every, priority
                         )
-                        ok = report(priority, latencies) and ok
+                        ok = report(f"{priority}: bridge -> host", latencies) and ok
+                        baseline = await bare_socket(
+                            socket, client, priority, messages, f"socket-{priority}"
+                        )
+                        report(f"{priority}: broker -> bare socket", baseline, judged=False)
             finally:
+                await socket.close()
                 await host.close()
         finally:
             broker.stop()

@@ -88,6 +88,8 @@ class Bounds:
     queued_bytes_per_recipient: int = 16 * 1024 * 1024
     push_bytes: int = 32 * 1024
     checkpoint_bytes: int = 32 * 1024
+    # A scheduled message delivered later than this after its time says it is late.
+    late_after_seconds: int = 60
     push_batch_ms: int = 20
     # Delays before each retry of an unresolved notification; its length is the budget.
     notify_retry_seconds: tuple[float, ...] = (30, 60, 120, 300, 300)
@@ -109,6 +111,7 @@ class Bounds:
             ),
             push_bytes=_int_env("POCOLOBBY_PUSH_BYTES", cls.push_bytes),
             checkpoint_bytes=_int_env("POCOLOBBY_CHECKPOINT_BYTES", cls.checkpoint_bytes),
+            late_after_seconds=_int_env("POCOLOBBY_LATE_AFTER_SECONDS", cls.late_after_seconds),
             push_batch_ms=_int_env("POCOLOBBY_PUSH_BATCH_MS", cls.push_batch_ms),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds

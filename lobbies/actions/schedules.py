@@ -8,6 +8,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,8 +44,13 @@ from lobbies.schemas import (
 log = logging.getLogger("pocolobby.schedules")
 
 MAX_SCHEDULES = 20
-# Delivered later than this after its time, a message says so: the broker was down.
-LATE_AFTER = timedelta(seconds=60)
+
+
+def _late(now: datetime, due: datetime) -> bool:
+    """Delivered well after its time, a message says so: the broker was down then."""
+    return now - due > timedelta(seconds=settings.BOUNDS.late_after_seconds)
+
+
 TEMPLATE_FIELDS = (
     "content",
     "kind",
@@ -201,7 +207,7 @@ def deliver_due(now: datetime, limit: int = 200) -> int:
             )
             if message is None:
                 continue
-            late = now - message.deliver_at > LATE_AFTER
+            late = _late(now, message.deliver_at)
             recipients = list(
                 Delivery.objects.filter(
                     message=message, held_reason=HeldReason.SCHEDULED
@@ -252,7 +258,7 @@ def fire_schedule(schedule_id: int, now: datetime) -> ScheduleOccurrence | None:
     ).update(last_slot=slot or schedule.last_slot, next_slot=next_slot)
     if not claimed or slot is None:
         return None
-    late = now - slot > LATE_AFTER
+    late = _late(now, slot)
     outcome, message_id, reason = OccurrenceOutcome.SENT, None, ""
     try:
         if not schedule.sender.enabled:

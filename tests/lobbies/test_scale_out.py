@@ -7,6 +7,11 @@ SIGKILL, the other one takes the lock over and delivers what was owed.
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password) and Redis on 127.0.0.1:6379;
 the module is skipped when either is unreachable. It creates a uniquely named database (and
 drops it at the end) and claims an empty Redis database number (flushed at the end).
+
+Two product bugs on the Redis layer show here (IDLE_BRIDGE_BUG, STALLED_DISPATCHER_BUG below):
+the idle-bridge test is an expected failure, and a receipt that a known bug kept from coming
+turns the test into an xfail naming it, after checking that bug's symptom; anything else fails.
+The idle-bridge test runs last: the consumer it sees die seems to make a later stall likelier.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ TAKEOVER_SECONDS = 10.0
 RECEIPT_TIMEOUT = 15.0
 STALL_SECONDS = 2.0
 
-# Product bugs these tests run into on the Redis layer (see the module's report).
+# Product bugs these tests run into on the Redis layer.
 IDLE_BRIDGE_BUG = (
     "product bug: pocolobby/settings.py hands REDIS_URL to channels_redis as a bare address; "
     "redis-py 8 defaults socket_timeout to 5 s, the same as channels_redis's BZPOPMIN timeout, "
@@ -293,10 +298,12 @@ async def test_the_other_process_takes_the_dispatcher_over_when_the_leader_is_ki
     assert await asyncio.to_thread(pair.leader) is follower
 
 
-@pytest.mark.xfail(strict=True, raises=(ConnectionClosed, StreamClosed), reason=IDLE_BRIDGE_BUG)
+# Not strict: the consumer dies only while it is the one of its process blocked in BZPOPMIN,
+# so now and then a bridge survives the wait; most runs fail it (see IDLE_BRIDGE_BUG).
+@pytest.mark.xfail(strict=False, raises=(ConnectionClosed, StreamClosed), reason=IDLE_BRIDGE_BUG)
 async def test_an_idle_bridge_stays_connected(pair: Cluster, tmp_path: Path):
     tokens = await asyncio.to_thread(pair.provision, "idle-team", ["sleeper"], tmp_path)
     async with await Bridge.connect(pair.b.url, tokens["sleeper"]) as sleeper:
         await sleeper.bootstrapped()
-        await asyncio.sleep(8)  # a bridge whose agent has nothing to do for a few seconds
+        await asyncio.sleep(12)  # a bridge whose agent has nothing to do for a while
         await sleeper.roundtrip()
