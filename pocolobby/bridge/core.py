@@ -53,8 +53,10 @@ class OwnTool:
     name: str
     description: str
     schema: dict[str, Any]
-    # Use the catalog's schema for this name when the broker lists it, so arguments stay current.
+    # When the broker lists this name, its description and schema win (they stay current)
+    # and `note` says what the bridge adds.
     catalog_schema: bool = True
+    note: str = ""
 
 
 def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -73,6 +75,7 @@ OWN_TOOLS: tuple[OwnTool, ...] = (
         "can see, never a claim that work is done. Name each id; nothing is acknowledged by "
         "sequence. Ids no longer stored come back in unknown_message_ids.",
         _object({"message_ids": {**_IDS, "minItems": 1}}, ["message_ids"]),
+        note="This bridge then drops later notices that only repeat those messages.",
     ),
     OwnTool(
         "get_context",
@@ -89,6 +92,7 @@ OWN_TOOLS: tuple[OwnTool, ...] = (
                 }
             }
         ),
+        note="This bridge adds its own runtime facts under 'bridge'.",
     ),
     OwnTool(
         "save_checkpoint",
@@ -240,7 +244,9 @@ class Bridge:
         self.host_listed = False
         # Set by the stream: drop the socket and reconnect with our generation, to learn why.
         self.recheck: Callable[[], None] | None = None
-        self._refresh_lock = asyncio.Lock()
+        self._loader: asyncio.Task[None] | None = None
+        self._catalog_wanted = False
+        self._wake_loader = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._handlers: dict[str, ToolHandler] = {
             "acknowledge_messages": self._acknowledge_messages,
@@ -290,7 +296,7 @@ class Bridge:
             generation,
             " (new process: bootstrap follows)" if frame.get("bootstrap") else "",
         )
-        self.spawn(self.refresh_catalog())
+        self.request_catalog()
 
     def on_disconnect(self, reason: str) -> None:
         if self.stop is None:
@@ -324,7 +330,7 @@ class Bridge:
             or self.catalog is None
             or (revision != self.catalog.revision)
         ):
-            self.spawn(self.refresh_catalog())
+            self.request_catalog()
 
     async def on_notice(self, frame: dict[str, Any], send: SendFrame) -> None:
         """Receipt, filter, write to the host, and confirm the write to the broker."""
@@ -384,31 +390,48 @@ class Bridge:
 
     # ------------------------------------------------------------ the catalog
 
+    def request_catalog(self) -> None:
+        """Ask for a fresh catalog: start the loader, or wake it from its backoff."""
+        self._catalog_wanted = True
+        self._wake_loader.set()
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.ensure_future(self._load_catalog())
+
     async def refresh_catalog(self) -> None:
-        """Load `GET /v1/tools`, retrying with backoff; keep the last good catalog on failure."""
-        async with self._refresh_lock:
-            for delay in (*CATALOG_RETRY_DELAYS, None):
-                outcome = await self.broker.catalog()
-                error = None
-                if outcome.ok:
-                    try:
-                        catalog = Catalog.parse(outcome.data)
-                    except CatalogError as exc:
-                        error = f"invalid catalog: {exc}"
-                    else:
-                        await self._install(catalog)
-                        self.catalog_attempted.set()
-                        return
+        """Request a catalog and wait until the loader is done (loaded, or out of retries)."""
+        self.request_catalog()
+        assert self._loader is not None
+        await asyncio.shield(self._loader)
+
+    async def _load_catalog(self) -> None:
+        """Load `GET /v1/tools` while wanted; back off on failure, keeping the last good one."""
+        failures = 0
+        while self._catalog_wanted and self.stop is None:
+            self._catalog_wanted = False
+            self._wake_loader.clear()
+            outcome = await self.broker.catalog()
+            error = None
+            if outcome.ok:
+                try:
+                    catalog = Catalog.parse(outcome.data)
+                except CatalogError as exc:
+                    error = f"invalid catalog: {exc}"
                 else:
-                    error = outcome.message or outcome.code or "no answer"
-                self.catalog_error = error
-                self.catalog_attempted.set()
-                log.warning(
-                    "could not load the tool catalog (%s); keeping the last good one", error
-                )
-                if delay is None or outcome.status in (401, 403) or self.stop is not None:
-                    return
-                await asyncio.sleep(delay)
+                    await self._install(catalog)
+                    failures = 0
+            else:
+                error = outcome.message or outcome.code or "no answer"
+            self.catalog_attempted.set()
+            if error is None:
+                continue
+            self.catalog_error = error
+            log.warning("could not load the tool catalog (%s); keeping the last good one", error)
+            if failures >= len(CATALOG_RETRY_DELAYS) or outcome.status in (401, 403):
+                return  # the next connect or announcement asks again
+            self._catalog_wanted = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake_loader.wait(), CATALOG_RETRY_DELAYS[failures])
+            failures += 1
 
     async def _install(self, catalog: Catalog) -> None:
         previous = self.catalog
@@ -443,11 +466,13 @@ class Bridge:
                 )
             )
         for own in OWN_TOOLS:
-            operation = operations.get(own.name)
-            schema = operation.input_schema if own.catalog_schema and operation else own.schema
-            listed.append(
-                types.Tool(name=own.name, description=own.description, input_schema=schema)
-            )
+            operation = operations.get(own.name) if own.catalog_schema else None
+            if operation is None:
+                description, schema = own.description, own.schema
+            else:
+                description = f"{operation.description} {own.note}".strip()
+                schema = operation.input_schema
+            listed.append(types.Tool(name=own.name, description=description, input_schema=schema))
         return listed
 
     # ------------------------------------------------------------ tool calls
@@ -564,10 +589,15 @@ class Bridge:
                 f"({EVENT_VERSION}): update PocoLobby on this machine, then reconnect the "
                 "bridge (/mcp, reconnect pocolobby)."
             )
-        elif stop.status == 401:
+        elif stop.status == 401 or stop.code == "token_revoked":
             text = (
                 f"The broker refused this agent's token ({stop.code}); the owner may have "
                 "rotated it. Ask for a new configuration file, then reconnect the bridge."
+            )
+        elif stop.code == "agent_disabled":
+            text = (
+                f"The owner disabled the agent {who}; the bridge stopped and sends nothing "
+                "until the owner enables it and the bridge is reconnected."
             )
         elif stop.status == 403:
             text = (

@@ -97,6 +97,8 @@ async def serve(config: AgentConfig) -> int:
     )
     connection = Connection.for_loop(dispatcher)
 
+    bridge.request_catalog()
+
     async def link_after_initialized() -> None:
         # Nothing is pushed before the host finished the handshake.
         await connection.initialized.wait()
@@ -105,7 +107,6 @@ async def serve(config: AgentConfig) -> int:
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(host.pump, feed)
-            tasks.start_soon(bridge.refresh_catalog)
             tasks.start_soon(link_after_initialized)
             await serve_connection(
                 server,

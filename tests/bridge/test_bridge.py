@@ -553,3 +553,20 @@ async def test_a_checkpoint_saved_in_one_session_is_what_the_next_session_loads(
         await second.ok("ready", nonce=bootstrap.payload["nonce"], checkpoint_revision=2)
     finally:
         await second.close()
+
+
+async def test_the_owner_disabling_the_agent_stops_the_bridge_which_says_so(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = await provision(module_broker, "closing", ["alpha", "beta"], tmp_path)
+    host = await host_for(configs["beta"], tmp_path, session_id()).start()
+    try:
+        await host.bootstrapped()
+        await asyncio.to_thread(module_broker.cli_ok, "agent", "disable", "closing", "beta")
+        notice = await host.event(lambda e: "not connected" in e.content)
+        assert "disabled" in notice.content and notice.meta["scope"] == "notice"
+        refused = await host.call("get_messages")
+        assert refused.is_error and "agent_disabled" in refused.text
+        assert "send_message" in await host.tool_names()  # the MCP server keeps serving
+    finally:
+        assert await host.close() == 0
