@@ -76,6 +76,28 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def start_broker(root: Path, name: str, env: dict[str, str], attempts: int = 3) -> Broker:
+    """Start a broker and make sure the process answering on its port is this one.
+
+    `free_port` only proposes a port: another process of the machine (a test suite's broker)
+    may take it before ours binds, and would then answer the readiness probe in its place.
+    Only our own broker accepts our admin token.
+    """
+    for attempt in range(attempts):
+        broker = Broker(root / f"{name}-data-{attempt}", env=env, log_path=root / f"{name}.log")
+        broker.start()
+        deadline = time.monotonic() + 30
+        while not (broker.data_dir / "admin-token").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(FileNotFoundError, httpx.HTTPError):
+            headers = {"Authorization": f"Bearer {broker.admin_token}"}
+            if httpx.get(f"{broker.url}/v1/admin/status", headers=headers).status_code == 200:
+                return broker
+        broker.stop()
+        print(f"{name}: port {broker.port} answered for another process; retrying", flush=True)
+    raise SystemExit(f"could not start a broker of our own for the {name} phase")
+
+
 async def provision(
     broker: Broker, lobby: str, names: Sequence[str], concurrency: int = 8
 ) -> dict[str, str]:
@@ -317,12 +339,7 @@ async def timed_run(
 
 
 async def latency_phase(root: Path, args: argparse.Namespace) -> list[RunResult]:
-    broker = Broker(
-        root / "latency-data",
-        env=broker_env(args.messages + args.warmup),
-        log_path=root / "latency-broker.log",
-    )
-    broker.start()
+    broker = start_broker(root, "latency", broker_env(args.messages + args.warmup))
     bridges: list[Bridge] = []
     try:
         recipients = [f"recipient-{n:03d}" for n in range(args.recipients)]
@@ -385,8 +402,7 @@ class MemoryResult:
 
 
 async def memory_phase(root: Path, args: argparse.Namespace) -> MemoryResult:
-    broker = Broker(root / "memory-data", env=broker_env(0), log_path=root / "memory-broker.log")
-    broker.start()
+    broker = start_broker(root, "memory", broker_env(0))
     bridges: list[Bridge] = []
     try:
         names = [f"idle-{n:04d}" for n in range(args.connections)]

@@ -490,6 +490,7 @@ def tick(now: datetime | None = None) -> TickResult:
 
 TICK_SECONDS = 0.25
 MIN_TICK_SPACING = 0.05
+GROUP_REFRESH_SECONDS = 600
 BEAT_SECONDS = 15
 # Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
 LEADER_LOCK_KEY = 0x506F4C62_00000001
@@ -557,42 +558,68 @@ def _tick_and_close() -> TickResult:
     return tick()
 
 
+async def _listen_for_wakes(layer: Any, channel: str, woken: asyncio.Event) -> None:
+    """Turn commit wakes from any process into an in-process event.
+
+    The receive is never cancelled (channel layers handle a cancelled receive poorly), and
+    an error here only costs latency: the tick runs anyway.
+    """
+    joined_at = 0.0
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            if loop.time() - joined_at > GROUP_REFRESH_SECONDS:
+                await layer.group_add(DISPATCH_GROUP, channel)
+                joined_at = loop.time()
+            await layer.receive(channel)
+            woken.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("the dispatcher's wake channel failed; ticking on", exc_info=True)
+            await asyncio.sleep(1)
+
+
 async def run_dispatcher() -> None:
     """Tick every 250 ms, or sooner when a commit wakes us through the channel layer.
 
     Ticks run on their own thread, not the one Django's sync views share, and at most one
     per 50 ms however many commits wake it: a burst of sends costs one pass, not one each.
+    The loop outlives any error: while it holds the timers' lock no other process runs them.
     """
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(DISPATCH_GROUP, channel)
+    woken = asyncio.Event()
+    listener = asyncio.ensure_future(_listen_for_wakes(layer, channel, woken))
     leadership = Leadership()
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
     run = database_sync_to_async(_tick_and_close, thread_sensitive=False)
     loop = asyncio.get_running_loop()
-    while True:
-        started = loop.time()
-        try:
-            if await hold():
-                result = await run()
-                for group, message in result.publish:
-                    await layer.group_send(group, message)
-            else:
-                await asyncio.sleep(2)
-        except asyncio.CancelledError:
-            leadership.release()
-            raise
-        except Exception:
-            log.exception("dispatcher tick failed; retrying")
-            await asyncio.sleep(1)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), timeout=TICK_SECONDS)
-            for _ in range(100):  # one pass serves every wake that arrived meanwhile
-                await asyncio.wait_for(layer.receive(channel), timeout=0.001)
-        await asyncio.sleep(max(0.0, started + MIN_TICK_SPACING - loop.time()))
+    try:
+        while True:
+            started = loop.time()
+            woken.clear()
+            try:
+                if await hold():
+                    result = await run()
+                    for group, message in result.publish:
+                        await layer.group_send(group, message)
+                else:
+                    await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatcher tick failed; retrying")
+                await asyncio.sleep(1)
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(woken.wait(), timeout=TICK_SECONDS)
+            await asyncio.sleep(max(0.0, started + MIN_TICK_SPACING - loop.time()))
+    finally:
+        listener.cancel()
+        leadership.release()
 
 
 async def run_presence() -> None:

@@ -95,7 +95,17 @@ CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+            # channels_redis blocks 5 s in BZPOPMIN; redis-py's default socket timeout is
+            # also 5 s, which turns an idle receive into an error (django/channels_redis#422).
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": os.environ["REDIS_URL"],
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 5,
+                    }
+                ]
+            },
         }
     }
     if os.environ.get("REDIS_URL")

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -233,12 +232,10 @@ class Bridge:
         # Continuity in this process.
         self.acknowledged: set[int] = set()
         self.echoed_nonces: set[str] = set()
-        self.pending_nonce: str | None = None
         self.ready_generation: int | None = None
         # The catalog.
         self.catalog: Catalog | None = None
         self.catalog_error: str | None = None
-        self.catalog_loaded_at: float | None = None
         self.catalog_attempted = asyncio.Event()
         self.seen_catalog: Catalog | None = None  # what the model was last shown
         self.host_listed = False
@@ -280,8 +277,6 @@ class Bridge:
             return
         if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
-        if frame.get("bootstrap"):
-            self.pending_nonce = None
         self.broker.generation = generation
         self.agent_id = str(frame.get("agent_id") or self.agent_id)
         self.lobby_id = str(frame.get("lobby_id") or self.lobby_id)
@@ -351,7 +346,6 @@ class Bridge:
             if isinstance(nonce, str) and nonce in self.echoed_nonces:
                 log.info("dropped bootstrap notice %s: its nonce was already echoed", notice_id)
                 return
-            self.pending_nonce = nonce if isinstance(nonce, str) else None
         elif kind in ("messages", "hint") and ids and all(i in self.acknowledged for i in ids):
             log.info(
                 "dropped %s notice %s: this session acknowledged its messages", kind, notice_id
@@ -437,7 +431,6 @@ class Bridge:
         previous = self.catalog
         self.catalog = catalog
         self.catalog_error = None
-        self.catalog_loaded_at = time.time()
         if previous is not None and previous.revision == catalog.revision:
             return
         log.info(
@@ -669,8 +662,6 @@ class Bridge:
             if isinstance(nonce, str):
                 self.echoed_nonces.add(nonce)
             self.ready_generation = self.generation
-            if self.pending_nonce == nonce:
-                self.pending_nonce = None
         return self.render("ready", arguments, outcome)
 
     async def _save_checkpoint(self, arguments: dict[str, Any]) -> types.CallToolResult:

@@ -85,12 +85,13 @@ class HostPipe:
             if not line:
                 return
 
-    async def _readline(self) -> bytes:
+    async def _readline(self) -> bytes | Exception:
+        """The next line; b"" at end of input; an exception for a line over the limit."""
         if self._reader is not None:
             try:
                 return await self._reader.readline()
-            except ValueError:
-                return b"\x00too-long\n"  # the reader dropped an over-long line
+            except ValueError as exc:  # the reader has dropped the over-long line
+                return exc
         assert self._lines is not None
         return await self._lines.get()
 
@@ -99,6 +100,10 @@ class HostPipe:
         async with send:
             while True:
                 line = await self._readline()
+                if isinstance(line, Exception):
+                    log.warning("ignored a line from the host over %d bytes", MAX_LINE_BYTES)
+                    await send.send(line)
+                    continue
                 if not line:
                     return
                 line = line.strip()

@@ -108,6 +108,14 @@ async def test_pending_work_survives_sigkill_into_the_bootstrap_and_a_reconnect(
     await asyncio.to_thread(broker.kill9)
     await asyncio.to_thread(broker.start)
 
+    # The same process reconnecting after the restart: generation 1 is still current, and
+    # what it never confirmed writing to the host comes again, with what it never got.
+    beta = await Bridge.connect(broker.url, tokens["beta"], runtime, generation=1)
+    assert (await beta.welcome(bootstrap=False))["generation"] == 1
+    again = await beta.notice("messages")
+    assert again["message_ids"] == [received, unreported, *never_pushed], again
+    await beta.close()
+
     # A new process of the same conversation: a new generation, and a bootstrap naming
     # exactly the pending messages, pushed or not, in order; the acknowledged one is not named.
     beta = await Bridge.connect(broker.url, tokens["beta"], runtime)
@@ -242,8 +250,19 @@ async def test_junk_frames_get_error_frames_and_the_broker_keeps_serving(
     assert (await beta.frame())["code"] == "unknown_notice"
     await beta.roundtrip()  # the junk sender's own socket is still open and served
 
-    # Junk below the WebSocket layer: bytes that are not HTTP, and a socket dropped mid-frame.
-    await asyncio.to_thread(raw_junk, module_broker.port, b"\x16\x03\x01\x02\x00junk\r\n\r\n")
+    # Junk below the WebSocket layer: bytes that are not HTTP, an upgrade without its key,
+    # and a socket dropped in the middle of a frame.
+    not_http = await asyncio.to_thread(
+        raw_junk, module_broker.port, b"\x16\x03\x01\x02junk\r\n\r\n"
+    )
+    assert not_http.startswith(b"HTTP/1.1 400"), not_http
+    keyless = await asyncio.to_thread(
+        raw_junk,
+        module_broker.port,
+        b"GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    assert keyless.startswith(b"HTTP/1.1 400"), keyless
     dropped = await Bridge.connect(url, tokens["alpha"])
     await dropped.bootstrapped()
     dropped.connection.transport.write(b"\x81\xfe\x40\x00\x01\x02")  # a frame header, cut short
