@@ -40,7 +40,15 @@ from tests.server import AgentConfig, Broker  # noqa: E402
 TARGET_RATIO = 0.15
 LOBBY = "bench"
 CONTENT = "Review the auth change in api/session.py before the release branch is cut. " * 3
-TABLES = ("lobbies_lobby", "lobbies_agent", "lobbies_message", "lobbies_delivery")
+# In dependency order; the message's foreign keys name rooms and schedules too.
+TABLES = (
+    "lobbies_lobby",
+    "lobbies_agent",
+    "lobbies_room",
+    "lobbies_schedule",
+    "lobbies_message",
+    "lobbies_delivery",
+)
 
 
 @dataclass
@@ -160,9 +168,10 @@ def broker_rows(database: Path) -> BrokerRows:
     finally:
         conn.close()
     tables = sorted(
-        (row["sql"] for row in rows if row["type"] == "table"),
-        key=lambda sql: next(i for i, t in enumerate(TABLES) if f'"{t}"' in sql),
+        (row for row in rows if row["type"] == "table"),
+        key=lambda row: TABLES.index(row["tbl_name"]),
     )
+    tables = [row["sql"] for row in tables]
     if len(tables) != len(TABLES):
         raise SystemExit(f"did not find the tables {TABLES} in {database}")
     indexes = [row["sql"] for row in rows if row["type"] == "index"]

@@ -8,8 +8,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -67,13 +69,18 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
-    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback."""
+def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
+    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback.
 
-    def decorate(view: View) -> View:
-        @csrf_exempt
-        @functools.wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    The view is served async and its body runs on a worker thread, so requests do not queue
+    behind the one thread Django gives sync views under ASGI: SQLite's fsync in one request
+    overlaps the Python of others. (`POCOLOBBY_API_THREADS=0`, set by the in-process tests,
+    keeps them on the caller's thread and its test transaction.)
+    """
+
+    def decorate(view: View) -> Any:
+        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            close_old_connections()
             try:
                 if request.method not in methods:
                     raise BrokerError(
@@ -92,6 +99,14 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
                     {"error": {"code": "internal_error", "message": "the broker failed; retry"}},
                     status=500,
                 )
+            finally:
+                close_old_connections()
+
+        @csrf_exempt
+        @functools.wraps(view)
+        async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            pooled = settings.API_THREADS
+            return await sync_to_async(run, thread_sensitive=not pooled)(request, *args, **kwargs)
 
         return wrapped
 

@@ -13,14 +13,14 @@ from lobbies.http import error_response
 def by_method(**views: Any) -> Any:
     """One path, one operation per HTTP method."""
 
-    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    async def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         view = views.get(request.method or "")
         if view is None:
             allowed = " or ".join(views)
             return error_response(
                 BrokerError(405, "method_not_allowed", f"use {allowed} on {request.path}")
             )
-        return view(request, *args, **kwargs)
+        return await view(request, *args, **kwargs)
 
     route.csrf_exempt = True  # type: ignore[attr-defined]
     return route

@@ -161,3 +161,5 @@ LOGGING = {
 # The admin's static files come from the installed packages; no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = BOUNDS.request_bytes
+# /v1 views run on worker threads (lobbies/http.py); 0 keeps them on the caller's thread.
+API_THREADS = os.environ.get("POCOLOBBY_API_THREADS", "1") != "0"

@@ -7,5 +7,7 @@ import tempfile
 
 os.environ.setdefault("POCOLOBBY_DATA_DIR", tempfile.mkdtemp(prefix="pocolobby-test-"))
 os.environ.setdefault("POCOLOBBY_ADMIN_TOKEN", "pla_test-admin-token")
+# In-process tests share one database transaction per test: keep API views on this thread.
+os.environ.setdefault("POCOLOBBY_API_THREADS", "0")
 
 from pocolobby.settings import *  # noqa: F403

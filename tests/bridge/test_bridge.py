@@ -285,7 +285,7 @@ async def test_tool_errors_name_the_argument_and_never_crash_the_bridge(
             assert answer.is_error, (tool, arguments, answer.text)
             assert expected in answer.text, (tool, arguments, answer.text)
         assert host.process is not None and host.process.stdin is not None
-        await host.process.stdin.send(b"this is not JSON-RPC\n{\"jsonrpc\": \"2.0\"}\n\n")
+        await host.process.stdin.send(b'this is not JSON-RPC\n{"jsonrpc": "2.0"}\n\n')
         assert "send_message" in await host.tool_names()  # still serving
         assert host.process.returncode is None
     finally:

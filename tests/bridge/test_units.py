@@ -6,6 +6,7 @@ These need no subprocess; the end-to-end behaviour is in test_bridge.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -469,3 +470,116 @@ def test_the_bridge_and_the_cli_import_no_django():
         timeout=60,
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# ---------------------------------------------------------------- the stream, against a fake broker
+
+
+@pytest.mark.asyncio
+async def test_the_link_reconnects_with_its_generation_and_stops_on_a_refusal(monkeypatch):
+    from websockets.asyncio.server import ServerConnection, serve
+
+    monkeypatch.setattr(link, "BACKOFF_FIRST", 0.01)
+    upgrades: list[dict[str, str]] = []
+    replies: list[dict[str, Any]] = []
+
+    def welcome_frame(bootstrap: bool) -> str:
+        return json.dumps(
+            {
+                "type": "welcome",
+                "generation": 7,
+                "bootstrap": bootstrap,
+                "agent_id": "beta",
+                "lobby_id": "team",
+                "runtime_id": "r",
+            }
+        )
+
+    async def broker(socket: ServerConnection) -> None:
+        assert socket.request is not None
+        upgrades.append({k.lower(): v for k, v in socket.request.headers.raw_items()})
+        if len(upgrades) == 1:
+            await socket.send(welcome_frame(True))
+            await socket.close(1011)  # a broker failure: the bridge comes back
+        elif len(upgrades) == 2:
+            await socket.send(welcome_frame(False))
+            await socket.send(json.dumps(notice("n-9", "messages", [9])))
+            replies.extend([json.loads(await socket.recv()), json.loads(await socket.recv())])
+            await socket.close(1001)
+        else:
+            await socket.send(
+                json.dumps(
+                    {"type": "error", "status": 426, "code": "bridge_outdated", "message": "update"}
+                )
+            )
+            await socket.close(4426)
+
+    async with serve(broker, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        host, fake = FakeHost(), FakeBroker()
+        config = AgentConfig(Path("/x"), f"http://127.0.0.1:{port}", "plt_x", "team", "beta")
+        bridge = Bridge(config, Runtime("r", "conversation"), host, fake)  # type: ignore[arg-type]
+        await asyncio.wait_for(link.Link(bridge, "plt_x").run(), 20)
+
+    assert [u.get("x-pocolobby-generation") for u in upgrades] == [None, "7", "7"]
+    assert all(
+        u["authorization"] == "Bearer plt_x"
+        and u["x-pocolobby-runtime"] == "r"
+        and u["x-pocolobby-event-version"] == "5"
+        and "origin" not in u
+        for u in upgrades
+    )
+    assert replies == [
+        {"type": "received", "notice_id": "n-9"},
+        {"type": "host_written", "notice_id": "n-9"},
+    ]
+    assert bridge.stop == Stop("bridge_outdated", 426, "update")
+    contents = [p["content"] for p in host.channel()]
+    assert contents[0].startswith("PocoLobby headline.") and "update PocoLobby" in contents[1]
+
+
+@pytest.mark.asyncio
+async def test_the_link_sends_a_heartbeat_frame_on_schedule(monkeypatch):
+    monkeypatch.setattr(link, "HEARTBEAT_SECONDS", 0.01)
+
+    class Socket:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        async def send(self, data: str) -> None:
+            self.sent.append(data)
+
+    socket = Socket()
+    bridge, _, _ = make_bridge()
+    beating = asyncio.ensure_future(link.Link(bridge, "t")._heartbeat(socket))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    beating.cancel()
+    assert len(socket.sent) >= 3 and {json.loads(s)["type"] for s in socket.sent} == {"heartbeat"}
+
+
+@pytest.mark.asyncio
+async def test_an_older_broker_without_continuity_gets_a_local_context(monkeypatch):
+    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    missing = Outcome(status=404, code="unknown_tool", message="no operation named it")
+    broker = FakeBroker([Outcome(data={"revision": "r", "tools": [_tool("send_message", "to")]})])
+    broker.answers = {
+        "get_context": missing,
+        "save_checkpoint": missing,
+        "get_messages": Outcome(
+            data={
+                "messages": [{"message_id": 4, "from": "a", "content": "body"}],
+                "next_cursor": None,
+            }
+        ),
+    }
+    bridge, _, _ = make_bridge(broker)
+    await bridge.refresh_catalog()
+    welcome(bridge)
+    context = await bridge.call_tool("get_context", {})
+    data = json.loads(_text(context))
+    assert not context.is_error and "does not serve get_context" in data["notice"]
+    assert data["inbox"][0]["message_id"] == 4 and "content" not in data["inbox"][0]
+    assert data["tool_guide"]["send_message"]["arguments"] == {"to": "required; The to"}
+    assert data["bridge"]["runtime_scope"] == "conversation" and data["bridge"]["generation"] == 1
+    saved = await bridge.call_tool("save_checkpoint", {"expected_revision": 0})
+    assert saved.is_error and "Nothing was saved" in _text(saved)

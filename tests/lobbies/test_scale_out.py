@@ -8,10 +8,10 @@ Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password) and Redis on 127
 the module is skipped when either is unreachable. It creates a uniquely named database (and
 drops it at the end) and claims an empty Redis database number (flushed at the end).
 
-Two product bugs on the Redis layer show here (IDLE_BRIDGE_BUG, STALLED_DISPATCHER_BUG below):
-the idle-bridge test is an expected failure, and a receipt that a known bug kept from coming
-turns the test into an xfail naming it, after checking that bug's symptom; anything else fails.
-The idle-bridge test runs last: the consumer it sees die seems to make a later stall likelier.
+Two Redis-layer failures these tests caught: a bridge closed with 1011 after 5 s of quiet
+(redis-py 8's 5 s socket timeout under channels_redis's 5 s blocking pop), and a dispatcher
+whose cancelled channel receives overran and then ended its task while it kept the lock.
+A missing receipt is reported with whether the lock holder is still ticking.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
-from websockets.exceptions import ConnectionClosed
 
 from lobbies.dispatch import LEADER_LOCK_KEY
-from tests.bridge_client import Bridge, StreamClosed, acknowledge, payload, send_message
+from tests.bridge_client import Bridge, acknowledge, payload, send_message
 from tests.server import Broker
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
@@ -43,21 +42,6 @@ APP_NAMES = {"a": "pocolobby-scale-a", "b": "pocolobby-scale-b"}
 TAKEOVER_SECONDS = 10.0
 RECEIPT_TIMEOUT = 15.0
 STALL_SECONDS = 2.0
-
-# Product bugs these tests run into on the Redis layer.
-IDLE_BRIDGE_BUG = (
-    "product bug: pocolobby/settings.py hands REDIS_URL to channels_redis as a bare address; "
-    "redis-py 8 defaults socket_timeout to 5 s, the same as channels_redis's BZPOPMIN timeout, "
-    "so an idle consumer's receive raises redis TimeoutError and daphne closes the bridge with "
-    "1011 (django/channels_redis#422)"
-)
-STALLED_DISPATCHER_BUG = (
-    "product bug: lobbies/dispatch.py run_dispatcher awaits layer.receive() outside its "
-    "try/except and suppresses only the builtin TimeoutError; the receive can overrun its "
-    "wait_for and end in redis.exceptions.TimeoutError after 5 s, which ends the dispatcher "
-    "task silently while the process keeps the advisory lock, so no timer (receipts, retries) "
-    "runs in any process and no other process can take over"
-)
 
 
 def _admin_connection(dbname: str = "postgres") -> psycopg.Connection:
@@ -200,17 +184,13 @@ def cluster(
 
 
 async def receipts_notice(pair: Cluster, bridge: Bridge) -> dict:
-    """The next frame, a receipts notice; an xfail naming the product bug if a known one
-    kept it from coming (the test still fails on anything else)."""
+    """The next frame, a receipts notice; if none comes, say whether the timers still run."""
     try:
         return await bridge.notice("receipts", timeout=RECEIPT_TIMEOUT)
     except AssertionError as failure:
         stalled = await asyncio.to_thread(pair.stalled_dispatcher)
-        if stalled:
-            pytest.xfail(f"{STALLED_DISPATCHER_BUG} ({stalled}; then: {failure})")
-        if isinstance(failure, StreamClosed) and failure.code == 1011:
-            pytest.xfail(f"{IDLE_BRIDGE_BUG} ({failure})")
-        raise
+        state = f"the dispatcher stopped ticking: {stalled}" if stalled else "timers tick"
+        raise AssertionError(f"no receipts notice ({failure}); {state}") from None
 
 
 @pytest.fixture
@@ -298,12 +278,24 @@ async def test_the_other_process_takes_the_dispatcher_over_when_the_leader_is_ki
     assert await asyncio.to_thread(pair.leader) is follower
 
 
-# Not strict: the consumer dies only while it is the one of its process blocked in BZPOPMIN,
-# so now and then a bridge survives the wait; most runs fail it (see IDLE_BRIDGE_BUG).
-@pytest.mark.xfail(strict=False, raises=(ConnectionClosed, StreamClosed), reason=IDLE_BRIDGE_BUG)
-async def test_an_idle_bridge_stays_connected(pair: Cluster, tmp_path: Path):
-    tokens = await asyncio.to_thread(pair.provision, "idle-team", ["sleeper"], tmp_path)
-    async with await Bridge.connect(pair.b.url, tokens["sleeper"]) as sleeper:
-        await sleeper.bootstrapped()
-        await asyncio.sleep(12)  # a bridge whose agent has nothing to do for a while
-        await sleeper.roundtrip()
+async def test_idle_bridges_on_both_processes_stay_connected_and_reachable(
+    pair: Cluster, tmp_path: Path
+):
+    # A consumer's channel receive waits quietly longer than the layer's 5 s blocking pop.
+    tokens = await asyncio.to_thread(pair.provision, "idle-team", ["east", "west"], tmp_path)
+    async with (
+        await Bridge.connect(pair.a.url, tokens["east"]) as east,
+        await Bridge.connect(pair.b.url, tokens["west"]) as west,
+    ):
+        await east.bootstrapped()
+        await west.bootstrapped()
+        await asyncio.sleep(12)  # bridges whose agents have nothing to do for a while
+        for bridge in (east, west):
+            await bridge.roundtrip()
+        assert await asyncio.to_thread(pair.stalled_dispatcher) is None  # the timers still run
+        for sender, via, bridge, name in (
+            ("east", pair.a, west, "west"),
+            ("west", pair.b, east, "east"),
+        ):
+            sent = await send_message(via.url, tokens[sender], name, "awake?", f"idle-{sender}")
+            assert (await bridge.notice("messages"))["message_ids"] == [sent]
