@@ -27,8 +27,43 @@ from lobbies.tokens import agent_for_token
 log = logging.getLogger("pocolobby.stream")
 
 MAX_FRAME_BYTES = 16 * 1024
+FACT_FLUSH_SECONDS = 0.02
 # Consumers of this process, for the presence heartbeat.
 LOCAL: set[BridgeConsumer] = set()
+
+
+class FactQueue:
+    """Transport facts from every socket of this process, written in batches.
+
+    Two facts per notice, each its own fsync, made the stream thread the bottleneck of push;
+    batched, a burst of acknowledgments from many bridges costs one transaction.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[dispatch.TransportFact] = []
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, fact: dispatch.TransportFact) -> None:
+        self.pending.append(fact)
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(FACT_FLUSH_SECONDS)
+        await self.flush()
+
+    async def flush(self) -> None:
+        async with self.lock:
+            batch, self.pending = self.pending, []
+            if batch:
+                try:
+                    await database_sync_to_async(dispatch.record_transport_facts)(batch)
+                except Exception:
+                    log.exception("could not record %d transport facts", len(batch))
+
+
+FACTS = FactQueue()
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -66,6 +101,10 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     claim: Claim | None = None
     connection_pk: int | None = None
     heard_since_beat = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent_notices: set[str] = set()
 
     async def connect(self) -> None:
         await self.accept()
@@ -148,13 +187,19 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.heard_since_beat = True
         kind = frame["type"]
         if kind == "heartbeat":
+            await FACTS.flush()  # a heartbeat's answer means: all you reported is recorded
             await self._send_frame({"type": "heartbeat"})
         elif kind in ("received", "host_written"):
             notice_id = frame.get("notice_id")
-            known = isinstance(notice_id, str) and await database_sync_to_async(
-                dispatch.record_transport_fact
-            )(self.agent_pk, self.generation, notice_id, kind)
-            if not known:
+            known = isinstance(notice_id, str) and (
+                notice_id in self.sent_notices
+                or await database_sync_to_async(dispatch.notice_known)(
+                    self.agent_pk, self.generation, notice_id
+                )
+            )
+            if known:
+                FACTS.add((self.agent_pk, self.generation, notice_id, kind))
+            else:
                 await self._error(
                     "unknown_notice", "no notice with that notice_id for this process"
                 )
@@ -228,4 +273,8 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         await self._send_frame({"type": "error", "code": code, "message": message})
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
+        if frame.get("type") == "notice":
+            if len(self.sent_notices) > 5000:  # older ids fall back to a lookup
+                self.sent_notices.clear()
+            self.sent_notices.add(frame["notice_id"])
         await self.send(text_data=json.dumps(frame, ensure_ascii=False))

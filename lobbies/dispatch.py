@@ -17,11 +17,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from lobbies import presentation
+from lobbies import presentation, store
 from lobbies.events import DISPATCH_GROUP, agent_group
 from lobbies.models import (
     Agent,
@@ -56,14 +56,17 @@ def _notice(
     now: datetime,
     count: int | None = None,
 ) -> Frame:
-    notice = Notice.objects.create(
-        id=uuid.uuid4(),
-        agent=agent,
-        runtime_id=agent.runtime_id or "",
-        generation=agent.runtime_generation,
-        kind=kind,
-        message_ids=message_ids,
-        created_at=now,
+    notice = store.insert(
+        Notice,
+        {
+            "id": uuid.uuid4(),
+            "agent_id": agent.pk,
+            "runtime_id": agent.runtime_id or "",
+            "generation": agent.runtime_generation,
+            "kind": kind,
+            "message_ids": message_ids,
+            "created_at": now,
+        },
     )
     return {
         "type": "notice",
@@ -82,8 +85,19 @@ def _notice(
 
 
 def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Agent | None:
-    """The agent row, locked, if `generation` still holds its runtime (and it is not resting)."""
-    agent = Agent.objects.select_for_update().select_related("lobby").filter(pk=agent_pk).first()
+    """The agent row, if `generation` still holds its runtime (and it is not resting).
+
+    Read inside the caller's write transaction (BEGIN IMMEDIATE on SQLite; on PostgreSQL
+    the FOR UPDATE locks the row), so the runtime cannot change before the push is recorded.
+    """
+    agent = store.select(
+        Agent,
+        "t.id = %s",
+        [agent_pk],
+        join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
+        annotations={"lobby_name": "l.name"},
+        for_update=True,
+    )
     if agent is None or not agent.enabled or agent.runtime_generation != generation:
         return None
     if agent.resting and not resting_too:
@@ -95,19 +109,26 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
 _SILENT_SELF_NOTE = Q(message__deliver_at__isnull=True, message__schedule__isnull=True)
 
 
-def _pushable(agent: Agent) -> Any:
+def _pushable_to(agent_pk: int, generation: int) -> Any:
     """Pending deliveries this generation has not been sent."""
     return (
-        Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
-        .filter(Q(pushed_generation__isnull=True) | ~Q(pushed_generation=agent.runtime_generation))
-        .exclude(Q(message__sender=agent) & _SILENT_SELF_NOTE)
+        Delivery.objects.filter(recipient_id=agent_pk, state=DeliveryState.PENDING)
+        .filter(Q(pushed_generation__isnull=True) | ~Q(pushed_generation=generation))
+        .exclude(Q(message__sender_id=agent_pk) & _SILENT_SELF_NOTE)
     )
+
+
+def _pushable(agent: Agent) -> Any:
+    return _pushable_to(agent.pk, agent.runtime_generation)
 
 
 def _schedule_retry(agent: Agent, now: datetime) -> None:
     if agent.notify_next_at is None:
         agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
-        agent.save(update_fields=["notify_next_at"])
+        store.execute(
+            "UPDATE lobbies_agent SET notify_next_at = %s WHERE id = %s",
+            [store.as_db_time(agent.notify_next_at), agent.pk],
+        )
 
 
 def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
@@ -129,7 +150,7 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         )
         shown = presentation.bootstrap_notice(
             agent.agent_id,
-            agent.lobby.name,
+            agent.lobby_name,
             nonce=agent.bootstrap_nonce,
             generation=generation,
             backlog_ids=ids,
@@ -143,27 +164,55 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         return _notice(agent, NoticeKind.BOOTSTRAP, ids, shown, now=now)
 
 
+# Pending copies this generation has not been sent, by hand (the stream's hottest read):
+# a note to yourself wakes nobody, a reminder to yourself (scheduled) does.
+_PUSHABLE_SQL = (
+    "t.recipient_id = %s AND t.state = 'pending' "
+    "AND (t.pushed_generation IS NULL OR t.pushed_generation <> %s) "
+    "AND NOT (m.sender_id = %s AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
+)
+_MESSAGE_JOIN = "JOIN lobbies_message m ON m.id = t.message_id"
+
+
 def push_frame(agent_pk: int, generation: int) -> Frame | None:
-    """New pending messages with their bodies, important first; None when nothing is due."""
+    """New pending messages with their bodies, important first; None when nothing is due.
+
+    Reads first: the common "nothing more" answer opens no write transaction. Its statements
+    are hand-written (lobbies/store.py) because this runs once per message per recipient.
+    """
+    params = [agent_pk, generation, agent_pk]
+    waiting = store.select_all(
+        Delivery, _PUSHABLE_SQL, params, join=_MESSAGE_JOIN, tail="ORDER BY m.sequence LIMIT 1"
+    )
+    if not waiting:
+        return None
     with transaction.atomic():
         agent = _current(agent_pk, generation)
         if agent is None:
             return None
-        deliveries = list(
-            _pushable(agent).select_related("message").order_by("message__sequence")[:200]
-        )
-        if not deliveries:
+        ids = [
+            d.message_id
+            for d in store.select_all(
+                Delivery,
+                _PUSHABLE_SQL,
+                params,
+                join=_MESSAGE_JOIN,
+                tail="ORDER BY m.sequence LIMIT 200",
+            )
+        ]
+        if not ids:
             return None
+        marks = ", ".join(["%s"] * len(ids))
+        messages = store.select_all(Message, f"t.id IN ({marks})", ids)
         now = timezone.now()
-        Delivery.objects.filter(pk__in=[d.pk for d in deliveries]).update(
-            pushed_generation=generation, pushed_at=now
+        mark_pushed = (
+            "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
+            f"WHERE recipient_id = %s AND message_id IN ({marks})"
         )
-        messages: list[Message] = sorted(
-            (d.message for d in deliveries),
-            key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence),
-        )
+        store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
+        messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
         shown = presentation.messages_notice(
-            agent.agent_id, agent.lobby.name, messages, cap_bytes=settings.BOUNDS.push_bytes
+            agent.agent_id, agent.lobby_name, messages, cap_bytes=settings.BOUNDS.push_bytes
         )
         _schedule_retry(agent, now)
         return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
@@ -185,7 +234,7 @@ def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame 
         if not still:
             return None
         now = timezone.now()
-        shown = presentation.hint_notice(agent.agent_id, agent.lobby.name, still, now)
+        shown = presentation.hint_notice(agent.agent_id, agent.lobby_name, still, now)
         return _notice(agent, NoticeKind.HINT, still, shown, now=now)
 
 
@@ -208,29 +257,46 @@ def reconnected(agent_pk: int, generation: int) -> None:
     )
 
 
-def record_transport_fact(agent_pk: int, generation: int, notice_id: str, fact: str) -> bool:
-    """The bridge reports `received` (transport) or `host_written` for one of its notices."""
+def notice_known(agent_pk: int, generation: int, notice_id: str) -> bool:
     try:
         key = uuid.UUID(notice_id)
     except (ValueError, TypeError, AttributeError):
         return False
+    return Notice.objects.filter(id=key, agent_id=agent_pk, generation=generation).exists()
+
+
+TransportFact = tuple[int, int, str, str]  # agent, generation, notice id, "received"|"host_written"
+
+
+def record_transport_facts(facts: list[TransportFact]) -> None:
+    """What bridges reported about their notices, many at once: one transaction, one fsync."""
+    now = timezone.now()
     with transaction.atomic():
-        notice = Notice.objects.filter(id=key, agent_id=agent_pk, generation=generation).first()
-        if notice is None:
-            return False
-        now = timezone.now()
-        deliveries = Delivery.objects.filter(
-            recipient_id=agent_pk, message_id__in=notice.message_ids
-        )
-        if fact == "received":
-            if notice.received_at is None:
-                Notice.objects.filter(id=key).update(received_at=now)
-            deliveries.update(adapter_received_at=now)
-        else:
-            if notice.host_written_at is None:
-                Notice.objects.filter(id=key).update(host_written_at=now)
-            if notice.kind != NoticeKind.RECEIPTS:
-                deliveries.update(notification_attempted_at=now, notified_generation=generation)
+        for agent_pk, generation, notice_id, fact in facts:
+            notice = Notice.objects.filter(
+                id=uuid.UUID(notice_id), agent_id=agent_pk, generation=generation
+            ).first()
+            if notice is None:
+                continue
+            deliveries = Delivery.objects.filter(
+                recipient_id=agent_pk, message_id__in=notice.message_ids
+            )
+            if fact == "received":
+                if notice.received_at is None:
+                    Notice.objects.filter(id=notice.id).update(received_at=now)
+                deliveries.update(adapter_received_at=now)
+            else:
+                if notice.host_written_at is None:
+                    Notice.objects.filter(id=notice.id).update(host_written_at=now)
+                if notice.kind != NoticeKind.RECEIPTS:
+                    deliveries.update(notification_attempted_at=now, notified_generation=generation)
+
+
+def record_transport_fact(agent_pk: int, generation: int, notice_id: str, fact: str) -> bool:
+    """One fact, recorded at once (tests and tools); the stream batches them."""
+    if not notice_known(agent_pk, generation, notice_id):
+        return False
+    record_transport_facts([(agent_pk, generation, notice_id, fact)])
     return True
 
 
@@ -646,7 +712,6 @@ async def run_presence() -> None:
 def register_process() -> None:
     """At start, before serving: this process joins the registry. A SQLite file is served by
     one process only, so any other registered process is a dead predecessor."""
-    from django.db import connection
 
     ensure_process()
     if connection.vendor == "sqlite":

@@ -29,6 +29,40 @@ def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], lis
     return columns, [f.attname for f in fields], converters
 
 
+def select_all(
+    model: type[M],
+    where: str,
+    params: list[Any],
+    *,
+    join: str = "",
+    tail: str = "",
+) -> list[M]:
+    """Every row of `model` matching `where` (its table aliased `t`), as model instances."""
+    columns, attnames, converters = _reader(model, connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT {columns} FROM "{model._meta.db_table}" t {join} WHERE {where} {tail}',  # noqa: S608
+            params,
+        )
+        rows = cursor.fetchall()
+    instances = []
+    for row in rows:
+        values = []
+        for value, (column, functions) in zip(row, converters, strict=True):
+            for convert in functions:
+                value = convert(value, column, connection)
+            values.append(value)
+        instances.append(model.from_db(connection.alias, attnames, values))
+    return instances
+
+
+def execute(sql: str, params: list[Any]) -> int:
+    """A hand-written write; returns the number of rows it touched."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def select(
     model: type[M],
     where: str,
@@ -36,10 +70,12 @@ def select(
     *,
     join: str = "",
     annotations: dict[str, str] | None = None,
+    for_update: bool = False,
 ) -> M | None:
     """The first row of `model` matching `where` (SQL on its own table, aliased `t`).
 
     `annotations` adds `alias: SQL expression` columns, set as plain attributes.
+    `for_update` locks the row on PostgreSQL; SQLite's write transaction already does.
     """
     columns, attnames, converters = _reader(model, connection.vendor)
     extra = list((annotations or {}).items())
@@ -47,7 +83,8 @@ def select(
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT {listed} FROM "{model._meta.db_table}" t {join} '  # noqa: S608
-            f"WHERE {where} LIMIT 1",
+            f"WHERE {where} LIMIT 1"
+            + (" FOR UPDATE OF t" if for_update and connection.vendor == "postgresql" else ""),
             params,
         )
         row = cursor.fetchone()
@@ -66,7 +103,11 @@ def select(
 
 def insert(model: type[M], values: dict[str, Any]) -> M:
     """INSERT one row, adapting each value as its field would, and return the instance."""
-    fields = {f.attname: f for f in model._meta.concrete_fields if not f.primary_key}
+    fields = {
+        f.attname: f
+        for f in model._meta.concrete_fields
+        if not f.primary_key or f.attname in values  # a key the database does not generate
+    }
     unknown = set(values) - set(fields)
     if unknown:
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")

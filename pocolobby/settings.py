@@ -79,6 +79,8 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": SQLITE_PATH,
+            # Reopening costs the PRAGMAs, and closing the last connection checkpoints the WAL.
+            "CONN_MAX_AGE": None,
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,

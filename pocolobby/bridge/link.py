@@ -30,6 +30,7 @@ HEARTBEAT_SECONDS = 30.0
 BACKOFF_FIRST = 0.25
 BACKOFF_CAP = 10.0
 OPEN_TIMEOUT = 10.0
+STABLE_SECONDS = 5.0
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Close codes that name a refusal; each code's reason is in the error frame before it.
 _CODES = {
@@ -95,6 +96,7 @@ class Link:
         while self.bridge.stop is None:
             seen = _Socket()
             code: int | None = None
+            started = asyncio.get_running_loop().time()
             try:
                 async with connect(
                     self.url,
@@ -126,7 +128,9 @@ class Link:
                     Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
                 )
                 return
-            attempt = 0 if seen.welcomed else attempt + 1
+            # A connection that held a while starts the backoff over; one that flaps does not.
+            held = asyncio.get_running_loop().time() - started >= STABLE_SECONDS
+            attempt = 0 if seen.welcomed and held else attempt + 1
             self.bridge.on_disconnect(reason)
             (log.warning if attempt <= 1 else log.info)(
                 "%s; reconnecting (attempt %d)", reason, attempt + 1
