@@ -401,14 +401,15 @@ def run_retries(now: datetime, result: TickResult) -> None:
                 agent.notify_attempts += 1
                 delay = schedule[min(agent.notify_attempts, len(schedule) - 1)]
                 agent.notify_next_at = now + timedelta(seconds=delay)
-                confirmed = all(g == agent.runtime_generation for _, g in unresolved)
-                if not confirmed:
+                # A reminder names only what the current process did not confirm writing.
+                unconfirmed = [m for m, g in unresolved if g != agent.runtime_generation]
+                if unconfirmed:
                     result.to_agent(
                         agent_pk,
                         {
                             "type": "agent.hint",
                             "generation": agent.runtime_generation,
-                            "message_ids": [m for m, _ in unresolved],
+                            "message_ids": unconfirmed,
                         },
                     )
             agent.save(

@@ -156,6 +156,7 @@ def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         retired = _retire_runtime(agent)
+        close_sockets_on_commit(agent.pk, "runtime_retired", "the owner reset this agent's runtime")
         record_audit(
             OPERATOR,
             AuditAction.RUNTIME_RESET,

@@ -294,3 +294,11 @@ async def test_an_old_connection_reads_offline_once_its_process_stops_beating(ba
     shown = await sync(lambda: list_agents(backend.agent)["agents"][0])()
     assert shown["connected"] is False
     await stream.disconnect()
+
+
+async def test_the_owners_reset_closes_the_holders_stream(backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    await sync(operator.reset_runtime)("my-team", "backend")
+    error, code = await closed_with(stream)
+    assert (error["code"], code) == ("runtime_retired", 4403)
