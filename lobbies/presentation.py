@@ -87,18 +87,9 @@ def message_payload(message: Message, *, with_body: bool = True) -> dict[str, An
     }
     if message.reply_to:
         body["reply_to"] = message.reply_to
-    if message.room_name:
-        body["room_id"] = message.room_name
-    if message.addressed_to:
-        body["addressed_to"] = message.addressed_to
-    if message.supersedes:
-        body["supersedes"] = message.supersedes
-    if message.deliver_at:
-        body["deliver_at"] = _iso(message.deliver_at)
-    if message.deliver_at or message.schedule_id:
-        body["late"] = message.late
-    if message.schedule_id:
-        body["schedule_id"] = message.schedule_id
+    from lobbies.selectors import addressing_facts
+
+    body.update(addressing_facts(message))
     if message.correlation_id:
         body["correlation_id"] = message.correlation_id
     if with_body:

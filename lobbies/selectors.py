@@ -60,6 +60,25 @@ def delivery_facts(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+def addressing_facts(message: Message) -> dict[str, Any]:
+    """Room, addressees, replacement and timing: present only where they apply."""
+    facts: dict[str, Any] = {}
+    if message.room_name:
+        facts["room_id"] = message.room_name
+    if message.addressed_to:
+        facts["addressed_to"] = message.addressed_to
+    if message.supersedes:
+        facts["supersedes"] = message.supersedes
+    if message.deliver_at:
+        facts["deliver_at"] = iso(message.deliver_at)
+    if message.deliver_at or message.schedule_id:
+        facts["late"] = message.late
+    if message.schedule_id:
+        facts["schedule_id"] = message.schedule_id
+        facts["slot"] = iso(message.slot)
+    return facts
+
+
 def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> dict[str, Any]:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
     body: dict[str, Any] = {
@@ -76,19 +95,7 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
         "correlation_id": message.correlation_id or None,
         "created_at": iso(message.created_at),
     }
-    if message.room_name:
-        body["room_id"] = message.room_name
-    if message.addressed_to:
-        body["addressed_to"] = message.addressed_to
-    if message.supersedes:
-        body["supersedes"] = message.supersedes
-    if message.deliver_at:
-        body["deliver_at"] = iso(message.deliver_at)
-    if message.deliver_at or message.schedule_id:
-        body["late"] = message.late
-    if message.schedule_id:
-        body["schedule_id"] = message.schedule_id
-        body["slot"] = iso(message.slot)
+    body.update(addressing_facts(message))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].recipient.agent_id
     elif message.scope != Scope.DIRECT:
