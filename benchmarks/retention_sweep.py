@@ -24,13 +24,16 @@ from pathlib import Path
 def build_store(data_dir: Path, count: int) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    subprocess.run([sys.executable, "-m", "pocolobby", "init"], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pocolobby", "init"], env=env, check=True, capture_output=True
+    )
     db = sqlite3.connect(data_dir / "pocolobby.sqlite3")
     now = datetime.now(UTC).replace(tzinfo=None)
     stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
-    db.execute("INSERT INTO lobbies_lobby (name, created_at, message_sequence) VALUES (?, ?, ?)",
-               ("bench", stamp, count))
+    db.execute(
+        "INSERT INTO lobbies_lobby (name, created_at, message_sequence) VALUES (?, ?, ?)",
+        ("bench", stamp, count),
+    )
     agent_cols = (
         "lobby_id, agent_id, description, role, enabled, manage_rooms, broadcast, status_line, "
         "owner_request_count, owner_request_line, receipt_sequence, runtime_generation, "
@@ -98,14 +101,18 @@ def main() -> None:
                 t = time.perf_counter()
                 fn()  # type: ignore[operator]
                 times.append((time.perf_counter() - t) * 1000)
-            writes += [q["sql"] for q in queries.captured_queries
-                       if not q["sql"].lstrip().upper().startswith("SELECT")]
+            writes += [
+                q["sql"]
+                for q in queries.captured_queries
+                if not q["sql"].lstrip().upper().startswith("SELECT")
+            ]
         return times, writes
 
     sweep_times, sweep_writes = timed(lambda: sweep(timezone.now()))
     dispatch._last_sweep.clear()
-    tick_times, tick_writes = timed(lambda: (dispatch._last_sweep.clear(),
-                                             dispatch.tick(timezone.now())))
+    tick_times, tick_writes = timed(
+        lambda: (dispatch._last_sweep.clear(), dispatch.tick(timezone.now()))
+    )
     with connection.cursor() as cursor:
         t = time.perf_counter()
         cursor.execute("SELECT COUNT(*) FROM lobbies_message")
@@ -113,12 +120,18 @@ def main() -> None:
         count_ms = (time.perf_counter() - t) * 1000
 
     print(f"messages in the store         : {total:,}")
-    print(f"sweep, nothing due            : median {statistics.median(sweep_times):.2f} ms, "
-          f"max {max(sweep_times):.2f} ms over {args.runs} runs; writes: {len(sweep_writes)}")
-    print(f"dispatcher tick incl. sweep   : median {statistics.median(tick_times):.2f} ms, "
-          f"max {max(tick_times):.2f} ms; writes: {len(tick_writes)}")
-    print(f"for scale, one COUNT(*) scan  : {count_ms:.1f} ms "
-          f"(sweep/scan ratio {statistics.median(sweep_times) / count_ms:.4f})")
+    print(
+        f"sweep, nothing due            : median {statistics.median(sweep_times):.2f} ms, "
+        f"max {max(sweep_times):.2f} ms over {args.runs} runs; writes: {len(sweep_writes)}"
+    )
+    print(
+        f"dispatcher tick incl. sweep   : median {statistics.median(tick_times):.2f} ms, "
+        f"max {max(tick_times):.2f} ms; writes: {len(tick_writes)}"
+    )
+    print(
+        f"for scale, one COUNT(*) scan  : {count_ms:.1f} ms "
+        f"(sweep/scan ratio {statistics.median(sweep_times) / count_ms:.4f})"
+    )
 
 
 if __name__ == "__main__":

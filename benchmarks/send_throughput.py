@@ -62,7 +62,10 @@ def recipient(agents: list[str], sender: str) -> str:
 
 
 def run_client(
-    config: AgentConfig, to: str, request_ids: list[str], start: threading.Barrier,
+    config: AgentConfig,
+    to: str,
+    request_ids: list[str],
+    start: threading.Barrier,
     result: ClientResult,
 ) -> None:
     try:
