@@ -1,0 +1,47 @@
+"""Middleware of our own, each usable in Django's async mode."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponseBase
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+
+class StaticFilesMiddleware:
+    """WhiteNoise's file table and responses, in a middleware that is also async-capable.
+
+    WhiteNoise's own middleware is sync-only, and one sync-only middleware puts every request
+    of the process through Django's single sync thread: the API's concurrent sends queued
+    there. Serving a static file is a dict lookup and an open, fine on the event loop.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.files = WhiteNoiseMiddleware(get_response)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def _static(self, request: HttpRequest) -> HttpResponseBase | None:
+        files = self.files
+        found = (
+            files.find_file(request.path_info)
+            if files.autorefresh
+            else files.files.get(request.path_info)
+        )
+        return None if found is None else files.serve(found, request)
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        if self.is_async:
+            return self._acall(request)
+        return self._static(request) or self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        response = self._static(request)
+        return response if response is not None else await self.get_response(request)
