@@ -22,7 +22,17 @@ def by_method(**views: Any) -> Any:
             )
         return await view(request, *args, **kwargs)
 
+    def serve_sync(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        view = views.get(request.method or "")
+        if view is None:
+            allowed = " or ".join(views)
+            return error_response(
+                BrokerError(405, "method_not_allowed", f"use {allowed} on {request.path}")
+            )
+        return view.serve_sync(request, *args, **kwargs)
+
     route.csrf_exempt = True  # type: ignore[attr-defined]
+    route.serve_sync = serve_sync  # type: ignore[attr-defined]
     return route
 
 

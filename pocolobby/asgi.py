@@ -1,22 +1,92 @@
-"""HTTP through Django; the bridges' WebSocket stream at /v1/stream."""
+"""HTTP through Django; the bridges' WebSocket stream at /v1/stream; an API fast lane.
+
+The agent API answers JSON to native clients: it needs no sessions, CSRF, messages or CSP,
+and Django's ASGI handler costs a thread per request on top. `AgentAPI` therefore serves
+/v1 (its views mark themselves with `serve_sync`) on a worker thread straight from the
+resolved view, after the same Host check; everything else goes through Django as usual.
+"""
 
 from __future__ import annotations
 
+import io
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
 django_application = get_asgi_application()
 
+from asgiref.sync import sync_to_async  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.exceptions import DisallowedHost  # noqa: E402
+from django.core.handlers.asgi import ASGIRequest  # noqa: E402
+from django.http import HttpResponseBase, JsonResponse  # noqa: E402
+from django.urls import Resolver404, resolve  # noqa: E402
+from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
 
+
+def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return JsonResponse(
+            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
+            status=400,
+        )
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return None
+    serve = getattr(match.func, "serve_sync", None)
+    if serve is None:
+        return None
+    return serve(request, *match.args, **match.kwargs)
+
+
+class AgentAPI:
+    def __init__(self, django: Any) -> None:
+        self.django = django
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.django(scope, receive, send)
+            return
+        body, limit = bytearray(), settings.BOUNDS.request_bytes
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > limit or not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        request = ASGIRequest(scope, io.BytesIO(bytes(body)))
+        response = await sync_to_async(_serve_api, thread_sensitive=False)(request)
+        if response is None:
+            await self.django(scope, replay, send)
+            return
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
+        await send(
+            {"type": "http.response.start", "status": response.status_code, "headers": headers}
+        )
+        await send({"type": "http.response.body", "body": response.content})
+
+
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
-        "websocket": URLRouter([path("v1/stream", BridgeConsumer.as_asgi())]),
+        "http": AgentAPI(django_application),
+        "websocket": URLRouter([route("v1/stream", BridgeConsumer.as_asgi())]),
     }
 )
