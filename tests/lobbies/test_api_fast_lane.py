@@ -1,0 +1,56 @@
+"""The ASGI app serves /v1 straight from the resolver: same answers, same Host check."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from pocolobby.asgi import application
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def _client(host: str = "127.0.0.1") -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application), base_url=f"http://{host}"
+    )
+
+
+async def test_a_send_through_the_asgi_app(lead, backend):
+    async with _client() as client:
+        response = await client.post(
+            "/v1/messages",
+            headers={"Authorization": f"Bearer {lead.token}"},
+            json={"to": "backend", "content": "hi", "client_request_id": "r1"},
+        )
+    assert response.status_code == 200 and response.json()["status"] == "stored"
+
+
+async def test_a_foreign_host_is_refused_as_json(lead):
+    async with _client("evil.example") as client:
+        response = await client.get("/v1/agents", headers={"Authorization": f"Bearer {lead.token}"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
+
+
+async def test_unknown_routes_and_origins_still_get_json(lead):
+    async with _client() as client:
+        missing = await client.get("/v1/nothing")
+        origin = await client.post(
+            "/v1/messages",
+            headers={"Authorization": f"Bearer {lead.token}", "Origin": "https://x.example"},
+            json={},
+        )
+        home = await client.get("/")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert origin.status_code == 403 and origin.json()["error"]["code"] == "origin_refused"
+    assert home.status_code == 200
+
+
+async def test_an_oversized_body_is_413(lead):
+    async with _client() as client:
+        response = await client.post(
+            "/v1/messages",
+            headers={"Authorization": f"Bearer {lead.token}"},
+            content=b"x" * 300_000,
+        )
+    assert response.status_code == 413
