@@ -69,6 +69,20 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
+def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `fn` as Django runs a request on its own thread: stale connections closed around it."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run
+
+
 def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
     """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback.
 
@@ -80,7 +94,6 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
 
     def decorate(view: View) -> Any:
         def run(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-            close_old_connections()
             try:
                 if request.method not in methods:
                     raise BrokerError(
@@ -99,14 +112,14 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
                     {"error": {"code": "internal_error", "message": "the broker failed; retry"}},
                     status=500,
                 )
-            finally:
-                close_old_connections()
 
         @csrf_exempt
         @functools.wraps(view)
         async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-            pooled = settings.API_THREADS
-            return await sync_to_async(run, thread_sensitive=not pooled)(request, *args, **kwargs)
+            if not settings.API_THREADS:
+                return await sync_to_async(run)(request, *args, **kwargs)
+            worker = in_worker_thread(run)
+            return await sync_to_async(worker, thread_sensitive=False)(request, *args, **kwargs)
 
         wrapped.serve_sync = run  # type: ignore[attr-defined]  # for pocolobby.asgi's fast lane
         return wrapped

@@ -27,6 +27,7 @@ from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
+from lobbies.http import in_worker_thread  # noqa: E402
 
 
 def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
@@ -73,7 +74,8 @@ class AgentAPI:
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
         request = ASGIRequest(scope, io.BytesIO(bytes(body)))
-        response = await sync_to_async(_serve_api, thread_sensitive=False)(request)
+        serve = in_worker_thread(_serve_api)
+        response = await sync_to_async(serve, thread_sensitive=False)(request)
         if response is None:
             await self.django(scope, replay, send)
             return
