@@ -5,6 +5,8 @@ Only ever published after commit (`on_commit`), so a woken reader always finds t
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -22,9 +24,29 @@ def agent_group(agent_pk: int) -> str:
     return f"pocolobby.agent.{agent_pk}"
 
 
+# The server's event loop, once `pocolobby serve` runs it: worker threads hand it their
+# publishes without waiting for them.
+SERVER_LOOP: dict[str, asyncio.AbstractEventLoop] = {}
+
+
+def _log_failure(future: concurrent.futures.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("could not publish a wake", exc_info=future.exception())
+
+
 def publish(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
+        return
+    loop = SERVER_LOOP.get("loop")
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is not None and running is None and loop.is_running():
+        # A request's worker thread: the wake needs no answer, so it does not wait for one.
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        future.add_done_callback(_log_failure)
         return
     try:
         async_to_sync(layer.group_send)(group, message)
