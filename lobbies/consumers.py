@@ -26,6 +26,16 @@ from lobbies.tokens import agent_for_token
 
 log = logging.getLogger("pocolobby.stream")
 
+
+def on_worker(fn: Any) -> Any:
+    """Database work of a socket on a pool thread, not the one thread all sockets would share.
+
+    Each socket keeps its own order (its push lock); SQLite writers queue on the backend's
+    in-process lock (pocolobby/sqlite).
+    """
+    return database_sync_to_async(fn, thread_sensitive=False)
+
+
 MAX_FRAME_BYTES = 16 * 1024
 FACT_FLUSH_SECONDS = 0.02
 # Consumers of this process, for the presence heartbeat.
@@ -58,7 +68,7 @@ class FactQueue:
             batch, self.pending = self.pending, []
             if batch:
                 try:
-                    await database_sync_to_async(dispatch.record_transport_facts)(batch)
+                    await on_worker(dispatch.record_transport_facts)(batch)
                 except Exception:
                     log.exception("could not record %d transport facts", len(batch))
 
@@ -109,7 +119,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         await self.accept()
         try:
-            self.claim = await database_sync_to_async(_authenticate_and_claim)(_headers(self.scope))
+            self.claim = await on_worker(_authenticate_and_claim)(_headers(self.scope))
         except BrokerError as error:
             await self._refuse(error)
             return
@@ -119,9 +129,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.connection_pk = await database_sync_to_async(dispatch.open_connection)(
-            agent.pk, self.generation
-        )
+        self.connection_pk = await on_worker(dispatch.open_connection)(agent.pk, self.generation)
         LOCAL.add(self)
         # Fence every other socket of this agent: older generations and stale twins.
         await self.channel_layer.group_send(
@@ -146,7 +154,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         if self.claim.started:
             await self._send_built(dispatch.bootstrap_frame, self.agent_pk, self.generation)
         else:
-            await database_sync_to_async(dispatch.reconnected)(self.agent_pk, self.generation)
+            await on_worker(dispatch.reconnected)(self.agent_pk, self.generation)
         await self._push()
 
     async def _refuse(self, error: BrokerError) -> None:
@@ -163,7 +171,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             self.flush_task.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.connection_pk is not None:
-            await database_sync_to_async(dispatch.close_connection)(self.connection_pk)
+            await on_worker(dispatch.close_connection)(self.connection_pk)
 
     # ------------------------------------------------------------ frames from the bridge
 
@@ -193,9 +201,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             notice_id = frame.get("notice_id")
             known = isinstance(notice_id, str) and (
                 notice_id in self.sent_notices
-                or await database_sync_to_async(dispatch.notice_known)(
-                    self.agent_pk, self.generation, notice_id
-                )
+                or await on_worker(dispatch.notice_known)(self.agent_pk, self.generation, notice_id)
             )
             if known:
                 FACTS.add((self.agent_pk, self.generation, notice_id, kind))
@@ -256,16 +262,14 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await database_sync_to_async(dispatch.push_frame)(
-                    self.agent_pk, self.generation
-                )
+                frame = await on_worker(dispatch.push_frame)(self.agent_pk, self.generation)
                 if frame is None:
                     return
                 await self._send_frame(frame)
 
     async def _send_built(self, build: Any, *args: Any) -> None:
         async with self.push_lock:
-            frame = await database_sync_to_async(build)(*args)
+            frame = await on_worker(build)(*args)
             if frame is not None:
                 await self._send_frame(frame)
 

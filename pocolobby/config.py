@@ -90,7 +90,7 @@ class Bounds:
     checkpoint_bytes: int = 32 * 1024
     # A scheduled message delivered later than this after its time says it is late.
     late_after_seconds: int = 60
-    push_batch_ms: int = 20
+    push_batch_ms: int = 10
     # Delays before each retry of an unresolved notification; its length is the budget.
     notify_retry_seconds: tuple[float, ...] = (30, 60, 120, 300, 300)
     receipt_wait_seconds: float = 2
