@@ -109,19 +109,6 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
 _SILENT_SELF_NOTE = Q(message__deliver_at__isnull=True, message__schedule__isnull=True)
 
 
-def _pushable_to(agent_pk: int, generation: int) -> Any:
-    """Pending deliveries this generation has not been sent."""
-    return (
-        Delivery.objects.filter(recipient_id=agent_pk, state=DeliveryState.PENDING)
-        .filter(Q(pushed_generation__isnull=True) | ~Q(pushed_generation=generation))
-        .exclude(Q(message__sender_id=agent_pk) & _SILENT_SELF_NOTE)
-    )
-
-
-def _pushable(agent: Agent) -> Any:
-    return _pushable_to(agent.pk, agent.runtime_generation)
-
-
 def _schedule_retry(agent: Agent, now: datetime) -> None:
     if agent.notify_next_at is None:
         agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
@@ -138,14 +125,15 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         if agent is None or agent.ready_at is not None:
             return None
         now = timezone.now()
-        backlog = list(
-            _pushable(agent)
-            .filter(message__sequence__lte=agent.backlog_sequence)
-            .order_by("message__sequence")
-            .values_list("pk", "message_id")
+        backlog = store.select_all(
+            Delivery,
+            _PUSHABLE_SQL + " AND m.sequence <= %s",
+            [agent_pk, generation, agent_pk, agent.backlog_sequence],
+            join=_MESSAGE_JOIN,
+            tail="ORDER BY m.sequence",
         )
-        ids = [message_id for _, message_id in backlog]
-        Delivery.objects.filter(pk__in=[pk for pk, _ in backlog]).update(
+        ids = [d.message_id for d in backlog]
+        Delivery.objects.filter(pk__in=[d.pk for d in backlog]).update(
             pushed_generation=generation, pushed_at=now
         )
         shown = presentation.bootstrap_notice(
@@ -290,14 +278,6 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
                     Notice.objects.filter(id=notice.id).update(host_written_at=now)
                 if notice.kind != NoticeKind.RECEIPTS:
                     deliveries.update(notification_attempted_at=now, notified_generation=generation)
-
-
-def record_transport_fact(agent_pk: int, generation: int, notice_id: str, fact: str) -> bool:
-    """One fact, recorded at once (tests and tools); the stream batches them."""
-    if not notice_known(agent_pk, generation, notice_id):
-        return False
-    record_transport_facts([(agent_pk, generation, notice_id, fact)])
-    return True
 
 
 # ---------------------------------------------------------------- presence

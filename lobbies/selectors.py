@@ -141,11 +141,24 @@ def room_entry(room: Room) -> dict[str, Any]:
 def list_rooms(viewer: Agent) -> dict[str, Any]:
     """Every room of the lobby with its members: membership is no secret inside a lobby."""
     rooms = Room.objects.filter(lobby_id=viewer.lobby_id).order_by("room_id")
-    return {"rooms": [{**room_entry(r), "member": viewer_in(r, viewer)} for r in rooms]}
-
-
-def viewer_in(room: Room, viewer: Agent) -> bool:
-    return RoomMember.objects.filter(room=room, agent=viewer).exists()
+    members: dict[int, list[str]] = {}
+    for room_pk, name in (
+        RoomMember.objects.filter(room__lobby_id=viewer.lobby_id)
+        .order_by("agent__agent_id")
+        .values_list("room_id", "agent__agent_id")
+    ):
+        members.setdefault(room_pk, []).append(name)
+    return {
+        "rooms": [
+            {
+                "room_id": r.room_id,
+                "members": members.get(r.pk, []),
+                "created_at": iso(r.created_at),
+                "member": viewer.agent_id in members.get(r.pk, []),
+            }
+            for r in rooms
+        ]
+    }
 
 
 def schedule_entry(schedule: Schedule) -> dict[str, Any]:
