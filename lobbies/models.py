@@ -515,6 +515,18 @@ class AuditAction(models.TextChoices):
     ROOM_ARCHIVED = "room_archived"
     ROOM_RESTORED = "room_restored"
     AGENTS_RESTED = "agents_rested"
+    ACCOUNT_CREATED = "account_created"
+    ACCOUNT_DISABLED = "account_disabled"
+    ACCOUNT_ENABLED = "account_enabled"
+    OWNER_SET = "owner_set"
+    VIEWER_ADDED = "viewer_added"
+    VIEWER_REMOVED = "viewer_removed"
+    VISIBILITY_CHANGED = "visibility_changed"
+    SUMMARY_SETTINGS_CHANGED = "summary_settings_changed"
+    AGENT_APPEARANCE_CHANGED = "agent_appearance_changed"
+    NOTES_SOURCE_CHANGED = "notes_source_changed"
+    REPOSITORY_APPROVED = "repository_approved"
+    REPOSITORY_WITHDRAWN = "repository_withdrawn"
 
 
 class AuditEvent(models.Model):

@@ -11,8 +11,15 @@ _NAME = re.compile(NAME_PATTERN)
 
 # Lobby names become URL segments and host labels; these are taken by routes.
 RESERVED_LOBBY_NAMES = frozenset(
-    {"settings", "sign-in", "signin", "open", "api", "v1", "admin", "static", "handoff", "www"}
+    {
+        "settings", "sign-in", "signin", "sign-out", "open", "api", "v1", "admin", "static",
+        "handoff", "www", "account", "lobbies", "ticket", "activity", "mail",
+    }
 )
+
+
+def is_name(value: str) -> bool:
+    return bool(_NAME.match(value))
 
 
 def check_name(value: str, what: str) -> str:

@@ -28,16 +28,21 @@ from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
 from lobbies.http import in_worker_thread  # noqa: E402
+from pocolobby.hosts import HostRefused, site_for  # noqa: E402
 
 
 def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
     try:
-        request.get_host()
+        site = site_for(request.get_host(), request.path_info)
     except DisallowedHost:
         return JsonResponse(
             {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
             status=400,
         )
+    except HostRefused:
+        return None
+    if site.place != "api":
+        return None  # Django answers: a lobby host or the account area serves no API
     try:
         match = resolve(request.path_info)
     except Resolver404:

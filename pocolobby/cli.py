@@ -57,6 +57,8 @@ def serve(args: argparse.Namespace) -> int:
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
 
+    # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
+    os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
     from lobbies import dispatch
     from pocolobby.asgi import application

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 
@@ -45,3 +45,50 @@ class StaticFilesMiddleware:
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         response = self._static(request)
         return response if response is not None else await self.get_response(request)
+
+
+class HostRouting:
+    """Send each request to its place's URLs (pocolobby/hosts.py) or refuse a foreign Host.
+
+    A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
+    resolved as `/settings` with `request.site.base == "/team"`.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    URLCONFS: dict[str, str] = {
+        "api": "pocolobby.urls_api",
+        "account": "console.urls",
+        "lobby": "board.urls",
+    }
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def _route(self, request: HttpRequest) -> HttpResponseBase | None:
+        from pocolobby.hosts import HostRefused, site_for
+
+        try:
+            site = site_for(request.get_host(), request.path_info)
+        except HostRefused as refused:
+            return HttpResponse(
+                f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
+            )
+        request.site = site  # type: ignore[attr-defined]
+        request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
+        if site.base:
+            request.path_info = request.path_info[len(site.base) :] or "/"
+        return None
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        if self.is_async:
+            return self._acall(request)
+        return self._route(request) or self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        refused = self._route(request)
+        return refused if refused is not None else await self.get_response(request)

@@ -23,6 +23,37 @@ ALLOWED_HOSTS = [
     if h.strip()
 ]
 
+# Hosted mode: the account area at this domain (it may carry a port), lobbies at
+# <lobby>.<domain>, the API on API hosts. Without it the broker is local (pocolobby/hosts.py).
+POCOLOBBY_DOMAIN = os.environ.get("POCOLOBBY_DOMAIN", "").strip().lower().rstrip(".")
+POCOLOBBY_API_HOSTS = frozenset(
+    h.strip().lower()
+    for h in os.environ.get(
+        "POCOLOBBY_API_HOSTS", f"api.{POCOLOBBY_DOMAIN}" if POCOLOBBY_DOMAIN else ""
+    ).split(",")
+    if h.strip()
+)
+POCOLOBBY_PUBLIC_SCHEME = os.environ.get("POCOLOBBY_PUBLIC_SCHEME", "https")
+POCOLOBBY_PORT = int(os.environ.get("POCOLOBBY_PORT", "8787"))
+if POCOLOBBY_DOMAIN:
+    _bare = POCOLOBBY_DOMAIN.rsplit(":", 1)[0] if ":" in POCOLOBBY_DOMAIN else POCOLOBBY_DOMAIN
+    ALLOWED_HOSTS += [_bare, f".{_bare}"]
+
+# Mail for sign-in codes: Postmark when POSTMARK_TOKEN is set (console/mail.py).
+POSTMARK_TOKEN = os.environ.get("POSTMARK_TOKEN", "")
+POCOLOBBY_MAIL_FROM = os.environ.get("POCOLOBBY_MAIL_FROM", "")
+EMAIL_BACKEND = os.environ.get("POCOLOBBY_EMAIL_BACKEND") or (
+    "postmarker.django.EmailBackend" if POSTMARK_TOKEN else "console.mail.MissingMailBackend"
+)
+POSTMARK = {"TOKEN": POSTMARK_TOKEN, "TEST_MODE": False, "VERBOSITY": 0}
+DEFAULT_FROM_EMAIL = POCOLOBBY_MAIL_FROM or "PocoLobby <no-reply@localhost>"
+
+# The dashboard's outside services; each is named on the page when missing.
+GITHUB_TOKEN = os.environ.get("POCOLOBBY_GITHUB_TOKEN", "")
+GITHUB_API_URL = os.environ.get("POCOLOBBY_GITHUB_API_URL", "https://api.github.com")
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("POCOLOBBY_ANTHROPIC_BASE_URL") or None
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -41,6 +72,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "pocolobby.middleware.StaticFilesMiddleware",
+    "pocolobby.middleware.HostRouting",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -51,7 +83,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
-ROOT_URLCONF = "pocolobby.urls"
+ROOT_URLCONF = "pocolobby.urls_api"
 ASGI_APPLICATION = "pocolobby.asgi.application"
 
 TEMPLATES = [

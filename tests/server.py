@@ -139,7 +139,7 @@ class Broker:
                         f"its output:\n{self.log_text()}"
                     )
                 try:
-                    response = client.get(f"{self.url}/")
+                    response = client.get(f"{self.url}/v1/health")
                     if response.status_code == 200:
                         return
                     last_error = f"HTTP {response.status_code}"

@@ -10,15 +10,15 @@ from django.test import Client
 @pytest.fixture
 def operator_browser(db) -> Client:
     user = get_user_model().objects.create_superuser("operator", "op@example.com", "pw-unused")
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1:8787", secure=True)
     client.force_login(user)
     return client
 
 
-@pytest.mark.parametrize("page", ["lobby", "agent", "message", "delivery", "auditevent"])
-def test_every_store_page_lists_without_tokens(operator_browser, lead, backend, page):
+@pytest.mark.parametrize("store_page", ["lobby", "agent", "message", "delivery", "auditevent"])
+def test_every_store_page_lists_without_tokens(operator_browser, lead, backend, store_page):
     lead.send("backend", "Review <b>this</b>", "r-1")
-    response = operator_browser.get(f"/admin/lobbies/{page}/")
+    response = operator_browser.get(f"/admin/lobbies/{store_page}/")
     assert response.status_code == 200
     body = response.content.decode()
     assert lead.token not in body and backend.token not in body
@@ -43,5 +43,5 @@ def test_nothing_accepted_can_be_added_or_deleted_in_the_admin(operator_browser,
 
 
 def test_the_admin_needs_a_signed_in_staff_user(db):
-    response = Client().get("/admin/lobbies/message/")
+    response = Client(HTTP_HOST="127.0.0.1:8787").get("/admin/lobbies/message/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]

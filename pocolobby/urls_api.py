@@ -1,15 +1,9 @@
+"""The API hosts' routes: /v1 only. Pages live in console.urls and board.urls."""
+
 from __future__ import annotations
 
-from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
-
-
-def home(request: HttpRequest) -> HttpResponse:
-    return HttpResponse(
-        "PocoLobby broker. Agents use /v1 with a bearer token; see docs/API.md.\n",
-        content_type="text/plain; charset=utf-8",
-    )
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -30,11 +24,15 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     return HttpResponse("Bad request\n", status=400, content_type="text/plain; charset=utf-8")
 
 
+def health(request: HttpRequest) -> JsonResponse:
+    """Readiness for proxies and tests: the process answers; it reads nothing."""
+    return JsonResponse({"ok": True, "service": "pocolobby"})
+
+
 handler400 = bad_request
 handler404 = not_found
 
 urlpatterns = [
-    path("", home),
+    path("v1/health", health),
     path("v1/", include("lobbies.urls")),
-    path("admin/", admin.site.urls),
 ]

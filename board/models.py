@@ -1,0 +1,183 @@
+"""What the dashboard keeps: its settings, the last notes snapshot per source, every summary
+attempt, and the agents' turn activity and token counts.
+
+It is a projection, never a task database: live facts (owner requests, messages, presence)
+are read from the lobby's own tables at render time.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from lobbies.models import Agent, Lobby, Room, closed_set
+
+
+class Visibility(models.TextChoices):
+    PRIVATE = "private"
+    PUBLIC = "public"
+
+
+class SummaryModel(models.TextChoices):
+    HAIKU = "claude-haiku-5-5", "Claude Haiku 5.5"
+    SONNET = "claude-sonnet-5-5", "Claude Sonnet 5.5"
+
+
+class Effort(models.TextChoices):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class BoardConfig(models.Model):
+    """The lobby's dashboard settings row."""
+
+    lobby = models.OneToOneField(Lobby, on_delete=models.CASCADE, related_name="board_config")
+    visibility = models.CharField(
+        max_length=8, choices=Visibility.choices, default=Visibility.PRIVATE
+    )
+    summary_model = models.CharField(
+        max_length=40, choices=SummaryModel.choices, default=SummaryModel.HAIKU
+    )
+    summary_effort = models.CharField(max_length=8, choices=Effort.choices, default=Effort.LOW)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=closed_set("visibility", Visibility), name="board_visibility"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("summary_model", SummaryModel), name="board_summary_model"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("summary_effort", Effort), name="board_summary_effort"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"dashboard of {self.lobby}"
+
+
+class AgentAppearance(models.Model):
+    """How the owner wants an agent shown; hidden agents get no row and no summary."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="appearance")
+    emoji = models.CharField(max_length=16, blank=True, default="")
+    display_name = models.CharField(max_length=40, blank=True, default="")
+    hidden = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"appearance of {self.agent}"
+
+
+class NotesSource(models.Model):
+    """One room's notes: an approved repository, a ref and the paths to read at one commit."""
+
+    room = models.OneToOneField(Room, on_delete=models.CASCADE, related_name="notes_source")
+    repository = models.CharField(max_length=140)
+    ref = models.CharField(max_length=200, default="main")
+    paths = models.JSONField(default=list)
+    # Bumped on every settings change: a fetch stores its snapshot only if it is unchanged.
+    settings_version = models.PositiveIntegerField(default=1)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=300, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"notes of {self.room}: {self.repository}"
+
+
+class NotesSnapshot(models.Model):
+    """The notes at one commit; its ETag advances only with the snapshot it describes."""
+
+    source = models.OneToOneField(NotesSource, on_delete=models.CASCADE, related_name="snapshot")
+    commit = models.CharField(max_length=40)
+    etag = models.CharField(max_length=200, blank=True, default="")
+    # [{"path", "sha", "content", "truncated"}] in the source's path order.
+    files = models.JSONField(default=list)
+    truncated = models.BooleanField(default=False)
+    fetched_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"snapshot {self.commit[:7]} of {self.source_id}"
+
+
+class AttemptOutcome(models.TextChoices):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # network, timeout, API error
+    INVALID = "invalid"  # an answer that did not validate
+
+
+class SummaryAttempt(models.Model):
+    """Every summarizer attempt, paid or not, with its usage and cost; failures included."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="summary_attempts")
+    model = models.CharField(max_length=40, choices=SummaryModel.choices)
+    effort = models.CharField(max_length=8, choices=Effort.choices)
+    input_hash = models.CharField(max_length=64)
+    outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
+    error = models.CharField(max_length=300, blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, default=0)
+    # {"agents": {agent_id: {"now": str, "next": str | None}}, "sources": [...]} when succeeded.
+    summary = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=closed_set("outcome", AttemptOutcome), name="summary_outcome"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("model", SummaryModel), name="summary_attempt_model"
+            ),
+            models.CheckConstraint(
+                condition=closed_set("effort", Effort), name="summary_attempt_effort"
+            ),
+            models.CheckConstraint(condition=Q(cost_usd__gte=0), name="summary_cost_nonnegative"),
+        ]
+        indexes = [models.Index(fields=["lobby", "started_at"], name="summary_lobby_time")]
+
+    def __str__(self) -> str:
+        return f"{self.outcome} summary of {self.lobby_id}"
+
+
+class WorkStretch(models.Model):
+    """A turn the agent's hooks reported: from UserPromptSubmit to Stop."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="work_stretches")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "started_at"], name="stretch_agent_time")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                name="stretch_ends_after_start",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"work of {self.agent_id} from {self.started_at}"
+
+
+class TokenDay(models.Model):
+    """One agent's token counts for one UTC day, read from its session transcripts."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="token_days")
+    day = models.DateField()
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_creation_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "day"], name="token_day_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"tokens of {self.agent_id} on {self.day}"

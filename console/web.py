@@ -1,0 +1,128 @@
+"""What every page view shares: cookies, the strict JSON POST, and plain refusals.
+
+Page code reads only its cookies and never `Authorization`. Every settings POST is JSON from
+its page's exact origin with only its route's fields, parsed by a pydantic model that forbids
+anything else; a refusal names what was wrong and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from typing import Any, TypeVar
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pocolobby.hosts import Site, page_origin
+
+MAX_FORM_BYTES = 16 * 1024
+
+Form = TypeVar("Form", bound=BaseModel)
+
+
+class StrictForm(BaseModel):
+    """A settings route's fields: nothing more, nothing coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True)
+
+
+class PageRefusal(Exception):
+    """A request a page refuses, with the status and a sentence for the person."""
+
+    def __init__(self, status: int, message: str, code: str = "refused") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+def site_of(request: HttpRequest) -> Site:
+    return request.site  # type: ignore[attr-defined,no-any-return]
+
+
+def new_secret() -> tuple[str, str]:
+    """A fresh cookie or link token and the SHA-256 to store; the token is never stored."""
+    token = secrets.token_urlsafe(32)
+    return token, digest(token)
+
+
+def digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def set_host_cookie(response: HttpResponse, name: str, value: str, max_age: int) -> None:
+    """A `__Host-` cookie: Secure, Path=/, no Domain, so it stays on this one host."""
+    response.set_cookie(
+        f"__Host-{name}",
+        value,
+        max_age=max_age,
+        path="/",
+        secure=True,
+        httponly=True,
+        samesite="Lax",
+    )
+
+
+def host_cookie(request: HttpRequest, name: str) -> str:
+    return request.COOKIES.get(f"__Host-{name}", "")
+
+
+def clear_host_cookie(response: HttpResponse, name: str) -> None:
+    response.delete_cookie(f"__Host-{name}", path="/", samesite="Lax")
+    # delete_cookie sets Secure only for __Secure-/__Host- names it recognises; make sure.
+    response.cookies[f"__Host-{name}"]["secure"] = True
+
+
+def parse_json_post(request: HttpRequest, form: type[Form]) -> Form:
+    """The route's fields from a JSON body sent by this page's exact origin, or a refusal."""
+    if request.method != "POST":
+        raise PageRefusal(405, "this address takes a POST", "method_not_allowed")
+    expected = page_origin(request.get_host())
+    origin = request.headers.get("Origin", "")
+    if origin != expected:
+        raise PageRefusal(
+            403,
+            f"this form must be sent from {expected} (it came from {origin or 'nowhere'})",
+            "bad_origin",
+        )
+    if request.content_type != "application/json":
+        raise PageRefusal(415, "send the form as application/json", "bad_content_type")
+    if len(request.body) > MAX_FORM_BYTES:
+        raise PageRefusal(413, f"the form is larger than {MAX_FORM_BYTES} bytes", "too_large")
+    try:
+        data = json.loads(request.body or b"null")
+    except ValueError:
+        raise PageRefusal(400, "the form is not valid JSON", "bad_json") from None
+    if not isinstance(data, dict):
+        raise PageRefusal(400, "the form must be a JSON object", "bad_json")
+    try:
+        return form.model_validate(data)
+    except ValidationError as error:
+        raise PageRefusal(400, describe(error), "invalid_field") from None
+
+
+def describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "the form"
+        if item["type"] == "extra_forbidden":
+            parts.append(f"{where}: not a field of this form")
+        else:
+            parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def refusal_response(request: HttpRequest, refusal: PageRefusal) -> HttpResponse:
+    """JSON for the page's script, a small page for a browser's navigation."""
+    if request.method == "POST" or request.headers.get("HX-Request"):
+        return JsonResponse(
+            {"error": {"code": refusal.code, "message": refusal.message}}, status=refusal.status
+        )
+    return render(request, "refused.html", {"message": refusal.message}, status=refusal.status)
+
+
+def json_ok(**fields: Any) -> JsonResponse:
+    return JsonResponse({"ok": True, **fields})

@@ -1,0 +1,86 @@
+// PocoLobby pages: forms go out as JSON from this page's origin; live parts refresh only
+// while the page is visible; a local operator's #ticket= is posted back once.
+(function () {
+  "use strict";
+
+  function fieldValue(el) {
+    if (el.type === "checkbox") return el.checked;
+    if (el.dataset.type === "int") return el.value === "" ? null : parseInt(el.value, 10);
+    if (el.dataset.type === "lines") {
+      return el.value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
+    }
+    if (el.multiple) return Array.from(el.selectedOptions).map(function (o) { return o.value; });
+    return el.value;
+  }
+
+  function formBody(form) {
+    var body = {};
+    Array.from(form.elements).forEach(function (el) {
+      if (!el.name || el.disabled || el.type === "submit") return;
+      if (el.type === "radio") { if (el.checked) body[el.name] = el.value; return; }
+      body[el.name] = fieldValue(el);
+    });
+    return body;
+  }
+
+  function say(form, text, failed) {
+    var status = form.querySelector("[data-form-status]");
+    if (!status) return;
+    status.textContent = text;
+    status.classList.toggle("error", !!failed);
+  }
+
+  async function postJSON(url, body) {
+    var response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(body),
+    });
+    var data = {};
+    try { data = await response.json(); } catch (e) { data = {}; }
+    return { ok: response.ok, data: data };
+  }
+
+  document.addEventListener("submit", async function (event) {
+    var form = event.target;
+    if (!form.matches("form[data-json]")) return;
+    event.preventDefault();
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
+    say(form, "Saving…", false);
+    try {
+      var result = await postJSON(form.getAttribute("action"), formBody(form));
+      if (!result.ok) {
+        var message = (result.data.error && result.data.error.message) || "That did not work.";
+        say(form, message, true);
+        return;
+      }
+      if (result.data.redirect) { window.location.assign(result.data.redirect); return; }
+      if (form.dataset.reload !== undefined) { window.location.reload(); return; }
+      say(form, result.data.message || "Saved.", false);
+    } catch (e) {
+      say(form, "The broker did not answer; nothing was changed.", true);
+    }
+  });
+
+  // Live parts refresh only while someone can see them.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var el = event.detail && event.detail.elt;
+    if (document.hidden && el && el.hasAttribute("data-live")) event.preventDefault();
+  });
+
+  // A local operator's link: the ticket is in the fragment, which never reaches a server.
+  var hash = window.location.hash;
+  if (hash.indexOf("#ticket=") === 0) {
+    var ticket = decodeURIComponent(hash.slice(8));
+    history.replaceState(null, "", window.location.pathname);
+    postJSON("/ticket", { ticket: ticket }).then(function (result) {
+      if (result.ok) { window.location.assign(result.data.redirect || "/"); return; }
+      var out = document.querySelector("[data-ticket-status]");
+      if (out) {
+        out.textContent = (result.data.error && result.data.error.message) ||
+          "That link did not work.";
+      }
+    });
+  }
+})();
