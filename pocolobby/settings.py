@@ -47,6 +47,8 @@ EMAIL_BACKEND = os.environ.get("POCOLOBBY_EMAIL_BACKEND") or (
 )
 POSTMARK = {"TOKEN": POSTMARK_TOKEN, "TEST_MODE": False, "VERBOSITY": 0}
 DEFAULT_FROM_EMAIL = POCOLOBBY_MAIL_FROM or "PocoLobby <no-reply@localhost>"
+# Only for Django's file-based backend (local checks and the browser tests read it).
+EMAIL_FILE_PATH = os.environ.get("POCOLOBBY_EMAIL_FILE_PATH") or str(DATA_DIR / "mail")
 
 # The dashboard's outside services; each is named on the page when missing.
 GITHUB_TOKEN = os.environ.get("POCOLOBBY_GITHUB_TOKEN", "")

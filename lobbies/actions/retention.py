@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
-from lobbies.models import Message, Notice, Schedule, ScheduleStatus
+from lobbies.models import AuditEvent, Message, Notice, Schedule, ScheduleStatus
 
 KEPT_FOR = timedelta(days=1)
 BATCH = 500
+# Each lobby's newest audit events, and as many without a lobby: years at a few a day, but
+# an agent resuming its runtime in a loop writes one per request.
+AUDIT_KEPT_PER_LOBBY = 10_000
 
 
 def _expired_ids(cutoff: datetime) -> list[int]:
@@ -43,4 +47,18 @@ def sweep(now: datetime) -> dict[str, int]:
     old_notices = Notice.objects.filter(created_at__lte=cutoff)
     if old_notices.exists():
         counts["notices"] = old_notices.delete()[0]
+    counts["audit_events"] = trim_audit_events()
     return counts
+
+
+def trim_audit_events() -> int:
+    """Delete audit events beyond each lobby's newest AUDIT_KEPT_PER_LOBBY (index reads)."""
+    deleted = 0
+    names = AuditEvent.objects.order_by().values_list("lobby_name", flat=True).distinct()
+    for name in list(names):
+        newest = AuditEvent.objects.filter(lobby_name=name).order_by("-created_at", "-id")
+        boundary = newest.values_list("created_at", "id")[AUDIT_KEPT_PER_LOBBY:][:1]
+        for at, pk in boundary:
+            older = Q(created_at__lt=at) | Q(created_at=at, id__lte=pk)
+            deleted += AuditEvent.objects.filter(older, lobby_name=name).delete()[0]
+    return deleted

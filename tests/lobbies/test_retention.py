@@ -86,3 +86,24 @@ def test_an_idle_sweep_only_reads(lead, backend):
     with CaptureQueriesContext(connection) as queries:
         sweep(T0 + timedelta(hours=1))
     assert all(q["sql"].lstrip().upper().startswith("SELECT") for q in queries.captured_queries)
+
+
+def test_audit_events_beyond_each_lobbys_newest_are_trimmed(db, monkeypatch):
+    from lobbies.actions import retention
+    from lobbies.models import ActorKind, AuditAction, AuditEvent
+
+    monkeypatch.setattr(retention, "AUDIT_KEPT_PER_LOBBY", 3)
+    for i in range(5):
+        for lobby in ("team", "other", ""):
+            AuditEvent.objects.create(
+                actor_kind=ActorKind.OPERATOR,
+                action=AuditAction.LOBBY_CREATED,
+                lobby_name=lobby,
+                target=f"{lobby}-{i}",
+                created_at=T0 + timedelta(minutes=i),
+            )
+    assert retention.trim_audit_events() == 6
+    for lobby in ("team", "other", ""):
+        kept = AuditEvent.objects.filter(lobby_name=lobby).values_list("target", flat=True)
+        assert sorted(kept) == [f"{lobby}-2", f"{lobby}-3", f"{lobby}-4"]
+    assert retention.trim_audit_events() == 0

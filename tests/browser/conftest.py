@@ -1,0 +1,151 @@
+"""Browser tests: Debian's Chromium driven by Playwright against a real broker subprocess.
+
+The broker runs hosted on `pocolobby.localhost:<port>`: Chromium resolves every
+`*.localhost` name to loopback and treats it as a secure context, so each lobby gets its own
+host and its own `__Host-` cookies over plain HTTP, as it would on a real domain with TLS.
+Mail goes to Django's file backend in the broker's data directory, where a test reads the code.
+Screenshots are kept under test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server import Broker, free_port
+
+CHROMIUM = "/usr/bin/chromium"
+ADMIN_TOKEN = "pla_browser-admin-token"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+# Desktop and phone width, light and dark: every browser test runs in each.
+LOOKS = {
+    "desktop-light": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "light"},
+    "desktop-dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
+    "phone-light": {
+        "viewport": {"width": 390, "height": 844},
+        "color_scheme": "light",
+        "is_mobile": True,
+        "has_touch": True,
+        "device_scale_factor": 2,
+    },
+    "phone-dark": {
+        "viewport": {"width": 390, "height": 844},
+        "color_scheme": "dark",
+        "is_mobile": True,
+        "has_touch": True,
+        "device_scale_factor": 2,
+    },
+}
+
+
+@dataclass
+class HostedBroker:
+    broker: Broker
+    domain: str
+    mail_dir: Path
+
+    @property
+    def account_url(self) -> str:
+        return f"http://{self.domain}"
+
+    def lobby_url(self, lobby: str) -> str:
+        return f"http://{lobby}.{self.domain}"
+
+    def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = httpx.request(
+            method,
+            f"{self.broker.url}/v1/admin{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=10,
+        )
+        assert response.status_code < 300, response.text
+        return response.json()
+
+    def agent_call(self, token: str, method: str, path: str, body: Any = None) -> Any:
+        response = httpx.request(
+            method,
+            f"{self.broker.url}/v1{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert response.status_code < 300, response.text
+        return response.json()
+
+    def latest_code(self, address: str, timeout: float = 10.0) -> str:
+        """The newest six-digit code mailed to `address`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = ""
+            for path in sorted(self.mail_dir.glob("*.log"), key=lambda p: p.stat().st_mtime):
+                for message in path.read_text(errors="replace").split("-" * 79):
+                    if f"To: {address}" in message:
+                        match = re.search(r"\b(\d{6})\b", message.split("\n\n", 1)[-1])
+                        if match:
+                            found = match.group(1)
+            if found:
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"no code was mailed to {address}")
+
+
+@pytest.fixture(scope="session")
+def hosted_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedBroker]:
+    port = free_port()
+    data_dir = tmp_path_factory.mktemp("browser-broker")
+    domain = f"pocolobby.localhost:{port}"
+    mail_dir = data_dir / "mail"
+    broker = Broker(
+        data_dir,
+        port=port,
+        env={
+            "POCOLOBBY_ADMIN_TOKEN": ADMIN_TOKEN,
+            "POCOLOBBY_DOMAIN": domain,
+            "POCOLOBBY_PUBLIC_SCHEME": "http",
+            # The test process reaches the API at 127.0.0.1; browsers never do.
+            "POCOLOBBY_API_HOSTS": f"127.0.0.1:{port}",
+            "POCOLOBBY_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+            "POCOLOBBY_EMAIL_FILE_PATH": str(mail_dir),
+            "POCOLOBBY_SIGN_IN_FLOOR_SECONDS": "0",
+        },
+    ).start()
+    yield HostedBroker(broker, domain, mail_dir)
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_type_launch_args, "executable_path": CHROMIUM}
+
+
+@pytest.fixture(params=list(LOOKS))
+def look(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def browser_context_args(browser_context_args: dict[str, Any], look: str) -> dict[str, Any]:
+    return {**browser_context_args, **LOOKS[look]}
+
+
+@pytest.fixture
+def shoot(look: str, request: pytest.FixtureRequest) -> Any:
+    """Save a full-page screenshot named after the test, the step and the look."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    test = re.sub(r"\W+", "-", request.node.originalname)
+
+    def save(browser_page: Any, step: str) -> Path:
+        path = ARTIFACTS / f"{test}--{step}--{look}.png"
+        browser_page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return save
