@@ -23,6 +23,7 @@ from lobbies.errors import BrokerError
 from lobbies.events import agent_group
 from lobbies.presentation import EVENT_VERSION
 from lobbies.tokens import agent_for_token
+from pocolobby.hosts import HostRefused, site_for
 
 log = logging.getLogger("pocolobby.stream")
 
@@ -83,6 +84,12 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
 def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
     if "origin" in headers:
         raise BrokerError(403, "origin_refused", "the stream serves bridges, not browser pages")
+    try:
+        place = site_for(headers.get("host", ""), "/v1/stream").place
+    except HostRefused:
+        place = None
+    if place != "api":
+        raise BrokerError(404, "not_found", "this host serves no API")
     version = headers.get("x-pocolobby-event-version", "")
     if version != str(EVENT_VERSION):
         raise BrokerError(

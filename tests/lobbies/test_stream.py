@@ -302,3 +302,17 @@ async def test_the_owners_reset_closes_the_holders_stream(backend):
     await sync(operator.reset_runtime)("my-team", "backend")
     error, code = await closed_with(stream)
     assert (error["code"], code) == ("runtime_retired", 4403)
+
+
+async def test_a_lobby_host_serves_no_stream_in_hosted_mode(backend, settings):
+    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
+    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
+    stream = await open_stream(
+        backend.token, new_runtime(), extra=[(b"host", b"team.pocolobby.test")]
+    )
+    error, code = await closed_with(stream)
+    assert (error["code"], code) == ("not_found", 4404)
+    api = await open_stream(backend.token, new_runtime(), extra=[(b"host", b"api.pocolobby.test")])
+    welcome, _notice = await bootstrapped(api)
+    assert welcome["generation"] == 1
+    await api.disconnect()
