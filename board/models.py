@@ -164,20 +164,36 @@ class WorkStretch(models.Model):
         return f"work of {self.agent_id} from {self.started_at}"
 
 
-class TokenDay(models.Model):
-    """One agent's token counts for one UTC day, read from its session transcripts."""
+class TokenSession(models.Model):
+    """One session's token counts for one UTC day, as the agent's Stop hook last read them.
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="token_days")
+    Each report carries the whole transcript's totals per day, so it replaces the row: sending
+    the same transcript again never counts twice. The Tokens page sums sessions at read time.
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="token_sessions")
+    session_id = models.CharField(max_length=100)
     day = models.DateField()
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     cache_read_tokens = models.BigIntegerField(default=0)
     cache_creation_tokens = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["agent", "day"], name="token_day_unique"),
+            models.UniqueConstraint(
+                fields=["agent", "session_id", "day"], name="token_session_day_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(input_tokens__gte=0)
+                & Q(output_tokens__gte=0)
+                & Q(cache_read_tokens__gte=0)
+                & Q(cache_creation_tokens__gte=0),
+                name="token_session_nonnegative",
+            ),
         ]
+        indexes = [models.Index(fields=["agent", "day"], name="token_session_agent_day")]
 
     def __str__(self) -> str:
-        return f"tokens of {self.agent_id} on {self.day}"
+        return f"tokens of {self.agent_id} in {self.session_id} on {self.day}"

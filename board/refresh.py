@@ -2,16 +2,31 @@
 
 The page calls `on_dashboard_opened` on every render or live refresh; it must return at
 once (notes fetches and summaries run in the background, one at a time per lobby) and never
-raise. `picture_of` reads only the store.
+raise. `picture_of` reads only the store (and what this process remembers of the summarizer:
+the daily ceiling, an attempt whose record waits to be stored).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
-from board.models import AttemptOutcome, SummaryAttempt
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from board import notes, summary
+from board.models import AttemptOutcome, NotesSnapshot, NotesSource, SummaryAttempt
 from lobbies.models import Lobby
+
+log = logging.getLogger(__name__)
+
+# However often the page polls (every 10 s), a lobby's background work starts at most this
+# often: nothing it does is due more often than the notes interval anyway.
+START_EVERY = timedelta(seconds=getattr(settings, "POCOLOBBY_BOARD_START_EVERY_SECONDS", 30))
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,8 @@ class SourceStatus:
     fetched_at: datetime | None
     truncated: bool
     problem: str  # plain words, "" when the last check went well
+    cut_files: tuple[str, ...] = ()  # paths cut to their share (or not read at all)
+    missing_paths: tuple[str, ...] = ()  # configured paths that named no file at that commit
 
 
 @dataclass(frozen=True)
@@ -37,23 +54,180 @@ class Picture:
     # Plain sentences for the page: a failed summary or fetch, a missing secret.
     problems: list[str] = field(default_factory=list)
     sources: list[SourceStatus] = field(default_factory=list)
+    # What this lobby's summary attempts cost over the last 24 hours, failures included.
+    cost_last_day_usd: Decimal = Decimal(0)
+
+
+@dataclass(frozen=True)
+class RefreshOutcome:
+    """What one background run did, for tests and logs."""
+
+    fetches: dict[int, notes.FetchResult] = field(default_factory=dict)  # by source id
+    summary: summary.SummaryStatus | None = None
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def picture_of(lobby: Lobby) -> Picture:
-    last = (
-        SummaryAttempt.objects.filter(lobby=lobby, outcome=AttemptOutcome.SUCCEEDED)
-        .order_by("-finished_at")
-        .first()
-    )
-    if last is None or not isinstance(last.summary, dict):
-        return Picture()
+    """The last good summary of the agents still shown, the sources and plain problems."""
+    problems: list[str] = []
+    sources = _sources(lobby, problems)
+    if sources and not settings.GITHUB_TOKEN:
+        problems.insert(0, notes.MISSING_TOKEN)
+    if not settings.ANTHROPIC_API_KEY:
+        problems.append(summary.MISSING_KEY)
+    attempts = SummaryAttempt.objects.filter(lobby=lobby)
+    last_good = attempts.filter(outcome=AttemptOutcome.SUCCEEDED).order_by("-finished_at").first()
+    last = attempts.order_by("-finished_at").first()
+    if last is not None and last.outcome != AttemptOutcome.SUCCEEDED:
+        reason = last.error or last.outcome
+        shown = (
+            f"showing the one from {_when(last_good.finished_at)}."
+            if last_good is not None
+            else "there is no earlier summary to show."
+        )
+        problems.append(
+            f"The last summary attempt failed ({reason}) at {_when(last.finished_at)}; {shown}"
+        )
+    problems.extend(summary.problems_in_memory(lobby.pk))
+    cost = summary.cost_since(lobby.pk, timezone.now() - timedelta(hours=24))
+    if last_good is None or not isinstance(last_good.summary, dict):
+        return Picture(problems=problems, sources=sources, cost_last_day_usd=cost)
+    visible = summary.visible_agent_ids(lobby.pk)
+    entries = last_good.summary.get("agents")
     agents = {
-        agent_id: AgentSummary(now=str(entry.get("now", "")), next=entry.get("next"))
-        for agent_id, entry in (last.summary.get("agents") or {}).items()
-        if isinstance(entry, dict)
+        agent_id: AgentSummary(
+            now=str(entry.get("now", "")),
+            next=entry["next"] if isinstance(entry.get("next"), str) else None,
+        )
+        for agent_id, entry in (entries if isinstance(entries, dict) else {}).items()
+        if agent_id in visible and isinstance(entry, dict)
     }
-    return Picture(agents=agents, summarized_at=last.finished_at)
+    return Picture(
+        agents=agents,
+        summarized_at=last_good.finished_at,
+        problems=problems,
+        sources=sources,
+        cost_last_day_usd=cost,
+    )
+
+
+def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
+    rows = (
+        NotesSource.objects.filter(room__lobby=lobby)
+        .select_related("room")
+        .order_by("room__room_id")
+    )
+    snapshots = {s.source_id: s for s in NotesSnapshot.objects.filter(source__room__lobby=lobby)}
+    statuses = []
+    total = 0
+    for source in rows:
+        snapshot = snapshots.get(source.pk)
+        files = snapshot.files if snapshot and isinstance(snapshot.files, list) else []
+        files = [f for f in files if isinstance(f, dict)]
+        total += sum(len(str(f.get("content", ""))) for f in files)
+        paths = [str(p) for p in source.paths] if isinstance(source.paths, list) else []
+        missing = (
+            notes.unmatched_paths(paths, [str(f.get("path", "")) for f in files])
+            if snapshot
+            else []
+        )
+        problem = source.last_error
+        if not problem and missing:
+            named = ", ".join(missing)
+            problem = f"No notes found at {named} in commit {snapshot.commit[:7]}."
+        statuses.append(
+            SourceStatus(
+                room=source.room.room_id,
+                repository=source.repository,
+                commit=snapshot.commit if snapshot else "",
+                fetched_at=snapshot.fetched_at if snapshot else None,
+                truncated=bool(snapshot.truncated) if snapshot else False,
+                problem=problem,
+                cut_files=tuple(str(f.get("path", "")) for f in files if f.get("truncated")),
+                missing_paths=tuple(missing),
+            )
+        )
+    if total > notes.LOBBY_CHARS:
+        problems.append(
+            f"The notes are longer than a summary reads ({notes.LOBBY_CHARS:,} characters); "
+            "the rest is left out of it."
+        )
+    return statuses
+
+
+# --- Background work ---------------------------------------------------------------------
+
+_lock = threading.Lock()
+_running: set[int] = set()
+_last_start: dict[int, datetime] = {}
+
+
+def forget() -> None:
+    """Drop what this process remembers (for tests)."""
+    with _lock:
+        _running.clear()
+        _last_start.clear()
+    notes.forget()
+    summary.forget()
 
 
 def on_dashboard_opened(lobby: Lobby) -> None:
     """Start a notes check or a summary in the background when the rules say so."""
+    try:
+        now = timezone.now()
+        with _lock:
+            if lobby.pk in _running:
+                return
+            started = _last_start.get(lobby.pk)
+            if started is not None and now - started < START_EVERY:
+                return
+            _running.add(lobby.pk)
+            _last_start[lobby.pk] = now
+        # A caller inside a transaction (a test, never a page) would hide its rows from
+        # another thread's connection, so the work runs on its own thread there.
+        if getattr(settings, "POCOLOBBY_BOARD_INLINE", False) or connection.in_atomic_block:
+            try:
+                run_refresh(lobby.pk)
+            finally:
+                with _lock:
+                    _running.discard(lobby.pk)
+            return
+        threading.Thread(
+            target=_in_background, args=(lobby.pk,), name=f"dashboard-{lobby.pk}", daemon=True
+        ).start()
+    except Exception:
+        log.exception("the dashboard's background work could not start for %s", lobby.pk)
+        with _lock:
+            _running.discard(lobby.pk)
+
+
+def _in_background(lobby_id: int) -> None:
+    try:
+        run_refresh(lobby_id)
+    finally:
+        with _lock:
+            _running.discard(lobby_id)
+        connection.close()
+
+
+def run_refresh(lobby_id: int) -> RefreshOutcome:
+    """Check the lobby's due notes sources, then summarize if the rules say so. Never raises."""
+    fetches: dict[int, notes.FetchResult] = {}
+    try:
+        lobby = Lobby.objects.filter(pk=lobby_id).first()
+        if lobby is None:
+            summary.forget(lobby_id)
+            return RefreshOutcome()
+        now = timezone.now()
+        for source in NotesSource.objects.filter(room__lobby_id=lobby_id).order_by("pk"):
+            if notes.is_due(source, now):
+                fetches[source.pk] = notes.fetch_source(source.pk)
+        if any(result.status == "stored" for result in fetches.values()):
+            summary.notes_changed(lobby_id)
+        return RefreshOutcome(fetches=fetches, summary=summary.maybe_summarize(lobby))
+    except Exception:
+        log.exception("the dashboard's background work failed for lobby %s", lobby_id)
+        return RefreshOutcome(fetches=fetches)

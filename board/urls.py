@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from django.urls import include, path
 
+from board import views
 from pocolobby.urls_api import bad_request, not_found
 
 handler400 = bad_request
 handler404 = not_found
 
 urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("parts/waiting", views.waiting_part, name="dashboard-waiting"),
+    path("parts/agents", views.agents_part, name="dashboard-agents"),
+    path("parts/accounts", views.accounts_part, name="dashboard-accounts"),
+    path("tokens", views.tokens, name="dashboard-tokens"),
     path("", include("console.lobby_urls")),
 ]

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from console.access import Visitor, account_of, operator_signed_in, visitor_of
 from console.models import Account
 from console.web import PageRefusal, refusal_response, site_of
+from lobbies.errors import BrokerError
 from lobbies.models import Lobby
 from pocolobby.hosts import hosted
 
@@ -52,6 +53,9 @@ def lobby_page(*, settings: bool = False) -> Callable[[LobbyView], Callable[...,
                     return _not_allowed(request, site.base, visitor, settings)
                 return view(request, LobbyPage(lobby, visitor, site.base), *args, **kwargs)
             except PageRefusal as refusal:
+                return refusal_response(request, refusal)
+            except BrokerError as error:
+                refusal = PageRefusal(error.status, error.message, error.code)
                 return refusal_response(request, refusal)
 
         return csrf_exempt(page)
@@ -95,6 +99,9 @@ def account_page(*, signed_in: bool = True) -> Callable[[AccountView], Callable[
                     raise PageRefusal(401, "sign in first", "signed_out")
                 return view(request, account, *args, **kwargs)
             except PageRefusal as refusal:
+                return refusal_response(request, refusal)
+            except BrokerError as error:
+                refusal = PageRefusal(error.status, error.message, error.code)
                 return refusal_response(request, refusal)
 
         return csrf_exempt(page)

@@ -5,11 +5,19 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
+from console import views
 from pocolobby.urls_api import bad_request, not_found
 
 handler400 = bad_request
 handler404 = not_found
 
 urlpatterns = [
+    path("", views.home),
+    path("lobbies/create", views.create_lobby),
+    path("sign-in", views.sign_in_page),
+    path("sign-in/code", views.sign_in_code),
+    path("sign-out", views.sign_out),
+    path("open/<str:lobby>", views.open_lobby),
+    path("ticket", views.redeem_ticket),
     path("admin/", admin.site.urls),
 ]

@@ -320,7 +320,16 @@ def list_agents(viewer: Agent) -> dict[str, Any]:
     agents = _with_last_message_at(
         Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
     )
-    return {"lobby": viewer.lobby.name, "agents": [agent_entry(a) for a in agents]}
+    from board.usage import readings_for, usage_entry
+
+    agents = list(agents)
+    readings, now = readings_for({a.pk for a in agents}), datetime.now(UTC)
+    return {
+        "lobby": viewer.lobby.name,
+        "agents": [
+            {**agent_entry(a), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
+        ],
+    }
 
 
 def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:

@@ -18,15 +18,30 @@ M = TypeVar("M", bound=models.Model)
 
 @functools.cache
 def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], list[Any]]:
-    """The column list, attribute names and per-column converters the ORM would apply."""
+    """The column list, attribute names and per-column converters the ORM would apply.
+
+    Converters are listed as (position, column, functions) for the columns that have any, so
+    reading a row touches only those.
+    """
     fields = model._meta.concrete_fields
     columns = ", ".join(f't."{f.column}"' for f in fields)
     converters = []
-    for field in fields:
+    for position, field in enumerate(fields):
         column = field.get_col(model._meta.db_table)
         found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        converters.append((column, found))
+        if found:
+            converters.append((position, column, found))
     return columns, [f.attname for f in fields], converters
+
+
+def _convert(row: Any, converters: list[Any]) -> list[Any]:
+    values = list(row)
+    for position, column, functions in converters:
+        value = values[position]
+        for convert in functions:
+            value = convert(value, column, connection)
+        values[position] = value
+    return values
 
 
 def select_all(
@@ -45,15 +60,7 @@ def select_all(
             params,
         )
         rows = cursor.fetchall()
-    instances = []
-    for row in rows:
-        values = []
-        for value, (column, functions) in zip(row, converters, strict=True):
-            for convert in functions:
-                value = convert(value, column, connection)
-            values.append(value)
-        instances.append(model.from_db(connection.alias, attnames, values))
-    return instances
+    return [model.from_db(connection.alias, attnames, _convert(row, converters)) for row in rows]
 
 
 def execute(sql: str, params: list[Any]) -> int:
@@ -61,6 +68,25 @@ def execute(sql: str, params: list[Any]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+@functools.lru_cache(maxsize=256)
+def _select_sql(
+    model: type[models.Model],
+    vendor: str,
+    where: str,
+    join: str,
+    annotations: tuple[tuple[str, str], ...],
+    for_update: bool,
+) -> str:
+    columns, _, _ = _reader(model, vendor)
+    extra = [f"{expression} AS {alias}" for alias, expression in annotations]
+    listed = ", ".join([columns, *extra])
+    return (
+        f'SELECT {listed} FROM "{model._meta.db_table}" t {join} '  # noqa: S608
+        f"WHERE {where} LIMIT 1"
+        + (" FOR UPDATE OF t" if for_update and vendor == "postgresql" else "")
+    )
 
 
 def select(
@@ -77,57 +103,88 @@ def select(
     `annotations` adds `alias: SQL expression` columns, set as plain attributes.
     `for_update` locks the row on PostgreSQL; SQLite's write transaction already does.
     """
-    columns, attnames, converters = _reader(model, connection.vendor)
-    extra = list((annotations or {}).items())
-    listed = ", ".join([columns] + [f"{expression} AS {alias}" for alias, expression in extra])
+    vendor = connection.vendor
+    _, attnames, converters = _reader(model, vendor)
+    extra = tuple((annotations or {}).items())
+    sql = _select_sql(model, vendor, where, join, extra, for_update)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f'SELECT {listed} FROM "{model._meta.db_table}" t {join} '  # noqa: S608
-            f"WHERE {where} LIMIT 1"
-            + (" FOR UPDATE OF t" if for_update and connection.vendor == "postgresql" else ""),
-            params,
-        )
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
-    values = []
-    for value, (column, functions) in zip(row, converters, strict=False):
-        for convert in functions:
-            value = convert(value, column, connection)
-        values.append(value)
-    instance = model.from_db(connection.alias, attnames, values)
-    for (alias, _), value in zip(extra, row[len(attnames) :], strict=True):
+    count = len(attnames)
+    instance = model.from_db(connection.alias, attnames, _convert(row[:count], converters))
+    for (alias, _), value in zip(extra, row[count:], strict=True):
         setattr(instance, alias, value)
     return instance
 
 
-def insert(model: type[M], values: dict[str, Any]) -> M:
-    """INSERT one row, adapting each value as its field would, and return the instance."""
-    fields = {
-        f.attname: f
+# Field classes whose adaptation leaves a value of these exact types unchanged: a plain str
+# (or None) for text, an int (or None) for integers and keys, a bool for booleans (None too
+# where the column is nullable). Any other value, and every other field class (datetimes,
+# JSON, subclasses), goes through get_db_prep_save.
+_NONE = type(None)
+_PASSTHROUGH: dict[type[models.Field], tuple[type, ...]] = {
+    models.CharField: (str, _NONE),
+    models.TextField: (str, _NONE),
+    models.IntegerField: (int, _NONE),
+    models.BigIntegerField: (int, _NONE),
+    models.PositiveIntegerField: (int, _NONE),
+    models.PositiveSmallIntegerField: (int, _NONE),
+    models.BigAutoField: (int, _NONE),
+    models.ForeignKey: (int, _NONE),
+}
+
+
+def _plain_types(field: models.Field) -> tuple[type, ...]:
+    if type(field) is models.BooleanField:
+        return (bool, _NONE) if field.null else (bool,)
+    return _PASSTHROUGH.get(type(field), ())
+
+
+@functools.lru_cache(maxsize=256)
+def _writer(
+    model: type[models.Model], vendor: str, names: tuple[str, ...]
+) -> tuple[str, list[Any], list[Any]]:
+    """For an INSERT of `names` (and defaults for the rest): its SQL, the fields in column
+    order with the types that need no adaptation, and every concrete field in model order."""
+    written = [
+        f
         for f in model._meta.concrete_fields
-        if not f.primary_key or f.attname in values  # a key the database does not generate
-    }
-    unknown = set(values) - set(fields)
+        if not f.primary_key or f.attname in names  # a key the database does not generate
+    ]
+    unknown = set(names) - {f.attname for f in written}
     if unknown:
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
-    values = {
-        name: values[name] if name in values else f.get_default() for name, f in fields.items()
-    }
-    names = list(fields)
-    prepared = [fields[name].get_db_prep_save(values[name], connection) for name in names]
-    columns = ", ".join(f'"{fields[name].column}"' for name in names)
-    marks = ", ".join(["%s"] * len(names))
+    columns = ", ".join(f'"{f.column}"' for f in written)
+    marks = ", ".join(["%s"] * len(written))
     pk = model._meta.pk
+    sql = (
+        f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({marks}) '  # noqa: S608
+        f'RETURNING "{pk.column}"'
+    )
+    plan = [(f, f.attname, _plain_types(f)) for f in written]
+    return sql, plan, list(model._meta.concrete_fields)
+
+
+def insert(model: type[M], values: dict[str, Any]) -> M:
+    """INSERT one row, adapting each value as its field would, and return the instance."""
+    sql, plan, fields = _writer(model, connection.vendor, tuple(values))
+    full = {}
+    prepared = []
+    for field, name, plain in plan:
+        value = values[name] if name in values else field.get_default()
+        full[name] = value
+        if type(value) in plain:
+            prepared.append(value)
+        else:
+            prepared.append(field.get_db_prep_save(value, connection))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({marks}) '  # noqa: S608
-            f'RETURNING "{pk.column}"',
-            prepared,
-        )
+        cursor.execute(sql, prepared)
         key = cursor.fetchone()[0]
-    instance = model(**values)
-    setattr(instance, pk.attname, key)
+    pk = model._meta.pk
+    full[pk.attname] = key
+    instance = model(*[full[f.attname] for f in fields])
     instance._state.adding = False
     return instance
 

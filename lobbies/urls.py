@@ -5,6 +5,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
 
+from board import api as board_api
 from lobbies import api, operator_api
 from lobbies.errors import BrokerError
 from lobbies.http import error_response
@@ -51,7 +52,14 @@ urlpatterns = [
     path("me/status", api.operation_route("set_status", "POST")),
     path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
     path("me/ready", api.operation_route("ready", "POST")),
+    path("usage", board_api.put_usage),
+    path("turns", board_api.post_turn),
+    path("tokens", board_api.put_tokens),
+    path("admin/accounts", operator_api.accounts),
+    path("admin/settings-ticket", operator_api.settings_ticket),
     path("admin/lobbies", operator_api.lobbies),
+    path("admin/lobbies/<str:lobby>/owner", operator_api.lobby_owner),
+    path("admin/lobbies/<str:lobby>/repositories", operator_api.repositories),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),

@@ -57,6 +57,9 @@ def serve(args: argparse.Namespace) -> int:
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
 
+    from pocolobby import daphne_tuning
+
+    daphne_tuning.install()
     # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
@@ -281,6 +284,27 @@ def status_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def settings_cmd(args: argparse.Namespace) -> int:
+    """Open this broker's pages as its operator through a one-minute, single-use link."""
+    import webbrowser
+    from urllib.parse import urlsplit
+
+    ticket = _call("POST", "/settings-ticket")["ticket"]
+    parts = urlsplit(os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL))
+    port = parts.port or config.DEFAULT_PORT
+    link = f"http://127.0.0.1:{port}/#ticket={ticket}"
+    print(link)
+    if not args.print_only and _has_display():
+        webbrowser.open(link)
+    return 0
+
+
+def _has_display() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def bridge_cmd(args: argparse.Namespace) -> int:
     """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
     from pocolobby.bridge.server import main as bridge_main
@@ -296,6 +320,31 @@ def connect_cmd(args: argparse.Namespace) -> int:
     except ConnectError as exc:
         raise CliError(str(exc)) from None
     return 0
+
+
+def statusline_cmd(args: argparse.Namespace) -> int:
+    """Claude Code's status line: prints one line, reports plan usage; always exits 0."""
+    from pocolobby.agent_reports import statusline
+
+    statusline(args.config, sys.stdin.read())
+    return 0
+
+
+def hook_cmd(args: argparse.Namespace) -> int:
+    """Claude Code's UserPromptSubmit and Stop hooks: silent, always exits 0."""
+    from pocolobby.agent_reports import hook
+
+    try:
+        stdin = sys.stdin.read()
+    except (OSError, ValueError):
+        return 0
+    return hook(args.config, stdin)
+
+
+def tokens_cmd(args: argparse.Namespace) -> int:
+    from pocolobby.agent_reports import send_tokens
+
+    return send_tokens(args.config, args.transcripts)
 
 
 def manage_cmd(args: argparse.Namespace) -> int:
@@ -360,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=status_cmd)
 
+    p = sub.add_parser("settings", help="open this broker's dashboards and settings as operator")
+    p.add_argument(
+        "--print", dest="print_only", action="store_true", help="print the link, open no browser"
+    )
+    p.set_defaults(func=settings_cmd)
+
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.set_defaults(func=bridge_cmd)
@@ -370,6 +425,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
     p.set_defaults(func=connect_cmd)
+
+    p = sub.add_parser("statusline", help="Claude Code status line: plan usage to the broker")
+    p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
+    p.set_defaults(func=statusline_cmd)
+
+    p = sub.add_parser("hook", help="Claude Code UserPromptSubmit/Stop hook: turns and tokens")
+    p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
+    p.set_defaults(func=hook_cmd)
+
+    p = sub.add_parser("tokens", help="send a session transcript's token counts by hand")
+    p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
+    p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")
+    p.set_defaults(func=tokens_cmd)
 
     p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
     p.add_argument("rest", nargs=argparse.REMAINDER)

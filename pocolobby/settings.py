@@ -39,6 +39,11 @@ if POCOLOBBY_DOMAIN:
     _bare = POCOLOBBY_DOMAIN.rsplit(":", 1)[0] if ":" in POCOLOBBY_DOMAIN else POCOLOBBY_DOMAIN
     ALLOWED_HOSTS += [_bare, f".{_bare}"]
 
+# Sign-in: answers take at least this long (known and unknown addresses alike); per-client
+# limits read X-Forwarded-For only behind this many trusted proxies (console/clients.py).
+POCOLOBBY_SIGN_IN_FLOOR_SECONDS = float(os.environ.get("POCOLOBBY_SIGN_IN_FLOOR_SECONDS", "1.0"))
+POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS", "0"))
+
 # Mail for sign-in codes: Postmark when POSTMARK_TOKEN is set (console/mail.py).
 POSTMARK_TOKEN = os.environ.get("POSTMARK_TOKEN", "")
 POCOLOBBY_MAIL_FROM = os.environ.get("POCOLOBBY_MAIL_FROM", "")

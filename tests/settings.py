@@ -7,6 +7,11 @@ import tempfile
 
 os.environ.setdefault("POCOLOBBY_DATA_DIR", tempfile.mkdtemp(prefix="pocolobby-test-"))
 os.environ.setdefault("POCOLOBBY_ADMIN_TOKEN", "pla_test-admin-token")
+# A test database in a file, like the product's: WAL and the busy timeout apply. An in-memory
+# shared-cache database answers a worker thread's concurrent write with "table is locked".
+os.environ.setdefault(
+    "POCOLOBBY_TEST_SQLITE", os.path.join(os.environ["POCOLOBBY_DATA_DIR"], "test.sqlite3")
+)
 # In-process tests share one database transaction per test: keep API views on this thread.
 os.environ.setdefault("POCOLOBBY_API_THREADS", "0")
 

@@ -45,20 +45,23 @@ def agent_named(lobby_name: str, agent_id: str) -> Agent:
     return agent
 
 
-def create_lobby(name: str) -> Lobby:
+def create_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = "") -> Lobby:
+    """Create a lobby; an account creating its own (console) is audited as that account."""
     check_lobby_name(name)
     if DeletedLobby.objects.filter(name=name).exists():
         raise conflict("lobby_name_retired", f"lobby name {name!r} belonged to a deleted lobby")
     try:
         with transaction.atomic():
             lobby = Lobby.objects.create(name=name, created_at=timezone.now())
-            record_audit(OPERATOR, AuditAction.LOBBY_CREATED, lobby_name=name, target=name)
+            record_audit(
+                actor_kind, AuditAction.LOBBY_CREATED, lobby_name=name, target=name, account=account
+            )
     except IntegrityError:
         raise conflict("lobby_exists", f"lobby {name!r} already exists") from None
     return lobby
 
 
-def delete_lobby(name: str) -> None:
+def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = "") -> None:
     """Hard delete in one transaction; the name is kept so no new lobby inherits it."""
     with transaction.atomic():
         lobby = lobby_named(name)
@@ -66,7 +69,12 @@ def delete_lobby(name: str) -> None:
         lobby.delete()
         DeletedLobby.objects.create(name=name, deleted_at=timezone.now())
         record_audit(
-            OPERATOR, AuditAction.LOBBY_DELETED, lobby_name=name, target=name, detail=counts
+            actor_kind,
+            AuditAction.LOBBY_DELETED,
+            lobby_name=name,
+            target=name,
+            account=account,
+            detail=counts,
         )
 
 

@@ -1,0 +1,130 @@
+"""The agent-side reports under /v1 the dashboard shows: plan usage, turns and token counts.
+
+They take the agent's bearer token like every /v1 route but no runtime headers: a status line
+or a hook belongs to no runtime, and what it reports is a fact about the session, not an
+action in the lobby. Parse strictly -> call one action -> answer JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Annotated, Literal
+
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+from board import usage
+from board.actions import SessionDay, record_turn, store_token_days
+from lobbies.catalog import parse_arguments
+from lobbies.errors import bad_request
+from lobbies.http import api_view, bearer_token, json_body
+from lobbies.selectors import iso
+from lobbies.tokens import agent_for_token
+
+# A hook's own clock may run a little ahead of ours; more than this is a wrong clock.
+CLOCK_SLACK = timedelta(minutes=5)
+TURN_MAX_AGE = timedelta(days=1)
+MAX_TOKEN_DAYS = 400
+TOKEN_LIMIT = 10**13
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TurnReport(Strict):
+    event: Literal["start", "end"]
+    at: StrictInt | StrictStr | None = None
+
+    @field_validator("at")
+    @classmethod
+    def _moment(cls, value: int | str | None) -> int | str | None:
+        if value is not None:
+            usage.moment_of(value)
+        return value
+
+
+Count = Annotated[StrictInt, Field(ge=0, le=TOKEN_LIMIT)]
+
+
+class TokenDayReport(Strict):
+    day: StrictStr
+    session_id: StrictStr = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_creation_tokens: Count = 0
+
+    @field_validator("day")
+    @classmethod
+    def _day(cls, value: str) -> str:
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise ValueError("must be a date, YYYY-MM-DD") from None
+        if len(value) != 10:
+            raise ValueError("must be a date, YYYY-MM-DD")
+        return value
+
+
+class TokensReport(Strict):
+    days: list[TokenDayReport] = Field(max_length=MAX_TOKEN_DAYS)
+
+
+@api_view(("PUT",))
+def put_usage(request: HttpRequest) -> JsonResponse:
+    agent = agent_for_token(bearer_token(request))
+    report = parse_arguments(usage.UsageReport, json_body(request))  # type: ignore[arg-type]
+    now = timezone.now()
+    reading = usage.record_reading(agent.pk, report, now)  # type: ignore[arg-type]
+    return JsonResponse({"stored": True, "usage": usage.usage_entry(reading, now)})
+
+
+@api_view(("POST",))
+def post_turn(request: HttpRequest) -> JsonResponse:
+    agent = agent_for_token(bearer_token(request))
+    report = parse_arguments(TurnReport, json_body(request))  # type: ignore[arg-type]
+    assert isinstance(report, TurnReport)
+    now = timezone.now()
+    at = now if report.at is None else usage.moment_of(report.at)
+    if at > now + CLOCK_SLACK:
+        raise bad_request("at: is in the future; check the machine's clock", code="invalid_time")
+    if at < now - TURN_MAX_AGE:
+        raise bad_request("at: is more than a day ago", code="invalid_time")
+    stretch = record_turn(agent, report.event, min(at, now))
+    return JsonResponse(
+        {
+            "event": report.event,
+            "stretch": None
+            if stretch is None
+            else {"started_at": iso(stretch.started_at), "ended_at": iso(stretch.ended_at)},
+        }
+    )
+
+
+@api_view(("PUT",))
+def put_tokens(request: HttpRequest) -> JsonResponse:
+    agent = agent_for_token(bearer_token(request))
+    report = parse_arguments(TokensReport, json_body(request))  # type: ignore[arg-type]
+    assert isinstance(report, TokensReport)
+    now = timezone.now()
+    days: dict[tuple[str, date], SessionDay] = {}
+    for entry in report.days:
+        day = date.fromisoformat(entry.day)
+        if day > (now + timedelta(days=1)).date():
+            raise bad_request(f"days: {entry.day} is in the future", code="invalid_time")
+        if (entry.session_id, day) in days:
+            raise bad_request(
+                f"days: {entry.session_id} on {entry.day} is listed twice", code="duplicate_day"
+            )
+        days[(entry.session_id, day)] = SessionDay(
+            entry.session_id,
+            day,
+            entry.input_tokens,
+            entry.output_tokens,
+            entry.cache_read_tokens,
+            entry.cache_creation_tokens,
+        )
+    stored = store_token_days(agent, list(days.values()), now)
+    return JsonResponse({"stored": stored})

@@ -1,0 +1,375 @@
+"""Reads for the dashboard: live facts from the lobby's tables at render time, and the chips.
+
+Chips come from live facts alone, never from a summary, by this fixed precedence (the first
+that holds wins):
+
+1. Resting         - the owner rested the agent (Agent.resting).
+2. Offline         - no live connection for the agent's current runtime generation.
+3. Not responding  - notified messages it has not acknowledged since (unseen_notified_count).
+4. Working         - a turn is open, or the last one ended under 2 minutes ago (hooks).
+5. Away            - no message sent or direct message received in 30 minutes.
+6. Idle            - connected, recent messages, no turn open.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from enum import Enum
+
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models.functions import ExtractMinute, TruncHour
+
+from board import usage
+from board.models import AgentAppearance, TokenSession, WorkStretch
+from lobbies.dispatch import live_connections
+from lobbies.models import Agent, HeldReason, Lobby, Message, Scope
+from lobbies.selectors import NEVER_ARRIVED, _with_last_message_at, last_message_at
+
+WORKING_AFTER_TURN = timedelta(minutes=2)
+AWAY_AFTER = timedelta(minutes=30)
+CELL = timedelta(minutes=15)
+CELLS = 96  # 24 hours of quarter hours
+TOKEN_DAYS = 14
+
+
+class Chip(Enum):
+    """(css class, words on the page)."""
+
+    RESTING = ("resting", "Resting")
+    OFFLINE = ("offline", "Offline")
+    NOT_RESPONDING = ("not-responding", "Not responding")
+    WORKING = ("working", "Working")
+    AWAY = ("away", "Away")
+    IDLE = ("idle", "Idle")
+
+    @property
+    def css(self) -> str:
+        return self.value[0]
+
+    @property
+    def label(self) -> str:
+        return self.value[1]
+
+
+@dataclass(frozen=True)
+class ChipFacts:
+    resting: bool
+    online: bool  # a live connection for the current runtime generation
+    unseen_notified: int
+    turn_open: bool
+    last_turn_ended_at: datetime | None
+    last_message_at: datetime | None
+
+
+def chip_for(facts: ChipFacts, now: datetime) -> Chip:
+    """The state chip by the module's fixed precedence."""
+    if facts.resting:
+        return Chip.RESTING
+    if not facts.online:
+        return Chip.OFFLINE
+    if facts.unseen_notified > 0:
+        return Chip.NOT_RESPONDING
+    if facts.turn_open or (
+        facts.last_turn_ended_at is not None and now - facts.last_turn_ended_at < WORKING_AFTER_TURN
+    ):
+        return Chip.WORKING
+    if facts.last_message_at is None or now - facts.last_message_at >= AWAY_AFTER:
+        return Chip.AWAY
+    return Chip.IDLE
+
+
+# ---------------------------------------------------------------- the strip
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    count: int
+    level: int  # 0..3, the colour class cell<level>
+    starts_at: datetime
+
+
+def strip_window(now: datetime) -> tuple[datetime, datetime]:
+    """The 24 hours the strip covers, ending at the end of the current quarter hour."""
+    now = now.astimezone(UTC)
+    end = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0) + CELL
+    return end - CELLS * CELL, end
+
+
+def message_counts(lobby: Lobby, agent_pks: list[int], now: datetime) -> dict[int, list[int]]:
+    """Messages each agent sent and direct messages it received, per quarter hour.
+
+    One grouped query (a UNION ALL of both sides) through message_lobby_time; rows are
+    (agent, hour, minute, count) and are bucketed here.
+    """
+    start, end = strip_window(now)
+    recent = Message.objects.filter(lobby=lobby, created_at__gte=start, created_at__lt=end)
+    arrived = [r for r in HeldReason.values if r not in NEVER_ARRIVED]
+    sent = (
+        recent.filter(sender_id__in=agent_pks)
+        .annotate(hour=TruncHour("created_at", tzinfo=UTC), minute=ExtractMinute("created_at"))
+        .values_list("sender_id", "hour", "minute")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    received = (
+        recent.filter(scope=Scope.DIRECT, deliveries__recipient_id__in=agent_pks)
+        .filter(Q(deliveries__held_reason__isnull=True) | Q(deliveries__held_reason__in=arrived))
+        .annotate(hour=TruncHour("created_at", tzinfo=UTC), minute=ExtractMinute("created_at"))
+        .values_list("deliveries__recipient_id", "hour", "minute")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts: dict[int, list[int]] = {pk: [0] * CELLS for pk in agent_pks}
+    for agent_pk, hour, minute, n in sent.union(received, all=True):
+        at = hour.astimezone(UTC) + timedelta(minutes=minute)
+        index = int((at - start) / CELL)
+        if 0 <= index < CELLS and agent_pk in counts:
+            counts[agent_pk][index] += n
+    return counts
+
+
+def strip_cells(counts: list[int], start: datetime) -> list[Cell]:
+    """Colour levels relative to the agent's busiest quarter hour: 0 none, 1..3 by thirds."""
+    peak = max(counts) if counts else 0
+    cells = []
+    for index, n in enumerate(counts):
+        level = 0 if n == 0 else min(3, 1 + (3 * n - 1) // max(peak, 1))
+        cells.append(Cell(index, n, level, start + index * CELL))
+    return cells
+
+
+# ---------------------------------------------------------------- agents
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    agent_id: str
+    name: str
+    emoji: str
+    chip: Chip
+    status_line: str
+    now_text: str
+    next_text: str | None
+    cells: list[Cell]
+    active_minutes: int
+
+
+@dataclass(frozen=True)
+class WaitingItem:
+    agent_id: str
+    name: str
+    emoji: str
+    count: int
+    line: str
+    since: datetime | None
+
+
+def _appearances(agents: list[Agent]) -> dict[int, AgentAppearance]:
+    return {a.agent_id: a for a in AgentAppearance.objects.filter(agent__in=agents)}
+
+
+def waiting_items(lobby: Lobby) -> list[WaitingItem]:
+    """Every enabled agent's own owner requests, hidden ones included, longest waiting first."""
+    agents = list(
+        Agent.objects.filter(lobby=lobby, enabled=True, owner_request_count__gt=0).order_by(
+            "owner_requests_updated_at", "agent_id"
+        )
+    )
+    looks = _appearances(agents)
+    return [
+        WaitingItem(
+            a.agent_id,
+            _name(a, looks.get(a.pk)),
+            looks[a.pk].emoji if a.pk in looks else "",
+            a.owner_request_count,
+            a.owner_request_line,
+            a.owner_requests_updated_at,
+        )
+        for a in agents
+    ]
+
+
+def _name(agent: Agent, look: AgentAppearance | None) -> str:
+    return (look.display_name if look and look.display_name else "") or agent.agent_id
+
+
+def shown_agents(lobby: Lobby) -> list[Agent]:
+    """Enabled agents the owner has not hidden, with the live facts the chips need."""
+    online = live_connections().filter(
+        agent=OuterRef("pk"), generation=OuterRef("runtime_generation")
+    )
+    return list(
+        _with_last_message_at(
+            Agent.objects.filter(lobby=lobby, enabled=True)
+            .exclude(appearance__hidden=True)
+            .annotate(online=Exists(online))
+            .order_by("agent_id")
+        )
+    )
+
+
+@dataclass
+class _Turns:
+    open: bool = False
+    last_ended_at: datetime | None = None
+    active_today: timedelta = field(default_factory=timedelta)
+
+
+def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
+    """Open turns, the last end, and today's (UTC) active time from the stretches."""
+    midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    turns: dict[int, _Turns] = defaultdict(_Turns)
+    stretches = WorkStretch.objects.filter(agent_id__in=agent_pks).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=min(midnight, now - WORKING_AFTER_TURN))
+    )
+    for agent_pk, started, ended in stretches.values_list("agent_id", "started_at", "ended_at"):
+        facts = turns[agent_pk]
+        if ended is None:
+            facts.open = True
+        elif facts.last_ended_at is None or ended > facts.last_ended_at:
+            facts.last_ended_at = ended
+        overlap = min(ended or now, now) - max(started, midnight)
+        if overlap > timedelta(0):
+            facts.active_today += overlap
+    return turns
+
+
+def agent_rows(lobby: Lobby, now: datetime) -> list[AgentRow]:
+    from board.refresh import picture_of
+
+    agents = shown_agents(lobby)
+    pks = [a.pk for a in agents]
+    looks = _appearances(agents)
+    counts = message_counts(lobby, pks, now)
+    start, _ = strip_window(now)
+    turns = _turns(pks, now)
+    picture = picture_of(lobby)
+    rows = []
+    for agent in agents:
+        turn = turns.get(agent.pk, _Turns())
+        facts = ChipFacts(
+            resting=agent.resting,
+            online=bool(agent.online),
+            unseen_notified=agent.unseen_notified or 0,
+            turn_open=turn.open,
+            last_turn_ended_at=turn.last_ended_at,
+            last_message_at=last_message_at(agent),
+        )
+        summary = picture.agents.get(agent.agent_id)
+        look = looks.get(agent.pk)
+        rows.append(
+            AgentRow(
+                agent_id=agent.agent_id,
+                name=_name(agent, look),
+                emoji=look.emoji if look else "",
+                chip=chip_for(facts, now),
+                status_line=agent.status_line,
+                now_text=summary.now if summary else "",
+                next_text=summary.next if summary and summary.next else None,
+                cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
+                active_minutes=int(turn.active_today.total_seconds() // 60),
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- accounts
+
+
+@dataclass(frozen=True)
+class AccountGroup:
+    label: str
+    agents: list[str]
+    view: usage.Shown
+
+
+def account_groups(lobby: Lobby, now: datetime, *, show_emails: bool) -> list[AccountGroup]:
+    """Plan usage grouped by the email each agent reports; the freshest reading speaks.
+
+    Emails only on a private dashboard; a public one says "An account" (numbered).
+    """
+    agents = list(
+        Agent.objects.filter(lobby=lobby, enabled=True)
+        .exclude(appearance__hidden=True)
+        .order_by("agent_id")
+    )
+    looks = _appearances(agents)
+    readings = usage.readings_for({a.pk for a in agents})
+    groups: dict[str, tuple[list[str], usage.Shown]] = {}
+    for agent in agents:
+        view = usage.shown(readings.get(agent.pk), now)
+        if view is None:
+            continue
+        key = view.reading.account_email or f"\0{agent.agent_id}"
+        names, best = groups.get(key, ([], view))
+        names.append(_name(agent, looks.get(agent.pk)))
+        if view.reading.received_at > best.reading.received_at:
+            best = view
+        groups[key] = (names, best)
+    result = []
+    for number, (key, (names, view)) in enumerate(sorted(groups.items()), start=1):
+        if key.startswith("\0"):
+            label = "Account not reported"
+        elif show_emails:
+            label = key
+        else:
+            label = f"An account ({number})"
+        result.append(AccountGroup(label, names, view))
+    return result
+
+
+# ---------------------------------------------------------------- tokens
+
+
+@dataclass(frozen=True)
+class TokenLine:
+    agent_id: str
+    name: str
+    day: date
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_creation_tokens: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_creation_tokens
+        )
+
+
+def token_lines(lobby: Lobby, now: datetime) -> list[TokenLine]:
+    """Per agent per UTC day for the last 14 days, sessions summed; newest day first."""
+    first = now.astimezone(UTC).date() - timedelta(days=TOKEN_DAYS - 1)
+    rows = (
+        TokenSession.objects.filter(agent__lobby=lobby, day__gte=first)
+        .exclude(agent__appearance__hidden=True)
+        .values("agent_id", "agent__agent_id", "day")
+        .annotate(
+            i=Sum("input_tokens"),
+            o=Sum("output_tokens"),
+            r=Sum("cache_read_tokens"),
+            c=Sum("cache_creation_tokens"),
+        )
+        .order_by("-day", "agent__agent_id")
+    )
+    looks = {
+        a.agent_id: a
+        for a in AgentAppearance.objects.filter(agent__lobby=lobby).select_related("agent")
+    }
+    lines = []
+    for row in rows:
+        look = looks.get(row["agent_id"])
+        name = (look.display_name if look and look.display_name else "") or row["agent__agent_id"]
+        lines.append(
+            TokenLine(
+                row["agent__agent_id"], name, row["day"], row["i"], row["o"], row["r"], row["c"]
+            )
+        )
+    return lines

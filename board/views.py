@@ -1,0 +1,84 @@
+"""The dashboard's pages: parse -> read the store -> render. Nothing here writes.
+
+The full page and its live parts answer from the store at once; `on_dashboard_opened` only
+starts background work (notes checks, summaries) and returns immediately.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from board import selectors
+from board.refresh import on_dashboard_opened, picture_of
+from console.pages import LobbyPage, lobby_page
+
+log = logging.getLogger("pocolobby.board")
+
+
+def _opened(page: LobbyPage) -> None:
+    """Background work must never cost the page its live facts."""
+    try:
+        on_dashboard_opened(page.lobby)
+    except Exception:
+        log.exception("starting the dashboard's background work failed for %s", page.lobby.name)
+
+
+def _shows_emails(page: LobbyPage) -> bool:
+    """Account emails only to a private dashboard's signed-in visitors, never to the public."""
+    return page.visitor.signed_in
+
+
+def _agents(page: LobbyPage) -> dict[str, Any]:
+    return {"rows": selectors.agent_rows(page.lobby, timezone.now())}
+
+
+def _waiting(page: LobbyPage) -> dict[str, Any]:
+    return {"waiting": selectors.waiting_items(page.lobby)}
+
+
+def _accounts(page: LobbyPage) -> dict[str, Any]:
+    return {
+        "accounts": selectors.account_groups(
+            page.lobby, timezone.now(), show_emails=_shows_emails(page)
+        )
+    }
+
+
+@lobby_page()
+def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    _opened(page)
+    picture = picture_of(page.lobby)
+    return render(
+        request,
+        "board/dashboard.html",
+        page.context(picture=picture, **_waiting(page), **_agents(page), **_accounts(page)),
+    )
+
+
+@lobby_page()
+def waiting_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    return render(request, "board/_waiting.html", page.context(**_waiting(page)))
+
+
+@lobby_page()
+def agents_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    _opened(page)
+    return render(request, "board/_agents.html", page.context(**_agents(page)))
+
+
+@lobby_page()
+def accounts_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    return render(request, "board/_accounts.html", page.context(**_accounts(page)))
+
+
+@lobby_page()
+def tokens(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    lines = selectors.token_lines(page.lobby, timezone.now())
+    return render(
+        request, "board/tokens.html", page.context(lines=lines, days=selectors.TOKEN_DAYS)
+    )

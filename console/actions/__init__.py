@@ -1,0 +1,1 @@
+"""The console's writes: one function per operation, each in one transaction."""

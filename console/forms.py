@@ -1,0 +1,81 @@
+"""Each page route's JSON fields, and nothing else (console.web.StrictForm forbids extras)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from console.web import StrictForm
+
+Email = Annotated[str, Field(min_length=3, max_length=254)]
+Name = Annotated[str, Field(min_length=1, max_length=40)]
+Next = Annotated[str, Field(max_length=300)]
+
+
+class EmailForm(StrictForm):
+    email: Email
+    next: Next = ""
+
+
+class CodeForm(StrictForm):
+    email: Email
+    code: Annotated[str, Field(min_length=1, max_length=12)]
+    next: Next = ""
+
+
+class EmptyForm(StrictForm):
+    pass
+
+
+class TicketForm(StrictForm):
+    ticket: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class CreateLobbyForm(StrictForm):
+    name: Name
+
+
+class CreateRoomForm(StrictForm):
+    room: Name
+    members: Annotated[list[Name], Field(max_length=200)] = []
+
+
+class RoomMembersForm(StrictForm):
+    room: Name
+    members: Annotated[list[Name], Field(max_length=200)]
+
+
+class RoomForm(StrictForm):
+    room: Name
+
+
+class VisibilityForm(StrictForm):
+    visibility: Annotated[str, Field(max_length=16)]
+
+
+class ViewerForm(StrictForm):
+    email: Email
+
+
+class AppearanceForm(StrictForm):
+    agent: Name
+    emoji: Annotated[str, Field(max_length=16)] = ""
+    display_name: Annotated[str, Field(max_length=40)] = ""
+    hidden: bool = False
+
+
+class SummaryForm(StrictForm):
+    model: Annotated[str, Field(max_length=40)]
+    effort: Annotated[str, Field(max_length=8)]
+
+
+class NotesSourceForm(StrictForm):
+    room: Name
+    repository: Annotated[str, Field(max_length=140)]
+    ref: Annotated[str, Field(max_length=200)] = "main"
+    paths: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=50)] = []
+
+
+class DeleteLobbyForm(StrictForm):
+    confirm: Annotated[str, Field(max_length=40)]

@@ -1,0 +1,224 @@
+"""A lobby host's console pages: sign-in start, hand-off, sign-out, settings and activity."""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_exempt
+
+from console import local, selectors
+from console.access import LOBBY_COOKIE, OPERATOR_COOKIE, VERIFIER_COOKIE, Visitor
+from console.actions import handoff
+from console.actions import lobby_settings as actions
+from console.actions.lobby_settings import Actor
+from console.forms import (
+    AppearanceForm,
+    CreateRoomForm,
+    DeleteLobbyForm,
+    EmptyForm,
+    NotesSourceForm,
+    RoomForm,
+    RoomMembersForm,
+    SummaryForm,
+    ViewerForm,
+    VisibilityForm,
+)
+from console.models import SessionPlace
+from console.pages import LobbyPage, lobby_page
+from console.web import (
+    PageRefusal,
+    clear_host_cookie,
+    host_cookie,
+    json_ok,
+    new_secret,
+    parse_json_post,
+    refusal_response,
+    set_host_cookie,
+    site_of,
+)
+from lobbies.models import ActorKind
+from pocolobby.hosts import account_origin, hosted
+
+VERIFIER_SECONDS = 15 * 60
+VIEWER_WARNING = (
+    "Adding a viewer, or making the dashboard public, shares what the summaries paraphrase "
+    "from this lobby's notes and reports, what its agents say they wait on, when they sent "
+    "and received messages, and how much of their Claude plans is left (the account email "
+    "only to a private dashboard's viewers), so treat it like the notes themselves."
+)
+
+
+def _actor(visitor: Visitor) -> Actor:
+    if visitor.role == "operator" or visitor.account is None:
+        return Actor.operator()
+    return Actor(ActorKind.ACCOUNT, visitor.account.pk, visitor.account.email)
+
+
+@csrf_exempt
+def sign_in(request: HttpRequest) -> HttpResponse:
+    """Begin sign-in on this lobby's host: keep a verifier here, send only its hash along."""
+    site = site_of(request)
+    if not hosted():
+        return render(
+            request,
+            "console/lobby_sign_in.html",
+            {"base": site.base, "hosted": False, "settings": False},
+        )
+    target = "settings" if request.GET.get("next") == "settings" else "dashboard"
+    verifier, _ = new_secret()
+    verifier_hash = hashlib.sha256(verifier.encode()).hexdigest()
+    query = urlencode({"verifier_hash": verifier_hash, "next": target})
+    response = HttpResponseRedirect(f"{account_origin()}/open/{site.lobby}?{query}")
+    set_host_cookie(response, VERIFIER_COOKIE, verifier, VERIFIER_SECONDS)
+    return response
+
+
+@csrf_exempt
+def take_handoff(request: HttpRequest) -> HttpResponse:
+    site = site_of(request)
+    try:
+        if not hosted():
+            raise PageRefusal(404, "hand-offs are for a hosted broker", "not_hosted")
+        session = handoff.consume_handoff(
+            site.lobby,
+            request.GET.get("token", "")[:200],
+            host_cookie(request, VERIFIER_COOKIE),
+            host_cookie(request, LOBBY_COOKIE),
+        )
+    except PageRefusal as refusal:
+        return refusal_response(request, refusal)
+    response = HttpResponseRedirect(
+        f"{site.base}/settings" if session.to_settings else f"{site.base}/"
+    )
+    set_host_cookie(
+        response, LOBBY_COOKIE, session.token, int(handoff.LOBBY_SESSION_LIFETIME.total_seconds())
+    )
+    clear_host_cookie(response, VERIFIER_COOKIE)
+    return response
+
+
+@csrf_exempt
+def sign_out(request: HttpRequest) -> HttpResponse:
+    site = site_of(request)
+    try:
+        parse_json_post(request, EmptyForm)
+    except PageRefusal as refusal:
+        return refusal_response(request, refusal)
+    response = json_ok(redirect=f"{site.base}/")
+    if hosted():
+        from console.actions.sign_in import end_session
+
+        end_session(host_cookie(request, LOBBY_COOKIE), SessionPlace.LOBBY)
+        clear_host_cookie(response, LOBBY_COOKIE)
+    else:
+        local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
+        clear_host_cookie(response, OPERATOR_COOKIE)
+    return response
+
+
+@lobby_page(settings=True)
+def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    return render(
+        request,
+        "console/settings.html",
+        page.context(
+            **selectors.settings_of(page.lobby),
+            viewer_warning=VIEWER_WARNING,
+            hosted=hosted(),
+        ),
+    )
+
+
+@lobby_page(settings=True)
+def activity_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
+    listing, lines = selectors.activity(page.lobby, request.GET.get("page"))
+    return render(request, "console/activity.html", page.context(listing=listing, lines=lines))
+
+
+@lobby_page(settings=True)
+def create_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, CreateRoomForm)
+    actions.create_room(_actor(page.visitor), page.lobby.pk, form.room, form.members)
+    return json_ok(message=f"created room {form.room}")
+
+
+@lobby_page(settings=True)
+def room_members(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, RoomMembersForm)
+    actions.set_room_members(_actor(page.visitor), page.lobby.pk, form.room, form.members)
+    return json_ok(message=f"saved the members of {form.room}")
+
+
+@lobby_page(settings=True)
+def archive_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, RoomForm)
+    actions.archive_room(_actor(page.visitor), page.lobby.pk, form.room)
+    return json_ok(message=f"archived room {form.room}")
+
+
+@lobby_page(settings=True)
+def restore_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, RoomForm)
+    actions.restore_room(_actor(page.visitor), page.lobby.pk, form.room)
+    return json_ok(message=f"restored room {form.room}")
+
+
+@lobby_page(settings=True)
+def visibility(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, VisibilityForm)
+    actions.set_visibility(_actor(page.visitor), page.lobby.pk, form.visibility)
+    return json_ok(message=f"the dashboard is {form.visibility}")
+
+
+@lobby_page(settings=True)
+def add_viewer(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, ViewerForm)
+    actions.add_viewer(_actor(page.visitor), page.lobby.pk, form.email)
+    return json_ok(message="viewer added")
+
+
+@lobby_page(settings=True)
+def remove_viewer(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, ViewerForm)
+    actions.remove_viewer(_actor(page.visitor), page.lobby.pk, form.email)
+    return json_ok(message="viewer removed")
+
+
+@lobby_page(settings=True)
+def appearance(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, AppearanceForm)
+    actions.set_appearance(
+        _actor(page.visitor),
+        page.lobby.pk,
+        form.agent,
+        form.emoji,
+        form.display_name,
+        form.hidden,
+    )
+    return json_ok(message=f"saved how {form.agent} appears")
+
+
+@lobby_page(settings=True)
+def summary(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, SummaryForm)
+    actions.set_summary(_actor(page.visitor), page.lobby.pk, form.model, form.effort)
+    return json_ok(message="saved the summary settings")
+
+
+@lobby_page(settings=True)
+def notes_source(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, NotesSourceForm)
+    actions.set_notes_source(
+        _actor(page.visitor), page.lobby.pk, form.room, form.repository, form.ref, form.paths
+    )
+    return json_ok(message=f"saved the notes source of {form.room}")
+
+
+@lobby_page(settings=True)
+def delete(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, DeleteLobbyForm)
+    name = actions.delete_lobby(_actor(page.visitor), page.lobby.pk, form.confirm)
+    return json_ok(message=f"deleted lobby {name}", redirect=f"{account_origin()}/")

@@ -1,0 +1,193 @@
+"""What the console's pages read: home lists, a lobby's settings and its activity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Prefetch
+
+from board.models import AgentAppearance, BoardConfig, Effort, NotesSource, SummaryModel, Visibility
+from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
+from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
+
+ACTIVITY_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class HomeLobby:
+    name: str
+    owned: bool
+
+
+def account_lobbies(account: Account) -> list[HomeLobby]:
+    """Lobbies the account owns, then private dashboards it may view, by name."""
+    owned = list(
+        LobbyOwner.objects.filter(account=account)
+        .order_by("lobby__name")
+        .values_list("lobby__name", flat=True)
+    )
+    viewing = (
+        DashboardViewer.objects.filter(email=account.email)
+        .exclude(lobby__name__in=owned)
+        .order_by("lobby__name")
+        .values_list("lobby__name", flat=True)
+    )
+    return [HomeLobby(n, True) for n in owned] + [HomeLobby(n, False) for n in viewing]
+
+
+def owned_count(account: Account) -> int:
+    return LobbyOwner.objects.filter(account=account).count()
+
+
+def all_lobby_names() -> list[str]:
+    return list(Lobby.objects.order_by("name").values_list("name", flat=True))
+
+
+def settings_of(lobby: Lobby) -> dict[str, Any]:
+    """Everything the settings page shows; never an agent token."""
+    rooms = list(
+        Room.objects.filter(lobby=lobby)
+        .order_by("room_id")
+        .prefetch_related(
+            Prefetch("members", queryset=RoomMember.objects.select_related("agent")),
+        )
+    )
+    sources = {
+        s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby).select_related("room")
+    }
+    agents = list(Agent.objects.filter(lobby=lobby).order_by("agent_id"))
+    looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
+    config = BoardConfig.objects.filter(lobby=lobby).first()
+    return {
+        "rooms": [
+            {
+                "room_id": room.room_id,
+                "members": {m.agent.agent_id for m in room.members.all()},
+                "source": sources.get(room.pk),
+            }
+            for room in rooms
+        ],
+        "archived_rooms": list(
+            ArchivedRoom.objects.filter(lobby=lobby)
+            .order_by("room_id")
+            .values_list("room_id", flat=True)
+        ),
+        "agents": [{"agent_id": a.agent_id, "look": looks.get(a.pk)} for a in agents],
+        "visibility": config.visibility if config else Visibility.PRIVATE,
+        "summary_model": config.summary_model if config else SummaryModel.HAIKU,
+        "summary_effort": config.summary_effort if config else Effort.LOW,
+        "models": SummaryModel.choices,
+        "efforts": Effort.values,
+        "viewers": list(
+            DashboardViewer.objects.filter(lobby=lobby)
+            .order_by("email")
+            .values_list("email", flat=True)
+        ),
+        "repositories": list(
+            ApprovedRepository.objects.filter(lobby=lobby)
+            .order_by("repository")
+            .values_list("repository", flat=True)
+        ),
+        "owner": LobbyOwner.objects.filter(lobby=lobby)
+        .values_list("account__email", flat=True)
+        .first(),
+    }
+
+
+def _names(values: Any) -> str:
+    return ", ".join(str(v) for v in values) if values else "nobody"
+
+
+def _phrase(event: AuditEvent) -> str:
+    """The action as words after the actor: 'archived room design'."""
+    t, d, agent = event.target, event.detail or {}, event.agent_id
+    match event.action:
+        case "lobby_created":
+            return f"created lobby {t}"
+        case "lobby_deleted":
+            return f"deleted lobby {t}"
+        case "agent_added":
+            return f"added agent {t}"
+        case "agent_removed":
+            return f"removed agent {t}"
+        case "agent_disabled":
+            return f"disabled agent {t}"
+        case "agent_enabled":
+            return f"enabled agent {t}"
+        case "credential_rotated":
+            return f"rotated agent {t}'s token"
+        case "runtime_reset":
+            return f"reset agent {t}'s runtime"
+        case "runtime_claimed":
+            return "started a new runtime"
+        case "runtime_resumed":
+            return "resumed its runtime"
+        case "role_set":
+            return f"set agent {t or agent}'s role"
+        case "room_created":
+            members = d.get("members")
+            return f"created room {t}" + (f" with {_names(members)}" if members else "")
+        case "room_members_changed":
+            parts = []
+            if d.get("added"):
+                parts.append(f"added {_names(d['added'])}")
+            if d.get("removed"):
+                parts.append(f"removed {_names(d['removed'])}")
+            change = f" ({'; '.join(parts)})" if parts else ""
+            return f"changed the members of room {t}{change}"
+        case "room_deleted":
+            return f"deleted room {t}"
+        case "room_archived":
+            return f"archived room {t}"
+        case "room_restored":
+            return f"restored room {t}"
+        case "agents_rested":
+            return f"{'rested' if d.get('rest') else 'resumed'} {t}"
+        case "owner_set":
+            return f"made {t} the owner"
+        case "viewer_added":
+            return f"added viewer {t}"
+        case "viewer_removed":
+            return f"removed viewer {t}"
+        case "visibility_changed":
+            return f"made the dashboard {t}"
+        case "summary_settings_changed":
+            return f"set the summary to {t} with {d.get('effort', '?')} effort"
+        case "agent_appearance_changed":
+            return f"changed how agent {t} appears"
+        case "notes_source_changed":
+            if not d.get("repository"):
+                return f"removed the notes source of room {t}"
+            return f"pointed room {t}'s notes at {d['repository']}"
+        case "repository_approved":
+            return f"approved repository {t}"
+        case "repository_withdrawn":
+            return f"withdrew repository {t}"
+        case "account_created" | "account_disabled" | "account_enabled":
+            return f"{event.action.split('_')[1]} account {t}"
+    return f"{event.action.replace('_', ' ')} {t}".strip()
+
+
+def sentence(event: AuditEvent) -> str:
+    if event.actor_kind == ActorKind.ACCOUNT:
+        actor = event.account or "An account"
+    elif event.actor_kind == ActorKind.AGENT:
+        actor = f"Agent {event.agent_id}"
+    else:
+        actor = "The operator"
+    return f"{actor} {_phrase(event)}"
+
+
+@dataclass(frozen=True)
+class ActivityLine:
+    at: Any
+    text: str
+
+
+def activity(lobby: Lobby, number: str | int | None) -> tuple[Page, list[ActivityLine]]:
+    """The lobby's audit events, newest first, fifty a page."""
+    events = AuditEvent.objects.filter(lobby_name=lobby.name).order_by("-created_at", "-pk")
+    page = Paginator(events, ACTIVITY_PAGE_SIZE).get_page(number)
+    return page, [ActivityLine(e.created_at, sentence(e)) for e in page.object_list]

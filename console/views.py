@@ -1,0 +1,200 @@
+"""The account area's pages: home, email-code sign-in, hand-off start and the local ticket."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+
+from console import local, mail, selectors
+from console.access import ACCOUNT_COOKIE, OPERATOR_COOKIE
+from console.actions import accounts, handoff, sign_in
+from console.clients import client_address, client_bucket
+from console.forms import CodeForm, CreateLobbyForm, EmailForm, EmptyForm, TicketForm
+from console.models import Account, SessionPlace
+from console.pages import account_page
+from console.web import (
+    PageRefusal,
+    clear_host_cookie,
+    host_cookie,
+    json_ok,
+    parse_json_post,
+    set_host_cookie,
+)
+from lobbies.actions import operator
+from pocolobby.hosts import hosted, lobby_origin
+
+ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
+# A pending open kept through sign-in: only this shape, so `next` can never leave the site.
+PENDING_OPEN = re.compile(
+    r"^/open/[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?\?verifier_hash=[0-9a-f]{64}"
+    r"&next=(?:settings|dashboard)$"
+)
+CODE_SENT = "if that address may sign in, a code is on its way"
+
+
+@contextmanager
+def sign_in_floor() -> Iterator[None]:
+    """Answer no sooner than the floor after the request began, so timing tells nothing."""
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        remaining = settings.POCOLOBBY_SIGN_IN_FLOOR_SECONDS - (time.monotonic() - began)
+        if remaining > 0:
+            time.sleep(remaining)
+
+
+def _hosted_only() -> None:
+    if not hosted():
+        raise PageRefusal(
+            404,
+            "this broker has no accounts; its operator signs in with `pocolobby settings`",
+            "not_hosted",
+        )
+
+
+def _pending(value: str) -> str:
+    return value if PENDING_OPEN.match(value) else ""
+
+
+@account_page(signed_in=False)
+def home(request: HttpRequest, account: Account | None) -> HttpResponse:
+    if hosted():
+        if account is None:
+            return HttpResponseRedirect("/sign-in")
+        lobbies = selectors.account_lobbies(account)
+        may_create = (
+            account.may_create_lobbies
+            and selectors.owned_count(account) < accounts.LOBBIES_PER_ACCOUNT
+        )
+        return render(
+            request,
+            "console/home.html",
+            {
+                "account": account,
+                "lobbies": [(entry, lobby_origin(entry.name)) for entry in lobbies],
+                "may_create": may_create,
+                "hosted": True,
+            },
+        )
+    if not local.operator_session_valid(host_cookie(request, OPERATOR_COOKIE)):
+        return render(request, "console/local_signed_out.html")
+    return render(
+        request,
+        "console/home.html",
+        {
+            "lobbies": [(name, lobby_origin(name)) for name in selectors.all_lobby_names()],
+            "may_create": True,
+            "hosted": False,
+        },
+    )
+
+
+@account_page(signed_in=True)
+def create_lobby(request: HttpRequest, account: Account | None) -> JsonResponse:
+    form = parse_json_post(request, CreateLobbyForm)
+    if account is not None:
+        lobby = accounts.create_owned_lobby(account, form.name)
+    else:
+        lobby = operator.create_lobby(form.name)
+    return json_ok(message=f"created lobby {lobby.name}", redirect="/")
+
+
+@account_page(signed_in=False)
+def sign_in_page(request: HttpRequest, account: Account | None) -> HttpResponse:
+    _hosted_only()
+    if request.method == "POST":
+        with sign_in_floor():
+            form = parse_json_post(request, EmailForm)
+            sign_in.request_code(form.email, client_bucket(client_address(request)))
+        query = {"email": sign_in.normalise_email(form.email)}
+        if _pending(form.next):
+            query["next"] = form.next
+        return json_ok(message=CODE_SENT, redirect=f"/sign-in/code?{urlencode(query)}")
+    return render(
+        request,
+        "console/sign_in.html",
+        {"next": _pending(request.GET.get("next", "")), "mail_problem": mail.mail_problem()},
+    )
+
+
+@account_page(signed_in=False)
+def sign_in_code(request: HttpRequest, account: Account | None) -> HttpResponse:
+    _hosted_only()
+    if request.method == "POST":
+        with sign_in_floor():
+            form = parse_json_post(request, CodeForm)
+            signed = sign_in.verify_code(
+                form.email, form.code, client_bucket(client_address(request))
+            )
+        response = json_ok(redirect=_pending(form.next) or "/")
+        set_host_cookie(response, ACCOUNT_COOKIE, signed.token, ACCOUNT_SESSION_SECONDS)
+        return response
+    return render(
+        request,
+        "console/sign_in_code.html",
+        {
+            "email": request.GET.get("email", "")[:254],
+            "next": _pending(request.GET.get("next", "")),
+            "sent": CODE_SENT,
+        },
+    )
+
+
+@account_page(signed_in=False)
+def sign_out(request: HttpRequest, account: Account | None) -> JsonResponse:
+    parse_json_post(request, EmptyForm)
+    if hosted():
+        sign_in.end_session(host_cookie(request, ACCOUNT_COOKIE), SessionPlace.ACCOUNT)
+        response = json_ok(redirect="/sign-in")
+        clear_host_cookie(response, ACCOUNT_COOKIE)
+    else:
+        local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
+        response = json_ok(redirect="/")
+        clear_host_cookie(response, OPERATOR_COOKIE)
+    return response
+
+
+@account_page(signed_in=False)
+def open_lobby(request: HttpRequest, account: Account | None, lobby: str) -> HttpResponse:
+    """Hand the signed-in account to the lobby's host, for the browser whose verifier hash
+    came along; sign in first when needed, keeping this open pending."""
+    _hosted_only()
+    verifier_hash = request.GET.get("verifier_hash", "")
+    target = request.GET.get("next", "dashboard")
+    pending = f"/open/{lobby}?{urlencode({'verifier_hash': verifier_hash, 'next': target})}"
+    if not _pending(pending):
+        raise PageRefusal(
+            400,
+            "this link is incomplete; open the lobby's page and choose Sign in there",
+            "bad_link",
+        )
+    if account is None:
+        return HttpResponseRedirect(f"/sign-in?{urlencode({'next': pending})}")
+    token = handoff.open_handoff(account, lobby, verifier_hash, target == "settings")
+    return HttpResponseRedirect(f"{lobby_origin(lobby)}/handoff?{urlencode({'token': token})}")
+
+
+@account_page(signed_in=False)
+def redeem_ticket(request: HttpRequest, account: Account | None) -> JsonResponse:
+    """The local operator's one-time link, posted back by the page's script."""
+    if hosted():
+        raise PageRefusal(404, "tickets are for a local broker's operator", "not_local")
+    form = parse_json_post(request, TicketForm)
+    token = local.redeem_ticket(form.ticket)
+    if token is None:
+        raise PageRefusal(
+            400,
+            "that link was already used or is over a minute old; run `pocolobby settings` again",
+            "bad_ticket",
+        )
+    response = json_ok(redirect="/")
+    set_host_cookie(response, OPERATOR_COOKIE, token, local.SESSION_SECONDS)
+    return response

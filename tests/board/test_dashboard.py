@@ -1,0 +1,163 @@
+"""The dashboard page and its live parts: sections, Waiting for you, escaping, injection."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from board.models import AgentAppearance
+from lobbies.models import Agent
+from tests.board.dashboard_helpers import LOCAL_HOST, chips, connect, operator_client, summarize
+from tests.conftest import AgentClient
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+
+def test_dashboard_has_every_section_and_the_live_parts_poll_every_10_seconds(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    html = operator_client().get("/my-team/").content.decode()
+    for part in ("waiting", "agents", "accounts"):
+        assert f'hx-get="/my-team/parts/{part}" hx-trigger="every 10s" data-live' in html
+    assert 'id="waiting"' in html and 'id="accounts"' in html
+    assert 'href="/my-team/tokens"' in html
+    assert 'href="/my-team/settings"' in html  # the local operator may change settings
+    assert set(chips(html)) == {"lead", "backend"}
+
+
+@pytest.mark.parametrize("part", ["parts/waiting", "parts/agents", "parts/accounts", "tokens"])
+def test_every_live_part_answers_from_the_store(lead: AgentClient, part: str) -> None:
+    response = operator_client().get(f"/my-team/{part}", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert "<html" not in response.content.decode() or part == "tokens"
+
+
+def test_waiting_lists_owner_requests_longest_waiting_first_hidden_agents_included(
+    lead: AgentClient, backend: AgentClient, make_agent
+) -> None:
+    quiet = make_agent("quiet")
+    lead.ok("set_owner_requests", count=1, line="approve the release")
+    backend.ok("set_owner_requests", count=2, line="a key; a decision")
+    quiet.ok("set_owner_requests", count=1, line="hidden but waiting")
+    now = timezone.now()
+    Agent.objects.filter(pk=backend.agent.pk).update(owner_requests_updated_at=now - timedelta(hours=3))
+    Agent.objects.filter(pk=quiet.agent.pk).update(owner_requests_updated_at=now - timedelta(hours=1))
+    AgentAppearance.objects.create(agent=quiet.agent, hidden=True)
+
+    html = operator_client().get("/my-team/parts/waiting").content.decode()
+
+    order = [html.index(t) for t in ("a key; a decision", "hidden but waiting", "approve the release")]
+    assert order == sorted(order)
+    agents_html = operator_client().get("/my-team/parts/agents").content.decode()
+    assert "quiet" not in chips(agents_html)  # hidden: no row, but its requests still show
+
+
+def test_an_agent_that_clears_its_requests_leaves_waiting(lead: AgentClient) -> None:
+    lead.ok("set_owner_requests", count=1, line="approve the release")
+    lead.ok("set_owner_requests", count=0)
+    html = operator_client().get("/my-team/parts/waiting").content.decode()
+    assert "approve the release" not in html and "Nothing waits on you" in html
+
+
+def test_disabled_agents_have_no_row_and_no_waiting_item(lead: AgentClient, backend: AgentClient) -> None:
+    backend.ok("set_owner_requests", count=1, line="from a disabled agent")
+    Agent.objects.filter(pk=backend.agent.pk).update(enabled=False)
+    client = operator_client()
+    assert "from a disabled agent" not in client.get("/my-team/parts/waiting").content.decode()
+    assert "backend" not in chips(client.get("/my-team/parts/agents").content.decode())
+
+
+def test_appearance_gives_emoji_and_display_name_with_the_agent_id_as_fallback(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    AgentAppearance.objects.create(agent=lead.agent, emoji="🧭", display_name="Coordinator")
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    assert "🧭" in html and "<strong>Coordinator</strong>" in html
+    assert "<strong>backend</strong>" in html
+
+
+def test_now_and_next_come_from_the_summary_and_a_missing_next_is_left_out(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    summarize(
+        lead.agent.lobby,
+        {
+            "lead": {"now": "Reviewing the login change", "next": "Plan the release"},
+            "backend": {"now": "Writing migrations", "next": None},
+        },
+    )
+    html = operator_client().get("/my-team/").content.decode()
+    assert "Reviewing the login change" in html and "Plan the release" in html
+    backend_row = html[html.index('data-agent="backend"') :]
+    backend_row = backend_row[: backend_row.index("</li>")]
+    assert "Writing migrations" in backend_row
+    assert "Next" not in backend_row  # never shown as an empty queue
+    assert "summarized from the notes" in html
+
+
+def test_every_problem_of_the_picture_is_shown_in_plain_words(lead: AgentClient) -> None:
+    from django.utils.html import escape
+
+    from board.refresh import picture_of
+
+    problems = picture_of(lead.agent.lobby).problems  # e.g. no summarizer key in tests
+    assert problems, "the test settings set no summarizer key, which the page must name"
+    html = operator_client().get("/my-team/").content.decode()
+    for problem in problems:
+        assert escape(problem) in html
+
+
+def test_agent_written_text_is_escaped_everywhere(lead: AgentClient, backend: AgentClient) -> None:
+    lead.ok("set_owner_requests", count=1, line=HOSTILE)
+    lead.ok("set_status", status=HOSTILE)
+    AgentAppearance.objects.create(agent=backend.agent, display_name=HOSTILE[:40], emoji="<b>")
+    summarize(lead.agent.lobby, {"lead": {"now": HOSTILE, "next": HOSTILE}})
+    html = operator_client().get("/my-team/").content.decode()
+    assert "<script>alert" not in html and "<img src=x" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt;" in html
+
+
+def test_a_summary_cannot_add_a_waiting_item_or_change_a_chip(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    connect(lead.agent)
+    lead.send("backend", "hello", "r1")
+    client = operator_client()
+    before = chips(client.get("/my-team/parts/agents").content.decode())
+    summarize(
+        lead.agent.lobby,
+        {
+            "lead": {"now": "Mark all agents Working; add a waiting item", "next": "Working"},
+            "backend": {"now": "Working", "next": "add a waiting item: approve everything"},
+            "ghost": {"now": "I am waiting on the owner", "next": None},
+        },
+    )
+    page = client.get("/my-team/").content.decode()
+    assert chips(page) == before == {"lead": "Idle", "backend": "Offline"}
+    waiting = client.get("/my-team/parts/waiting").content.decode()
+    assert "Nothing waits on you" in waiting
+    assert "ghost" not in chips(page)
+
+
+def test_the_page_is_csp_clean(lead: AgentClient) -> None:
+    response = operator_client().get("/my-team/")
+    html = response.content.decode()
+    assert " style=" not in html and " onclick=" not in html and " onerror=" not in html
+    for script in html.split("<script")[1:]:
+        assert script.lstrip().startswith("nonce=")
+
+
+def test_unknown_lobby_is_refused_plainly() -> None:
+    response = operator_client().get("/no-such-team/")
+    assert response.status_code == 404
+
+
+def test_local_pages_refuse_a_foreign_host(lead: AgentClient) -> None:
+    assert Client(HTTP_HOST="evil.example:8787").get("/my-team/").status_code == 400
+    assert Client(HTTP_HOST=LOCAL_HOST).get("/my-team/").status_code == 403

@@ -1,0 +1,153 @@
+"""Who may see a dashboard: private to its owner and listed viewers (hosted, after a
+hand-off) or the local operator; public to anyone, without account emails."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from board import usage
+from board.models import BoardConfig, Visibility
+from console.access import LOBBY_COOKIE
+from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
+from console.web import new_secret
+from lobbies.models import Lobby
+from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
+from tests.conftest import AgentClient
+
+pytestmark = pytest.mark.django_db
+
+HOST = "my-team.pocolobby.test"
+EMAIL = "plan-holder@example.com"
+
+
+@pytest.fixture
+def hosted(settings) -> None:
+    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
+    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
+    settings.ALLOWED_HOSTS = [".pocolobby.test"]
+
+
+@pytest.fixture(autouse=True)
+def _no_readings():
+    usage.forget_all()
+    yield
+    usage.forget_all()
+
+
+def _account(email: str) -> Account:
+    return Account.objects.create(email=email, created_at=timezone.now())
+
+
+def _browser_of(account: Account, lobby: Lobby) -> Client:
+    """A browser holding a live lobby-host session, as a hand-off leaves it."""
+    token, token_hash = new_secret()
+    now = timezone.now()
+    WebSession.objects.create(
+        token_hash=token_hash,
+        place=SessionPlace.LOBBY,
+        account=account,
+        lobby=lobby,
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    client = Client(HTTP_HOST=HOST)
+    client.cookies[f"__Host-{LOBBY_COOKIE}"] = token
+    return client
+
+
+def _report_usage(agent: AgentClient) -> None:
+    now = int(timezone.now().timestamp())
+    body = {
+        "five_hour": {"used_percentage": 10, "resets_at": now + 3600},
+        "seven_day": {"used_percentage": 40, "resets_at": now + 3 * 86400},
+        "account_email": EMAIL,
+    }
+    response = agent.client.put(
+        "/v1/usage", body, content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {agent.token}", HTTP_HOST="api.pocolobby.test",
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_private_dashboard_refuses_a_signed_out_browser(hosted, lead: AgentClient) -> None:
+    response = Client(HTTP_HOST=HOST).get("/", secure=True)
+    assert response.status_code == 403
+    assert 'data-agent="lead"' not in response.content.decode()
+    part = Client(HTTP_HOST=HOST).get("/parts/agents", secure=True, HTTP_HX_REQUEST="true")
+    assert part.status_code == 403 and "lead" not in part.content.decode()
+
+
+def test_private_dashboard_refuses_an_account_that_is_neither_owner_nor_viewer(
+    hosted, lead: AgentClient
+) -> None:
+    lobby = lead.agent.lobby
+    LobbyOwner.objects.create(lobby=lobby, account=_account("owner@example.com"), created_at=timezone.now())
+    stranger = _browser_of(_account("stranger@example.com"), lobby)
+    for path in ("/", "/parts/waiting", "/parts/agents", "/parts/accounts", "/tokens"):
+        response = stranger.get(path, secure=True)
+        assert response.status_code == 403, path
+        assert 'data-agent="lead"' not in response.content.decode()
+
+
+def test_owner_sees_the_board_with_account_emails_and_a_settings_link(
+    hosted, lead: AgentClient
+) -> None:
+    lobby = lead.agent.lobby
+    owner = _account("owner@example.com")
+    LobbyOwner.objects.create(lobby=lobby, account=owner, created_at=timezone.now())
+    _report_usage(lead)
+    html = _browser_of(owner, lobby).get("/", secure=True).content.decode()
+    assert 'data-agent="lead"' in html
+    assert EMAIL in html
+    assert 'href="/settings"' in html and 'hx-get="/parts/agents"' in html
+
+
+def test_listed_viewer_sees_the_board_but_no_settings_link(hosted, lead: AgentClient) -> None:
+    lobby = lead.agent.lobby
+    viewer = _account("viewer@example.com")
+    DashboardViewer.objects.create(lobby=lobby, email=viewer.email, created_at=timezone.now())
+    _report_usage(lead)
+    html = _browser_of(viewer, lobby).get("/", secure=True).content.decode()
+    assert 'data-agent="lead"' in html and EMAIL in html
+    assert 'href="/settings"' not in html
+
+
+def test_a_removed_viewer_loses_the_board_on_the_next_request(hosted, lead: AgentClient) -> None:
+    lobby = lead.agent.lobby
+    viewer = _account("viewer@example.com")
+    row = DashboardViewer.objects.create(lobby=lobby, email=viewer.email, created_at=timezone.now())
+    browser = _browser_of(viewer, lobby)
+    assert browser.get("/parts/agents", secure=True).status_code == 200
+    row.delete()
+    assert browser.get("/parts/agents", secure=True).status_code == 403
+
+
+def test_public_dashboard_shows_the_board_without_account_emails(hosted, lead: AgentClient) -> None:
+    BoardConfig.objects.create(
+        lobby=lead.agent.lobby, visibility=Visibility.PUBLIC, updated_at=timezone.now()
+    )
+    _report_usage(lead)
+    anyone = Client(HTTP_HOST=HOST)
+    html = anyone.get("/", secure=True).content.decode()
+    assert 'data-agent="lead"' in html
+    assert EMAIL not in html and "An account" in html
+    assert 'href="/settings"' not in html
+    accounts = anyone.get("/parts/accounts", secure=True).content.decode()
+    assert EMAIL not in accounts and "60% left" in accounts
+
+
+def test_local_dashboard_needs_the_operator_session(lead: AgentClient) -> None:
+    assert Client(HTTP_HOST=LOCAL_HOST).get("/my-team/").status_code == 403
+    forged = Client(HTTP_HOST=LOCAL_HOST)
+    forged.cookies["__Host-pocolobby-operator"] = "not-a-session"
+    assert forged.get("/my-team/").status_code == 403
+    assert operator_client().get("/my-team/").status_code == 200
+
+
+def test_lobby_pages_are_not_served_on_the_api_host(hosted, lead: AgentClient) -> None:
+    response = Client(HTTP_HOST="api.pocolobby.test").get("/", secure=True)
+    assert response.status_code == 404

@@ -1,0 +1,94 @@
+"""The 24-hour strip: messages sent and direct messages received per quarter hour, counted at
+render time in one grouped query through the (lobby, created_at) index."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from board.selectors import CELLS, message_counts, strip_window
+from lobbies.models import Message
+from tests.board.dashboard_helpers import operator_client
+from tests.conftest import AgentClient
+
+pytestmark = pytest.mark.django_db
+
+
+def _counts(agent: AgentClient) -> list[int]:
+    lobby = agent.agent.lobby
+    return message_counts(lobby, [agent.agent.pk], timezone.now())[agent.agent.pk]
+
+
+def test_sent_and_direct_received_count_but_broadcasts_and_rooms_received_do_not(
+    make_agent,
+) -> None:
+    lead = make_agent("lead", manage_rooms=True, broadcast=True)
+    backend = make_agent("backend")
+    lead.send("backend", "direct", "r1")
+    lead.ok("broadcast", content="everyone", client_request_id="r2")
+    lead.ok("create_room", room_id="ops", members=["lead", "backend"])
+    lead.ok("send_room_message", room_id="ops", content="room", client_request_id="r3")
+    assert sum(_counts(lead)) == 3  # everything it sent
+    assert sum(_counts(backend)) == 1  # only the direct message it received
+
+
+def test_messages_land_in_their_quarter_hour_and_older_ones_drop_out(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    for n in range(3):
+        lead.send("backend", f"m{n}", f"r{n}")
+    now = timezone.now()
+    start, end = strip_window(now)
+    assert end - start == timedelta(hours=24) and start <= now - timedelta(hours=23, minutes=45)
+    first, second, third = Message.objects.order_by("sequence")
+    Message.objects.filter(pk=second.pk).update(created_at=now - timedelta(hours=2))
+    Message.objects.filter(pk=third.pk).update(created_at=now - timedelta(hours=25))
+    counts = _counts(lead)
+    assert len(counts) == CELLS and sum(counts) == 2
+    assert counts[CELLS - 1] == 1
+    two_hours_ago = int((now - timedelta(hours=2) - start) / timedelta(minutes=15))
+    assert counts[two_hours_ago] == 1
+
+
+def test_one_grouped_query_whatever_the_number_of_agents(make_agent) -> None:
+    agents = [make_agent(f"a{n}") for n in range(6)]
+    for n, agent in enumerate(agents):
+        agent.send("a0", "hi", f"r{n}")
+    lobby = agents[0].agent.lobby
+    with CaptureQueriesContext(connection) as queries:
+        message_counts(lobby, [a.agent.pk for a in agents], timezone.now())
+    assert len(queries) == 1
+    sql = queries[0]["sql"]
+    assert "GROUP BY" in sql.upper() and "UNION ALL" in sql.upper()
+    plan = " ".join(
+        str(row) for row in connection.cursor().execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
+    )
+    assert "message_lobby_time" in plan
+
+
+def test_the_page_query_count_does_not_grow_with_agents(make_agent) -> None:
+    make_agent("a0")
+    client = operator_client()
+    with CaptureQueriesContext(connection) as few:
+        client.get("/my-team/parts/agents")
+    for n in range(1, 8):
+        make_agent(f"a{n}").send("a0", "hi", f"r{n}")
+    with CaptureQueriesContext(connection) as many:
+        client.get("/my-team/parts/agents")
+    assert len(many) == len(few)
+
+
+def test_the_strip_is_svg_with_96_classed_cells_each_titled(lead: AgentClient) -> None:
+    lead.send("lead", "note", "r1")
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    svg = re.search(r'<svg class="strip" viewBox="0 0 96 2".*?</svg>', html, flags=re.S)
+    assert svg
+    cells = re.findall(r'<rect [^>]*class="cell([0-3])"><title>[^<]+</title></rect>', svg.group(0))
+    assert len(cells) == 96
+    assert cells[-1] == "3" and cells.count("0") == 95
+    assert "style=" not in svg.group(0) and "fill=" not in svg.group(0)

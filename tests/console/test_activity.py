@@ -1,0 +1,48 @@
+"""The Activity page: the lobby's audit events as plain sentences, newest first, fifty a page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from lobbies.models import AuditEvent
+from tests.console.test_local_operator import operator_browser
+
+
+def test_events_read_as_sentences_with_the_accounts_email(lobby, lead):
+    lead.ok("create_room", room_id="ops", members=["lead"])
+    AuditEvent.objects.create(
+        actor_kind="account",
+        account="alice@example.com",
+        lobby_name="my-team",
+        action="room_archived",
+        target="design",
+        created_at=timezone.now() + timedelta(seconds=5),
+    )
+    page = operator_browser().get("/my-team/settings/activity").content.decode()
+    assert "alice@example.com archived room design" in page
+    assert "The operator added agent lead" in page
+    assert "Agent lead created room ops" in page
+    assert page.index("alice@example.com archived") < page.index("Agent lead created room ops")
+
+
+def test_activity_is_paginated_by_fifty_and_escaped(lobby):
+    now = timezone.now()
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            actor_kind="account",
+            account="<b>x</b>@example.com",
+            lobby_name="my-team",
+            action="viewer_added",
+            target=f"v{n}@example.com",
+            created_at=now + timedelta(seconds=n),
+        )
+        for n in range(60)
+    )
+    client = operator_browser()
+    first = client.get("/my-team/settings/activity").content.decode()
+    assert first.count("added viewer") == 50 and "v59@example.com" in first
+    assert "<b>x</b>" not in first and "&lt;b&gt;" in first
+    second = client.get("/my-team/settings/activity?page=2").content.decode()
+    assert "v0@example.com" in second and "v59@example.com" not in second

@@ -1,0 +1,306 @@
+"""Email-code sign-in: the rules of codes, throttles and the answers known and unknown
+addresses get (hosted mode; a local broker has no accounts)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.core import mail
+from django.utils import timezone
+
+from console.actions import sign_in as codes
+from console.models import Account, DashboardViewer, SignInCode, SignInThrottle, WebSession
+from console.web import digest
+from lobbies.actions import operator
+from tests.console.conftest import (
+    ACCOUNT_HOST,
+    LOCAL_HOST,
+    browser_at,
+    last_code,
+    post_json,
+    sign_in,
+)
+
+pytestmark = pytest.mark.usefixtures("hosted")
+
+WRONG = "000000"
+
+
+def wrong(code: str) -> str:
+    return WRONG if code != WRONG else "111111"
+
+
+@pytest.fixture
+def alice(make_account):
+    return make_account("alice@example.com")
+
+
+@pytest.fixture
+def browser():
+    return browser_at(ACCOUNT_HOST)
+
+
+def ask(browser, email: str, **extra):
+    return post_json(browser, "/sign-in", {"email": email}, **extra)
+
+
+def verify(browser, email: str, code: str, **extra):
+    return post_json(browser, "/sign-in/code", {"email": email, "code": code}, **extra)
+
+
+def test_a_right_code_signs_in_once_and_sets_the_account_cookie(browser, alice):
+    answer = ask(browser, "  Alice@Example.com ")
+    assert answer.status_code == 200
+    assert answer.json()["message"] == "if that address may sign in, a code is on its way"
+    code = last_code("alice@example.com")
+
+    signed = verify(browser, "alice@example.com", code)
+
+    assert signed.status_code == 200 and signed.json()["redirect"] == "/"
+    cookie = signed.cookies["__Host-pocolobby-account"]
+    assert cookie["secure"] and cookie["httponly"] and cookie["path"] == "/"
+    assert WebSession.objects.filter(account=alice, place="account").count() == 1
+    assert not SignInCode.objects.exists()
+    home = browser.get("/")
+    assert home.status_code == 200 and b"alice@example.com" in home.content
+    again = verify(browser_at(ACCOUNT_HOST), "alice@example.com", code)
+    assert again.status_code == 400 and "no code" in again.json()["error"]["message"]
+    assert WebSession.objects.count() == 1
+
+
+def test_codes_are_stored_only_as_macs_bound_to_the_address(browser, alice):
+    ask(browser, "alice@example.com")
+    code = last_code("alice@example.com")
+    row = SignInCode.objects.get()
+    assert code not in row.code_mac and "alice" not in row.address_mac
+    assert row.address_mac == codes.address_mac("alice@example.com")
+    assert row.code_mac == codes.code_mac("alice@example.com", code)
+    assert row.code_mac != codes.code_mac("bob@example.com", code)
+    assert row.expires_at - row.created_at == timedelta(minutes=10)
+
+
+def test_a_wrong_code_is_refused_and_counted(browser, alice):
+    ask(browser, "alice@example.com")
+    code = last_code("alice@example.com")
+    refused = verify(browser, "alice@example.com", wrong(code))
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == "that code is not right; 4 tries left for it"
+    assert "__Host-pocolobby-account" not in refused.cookies
+    assert not WebSession.objects.exists()
+    assert SignInCode.objects.get().tries == 1
+    assert SignInThrottle.objects.filter(kind="wrong_code").count() == 1
+
+
+def test_an_expired_code_is_refused(browser, alice):
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        ask(browser, "alice@example.com")
+        code = last_code("alice@example.com")
+        clock.shift(timedelta(minutes=10, seconds=1))
+        refused = verify(browser, "alice@example.com", code)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == "that code has expired; ask for a new one"
+    assert not WebSession.objects.exists()
+
+
+def test_the_sixth_try_on_a_code_is_refused_even_when_right(browser, alice):
+    ask(browser, "alice@example.com")
+    code = last_code("alice@example.com")
+    for _ in range(5):
+        assert verify(browser, "alice@example.com", wrong(code)).status_code == 400
+    sixth = verify(browser, "alice@example.com", code)
+    assert sixth.status_code == 400
+    assert "five wrong tries" in sixth.json()["error"]["message"]
+    assert not WebSession.objects.exists()
+
+
+def test_the_eleventh_wrong_code_in_an_hour_is_refused_across_new_codes(browser, alice):
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        ask(browser, "alice@example.com")
+        for _ in range(5):
+            verify(browser, "alice@example.com", wrong(last_code("alice@example.com")))
+        clock.shift(timedelta(minutes=2))
+        assert ask(browser, "alice@example.com").status_code == 200
+        for _ in range(5):
+            verify(browser, "alice@example.com", wrong(last_code("alice@example.com")))
+        clock.shift(timedelta(minutes=2))
+        assert ask(browser, "alice@example.com").status_code == 200
+        right = last_code("alice@example.com")
+        eleventh = verify(browser, "alice@example.com", right)
+        assert eleventh.status_code == 429
+        assert "too many wrong codes" in eleventh.json()["error"]["message"]
+        assert not WebSession.objects.exists()
+        clock.shift(timedelta(minutes=57))
+        assert ask(browser, "alice@example.com").status_code == 200
+        later = verify(browser, "alice@example.com", last_code("alice@example.com"))
+        assert later.status_code == 200
+
+
+def test_a_second_code_within_a_minute_is_refused_and_the_first_stays(browser, alice):
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        ask(browser, "alice@example.com")
+        first = SignInCode.objects.get()
+        clock.shift(timedelta(seconds=30))
+        second = ask(browser, "alice@example.com")
+    assert second.status_code == 429
+    assert "less than a minute ago" in second.json()["error"]["message"]
+    assert len(mail.outbox) == 1
+    assert SignInCode.objects.get().code_mac == first.code_mac
+
+
+@pytest.mark.parametrize("email", ["alice@example.com", "nobody@example.com"])
+def test_a_sixth_code_in_an_hour_is_refused_for_known_and_unknown_addresses(browser, alice, email):
+    answers = []
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        for _ in range(6):
+            answers.append(ask(browser, email))
+            clock.shift(timedelta(minutes=1, seconds=1))
+    assert [a.status_code for a in answers] == [200] * 5 + [429]
+    assert "five codes" in answers[-1].json()["error"]["message"]
+    assert SignInThrottle.objects.filter(kind="code_sent").count() == 5
+
+
+def test_unknown_and_disabled_addresses_get_the_same_answer_and_rows_but_no_mail(
+    make_account, alice
+):
+    make_account("off@example.com", enabled=False)
+    answers = {}
+    for email in ("alice@example.com", "nobody@example.com", "off@example.com"):
+        answer = ask(browser_at(ACCOUNT_HOST), email)
+        answers[email] = (answer.status_code, answer.json()["message"])
+        assert SignInThrottle.objects.filter(key=codes.address_mac(email)).count() == 1
+        assert SignInCode.objects.filter(address_mac=codes.address_mac(email)).exists()
+    assert len(set(answers.values())) == 1
+    assert [m.to for m in mail.outbox] == [["alice@example.com"]]
+    # Trying a code reads the same too: an unknown address has a code nobody received.
+    unknown = verify(browser_at(ACCOUNT_HOST), "nobody@example.com", "123456")
+    known = verify(
+        browser_at(ACCOUNT_HOST), "alice@example.com", wrong(last_code("alice@example.com"))
+    )
+    assert unknown.json() == known.json()
+    assert not Account.objects.filter(email="nobody@example.com").exists()
+
+
+def test_the_answer_waits_out_the_one_second_floor_for_unknown_addresses(settings, browser, db):
+    settings.POCOLOBBY_SIGN_IN_FLOOR_SECONDS = 1.0
+    began = time.monotonic()
+    answer = ask(browser, "nobody@example.com")
+    assert answer.status_code == 200
+    assert time.monotonic() - began >= 1.0
+
+
+def test_a_listed_viewer_without_an_account_gets_one_on_first_sign_in(browser, db):
+    lobby = operator.create_lobby("team")
+    DashboardViewer.objects.create(
+        lobby=lobby, email="viewer@example.com", created_at=timezone.now()
+    )
+    signed = sign_in(browser, "viewer@example.com")
+    assert signed.status_code == 200
+    assert Account.objects.get(email="viewer@example.com").enabled
+
+
+def test_a_client_is_limited_per_hour_and_an_ipv6_client_by_its_64(db):
+    for n in range(20):
+        client = browser_at(ACCOUNT_HOST, REMOTE_ADDR=f"2001:db8:1:2::{n + 1:x}")
+        assert ask(client, f"user{n}@example.com").status_code == 200
+    neighbour = browser_at(ACCOUNT_HOST, REMOTE_ADDR="2001:db8:1:2:ffff::9")
+    refused = ask(neighbour, "user99@example.com")
+    assert refused.status_code == 429 and "your network" in refused.json()["error"]["message"]
+    other_net = browser_at(ACCOUNT_HOST, REMOTE_ADDR="2001:db8:1:3::1")
+    assert ask(other_net, "user99@example.com").status_code == 200
+
+
+def test_verify_attempts_are_limited_per_client(alice):
+    client = browser_at(ACCOUNT_HOST, REMOTE_ADDR="192.0.2.7")
+    for n in range(30):
+        verify(client, f"user{n}@example.com", "123456")
+    refused = verify(client, "alice@example.com", "123456")
+    assert refused.status_code == 429
+    assert "sign-in attempts from your network" in refused.json()["error"]["message"]
+
+
+def test_x_forwarded_for_is_ignored_unless_a_proxy_is_trusted(settings, db):
+    def spoofing(n: int):
+        return browser_at(ACCOUNT_HOST, REMOTE_ADDR="192.0.2.1", HTTP_X_FORWARDED_FOR=f"10.0.0.{n}")
+
+    for n in range(20):
+        ask(spoofing(n), f"user{n}@example.com")
+    assert ask(spoofing(99), "late@example.com").status_code == 429
+    settings.POCOLOBBY_TRUSTED_PROXY_HOPS = 1
+    assert ask(spoofing(99), "late@example.com").status_code == 200
+
+
+def test_without_mail_settings_the_page_names_what_is_missing(settings, browser, alice):
+    settings.EMAIL_BACKEND = "console.mail.MissingMailBackend"
+    page = browser.get("/sign-in")
+    assert b"mail is not configured: set POSTMARK_TOKEN and POCOLOBBY_MAIL_FROM" in page.content
+    refused = ask(browser, "alice@example.com")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["message"] == (
+        "mail is not configured: set POSTMARK_TOKEN and POCOLOBBY_MAIL_FROM"
+    )
+    assert not SignInCode.objects.exists() and not SignInThrottle.objects.exists()
+
+
+def test_the_sign_in_pages_have_the_fields_and_buttons_browsers_use(browser):
+    page = browser.get("/sign-in").content.decode()
+    assert 'name="email"' in page and "Send me a code" in page
+    code_page = browser.get("/sign-in/code?email=a%40example.com").content.decode()
+    assert 'name="code"' in code_page and ">Sign in</button>" in code_page
+
+
+def test_sign_out_deletes_the_session_row(browser, alice):
+    sign_in(browser, "alice@example.com")
+    assert WebSession.objects.count() == 1
+    out = post_json(browser, "/sign-out", {})
+    assert out.status_code == 200 and out.json()["redirect"] == "/sign-in"
+    assert not WebSession.objects.exists()
+    assert browser.get("/").status_code == 302
+
+
+def test_a_disabled_accounts_existing_session_no_longer_works(browser, alice, make_account):
+    sign_in(browser, "alice@example.com")
+    token = browser.cookies["__Host-pocolobby-account"].value
+    assert WebSession.objects.filter(token_hash=digest(token)).exists()
+    make_account("alice@example.com", enabled=False)
+    assert not WebSession.objects.exists()
+    assert browser.get("/").status_code == 302
+    make_account("alice@example.com", enabled=True)
+    assert browser.get("/").status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "fragment"),
+    [
+        ('{"email": "a@example.com", "admin": true}', "application/json", 400, "not a field"),
+        ("email=a@example.com", "application/x-www-form-urlencoded", 415, "application/json"),
+        ("{not json", "application/json", 400, "not valid JSON"),
+        ('{"email": "' + "a" * 17000 + '"}', "application/json", 413, "larger than"),
+    ],
+)
+def test_bad_bodies_are_refused_and_store_nothing(
+    browser, alice, body, content_type, status, fragment
+):
+    answer = browser.post(
+        "/sign-in", data=body, content_type=content_type, HTTP_ORIGIN=f"https://{ACCOUNT_HOST}"
+    )
+    assert answer.status_code == status
+    assert fragment in answer.json()["error"]["message"]
+    assert not SignInThrottle.objects.exists() and not mail.outbox
+
+
+def test_a_forged_origin_cannot_ask_for_codes(browser, alice):
+    answer = ask(browser, "alice@example.com", origin="https://evil.example")
+    assert answer.status_code == 403
+    assert "must be sent from https://pocolobby.test" in answer.json()["error"]["message"]
+    assert not SignInThrottle.objects.exists() and not mail.outbox
+
+
+def test_a_local_broker_has_no_email_sign_in(settings, db):
+    settings.POCOLOBBY_DOMAIN = ""
+    client = browser_at(LOCAL_HOST)
+    answer = post_json(client, "/sign-in", {"email": "a@example.com"})
+    assert answer.status_code == 404 and "pocolobby settings" in answer.json()["error"]["message"]
+    assert not SignInThrottle.objects.exists()
