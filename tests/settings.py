@@ -12,6 +12,10 @@ os.environ.setdefault("POCOLOBBY_ADMIN_TOKEN", "pla_test-admin-token")
 os.environ.setdefault(
     "POCOLOBBY_TEST_SQLITE", os.path.join(os.environ["POCOLOBBY_DATA_DIR"], "test.sqlite3")
 )
+# Page tests run the dashboard's background work inline: never reach the real services.
+os.environ["ANTHROPIC_API_KEY"] = ""
+os.environ["POCOLOBBY_GITHUB_TOKEN"] = ""
+os.environ.pop("POSTMARK_TOKEN", None)
 # In-process tests share one database transaction per test: keep API views on this thread.
 os.environ.setdefault("POCOLOBBY_API_THREADS", "0")
 

@@ -238,6 +238,8 @@ def set_notes_source(
                 paths=cleaned,
                 settings_version=source.settings_version + 1,
                 last_error="",
+                # Due at once, in any process: the new settings are checked on the next open.
+                last_checked_at=None,
             )
         else:
             return
