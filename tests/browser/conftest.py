@@ -161,3 +161,22 @@ def shoot(look: str, request: pytest.FixtureRequest) -> Any:
         return path
 
     return save
+
+
+def sign_in_through_lobby(
+    browser_page: Any, hosted: HostedBroker, lobby: str, email: str, path: str = "/"
+) -> None:
+    """From the lobby's host to the account area, an emailed code, and the hand-off back."""
+    lobby_url = hosted.lobby_url(lobby)
+    browser_page.goto(f"{lobby_url}{path}")
+    browser_page.get_by_role("link", name="Sign in with your email").click()
+    browser_page.wait_for_url(re.compile(rf"^{re.escape(hosted.account_url)}/sign-in.*"))
+    browser_page.wait_for_load_state()
+    browser_page.locator("input[name=email]").fill(email)
+    browser_page.get_by_role("button", name="Send me a code").click()
+    browser_page.wait_for_url(re.compile(r".*/sign-in/code.*"))
+    browser_page.wait_for_load_state()
+    browser_page.locator("input[name=code]").fill(hosted.latest_code(email))
+    browser_page.get_by_role("button", name="Sign in").click()
+    browser_page.wait_for_url(f"{lobby_url}{path}")
+    browser_page.wait_for_load_state()

@@ -44,9 +44,10 @@ def test_an_owner_signs_in_changes_visibility_and_signs_out(
     shoot(page, "3-settings")
     cookies = {c["name"]: c for c in page.context.cookies()}
     assert cookies["__Host-pocolobby-lobby"]["domain"] == f"{lobby}.pocolobby.localhost"
-    assert cookies["__Host-pocolobby-lobby"]["secure"] and cookies["__Host-pocolobby-lobby"][
-        "httpOnly"
-    ]
+    assert (
+        cookies["__Host-pocolobby-lobby"]["secure"]
+        and cookies["__Host-pocolobby-lobby"]["httpOnly"]
+    )
 
     # Change a setting; the page reloads showing it stored.
     page.locator("#visibility input[value=public]").check()
