@@ -37,8 +37,14 @@ def _call(agent: AgentClient, method: str, path: str, body: Any) -> tuple[int, d
 def _reading(used_week: float = 40, week_resets_in: timedelta = timedelta(days=3), **extra):
     now = timezone.now()
     return {
-        "five_hour": {"used_percentage": 58, "resets_at": int((now + timedelta(hours=2)).timestamp())},
-        "seven_day": {"used_percentage": used_week, "resets_at": int((now + week_resets_in).timestamp())},
+        "five_hour": {
+            "used_percentage": 58,
+            "resets_at": int((now + timedelta(hours=2)).timestamp()),
+        },
+        "seven_day": {
+            "used_percentage": used_week,
+            "resets_at": int((now + week_resets_in).timestamp()),
+        },
         **extra,
     }
 
@@ -85,11 +91,20 @@ def test_iso_reset_times_are_accepted(lead: AgentClient) -> None:
 @pytest.mark.parametrize(
     ("body", "named"),
     [
-        ({"five_hour": {"used_percentage": 101, "resets_at": 1900000000}}, "five_hour.used_percentage"),
-        ({"seven_day": {"used_percentage": "50", "resets_at": 1900000000}}, "seven_day.used_percentage"),
+        (
+            {"five_hour": {"used_percentage": 101, "resets_at": 1900000000}},
+            "five_hour.used_percentage",
+        ),
+        (
+            {"seven_day": {"used_percentage": "50", "resets_at": 1900000000}},
+            "seven_day.used_percentage",
+        ),
         ({"seven_day": {"used_percentage": 5, "resets_at": "next tuesday"}}, "seven_day.resets_at"),
         ({"seven_day": {"used_percentage": 5, "resets_at": 1900000000000}}, "seven_day.resets_at"),
-        ({"seven_day": {"used_percentage": 5, "resets_at": "2026-03-01T10:00:00"}}, "seven_day.resets_at"),
+        (
+            {"seven_day": {"used_percentage": 5, "resets_at": "2026-03-01T10:00:00"}},
+            "seven_day.resets_at",
+        ),
         ({"account_email": "<script>"}, "account_email"),
         ({"plan": "max"}, "plan"),
         ({"five_hour": None}, "five_hour"),
@@ -129,12 +144,16 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
     for pk, reading in list(readings.items()):
         if pk == ops.agent.pk:
             readings[pk] = usage.Reading(
-                reading.five_hour, reading.seven_day, reading.account_email,
+                reading.five_hour,
+                reading.seven_day,
+                reading.account_email,
                 reading.received_at - timedelta(minutes=45),
             )
         else:
             readings[pk] = usage.Reading(
-                reading.five_hour, reading.seven_day, reading.account_email,
+                reading.five_hour,
+                reading.seven_day,
+                reading.account_email,
                 reading.received_at - timedelta(days=2),
             )
     html = client.get("/my-team/parts/accounts").content.decode()
@@ -147,7 +166,9 @@ def test_a_window_past_its_reset_is_dropped(lead: AgentClient) -> None:
     reading = usage._readings[lead.agent.pk]
     usage._readings[lead.agent.pk] = usage.Reading(
         usage.Window(58, timezone.now() - timedelta(minutes=1)),
-        reading.seven_day, reading.account_email, reading.received_at,
+        reading.seven_day,
+        reading.account_email,
+        reading.received_at,
     )
     html = operator_client().get("/my-team/parts/accounts").content.decode()
     assert "5 hours" not in html and "Week: 60% left" in html
@@ -207,9 +228,13 @@ def test_junk_turns_are_refused_and_nothing_is_stored(lead: AgentClient, body) -
 def test_today_active_minutes_show_on_the_row(lead: AgentClient) -> None:
     now = timezone.now()
     start = max(now - timedelta(minutes=50), now.replace(hour=0, minute=0, second=0, microsecond=0))
-    WorkStretch.objects.create(agent=lead.agent, started_at=start, ended_at=start + timedelta(minutes=20))
     WorkStretch.objects.create(
-        agent=lead.agent, started_at=now - timedelta(days=2), ended_at=now - timedelta(days=2) + timedelta(hours=1)
+        agent=lead.agent, started_at=start, ended_at=start + timedelta(minutes=20)
+    )
+    WorkStretch.objects.create(
+        agent=lead.agent,
+        started_at=now - timedelta(days=2),
+        ended_at=now - timedelta(days=2) + timedelta(hours=1),
     )
     minutes = int((min(start + timedelta(minutes=20), now) - start).total_seconds() // 60)
     html = operator_client().get("/my-team/parts/agents").content.decode()
@@ -228,7 +253,9 @@ def test_tokens_resent_replace_their_session_day_and_sum_across_sessions(lead: A
     body = {"days": [_day(today, input_tokens=100, output_tokens=10)]}
     assert _call(lead, "put", "tokens", body)[0] == 200
     assert _call(lead, "put", "tokens", body)[0] == 200  # the same transcript again
-    _call(lead, "put", "tokens", {"days": [_day(today, "s-2", input_tokens=5, cache_read_tokens=7)]})
+    _call(
+        lead, "put", "tokens", {"days": [_day(today, "s-2", input_tokens=5, cache_read_tokens=7)]}
+    )
     assert TokenSession.objects.count() == 2
     html = operator_client().get("/my-team/tokens").content.decode()
     assert f'data-agent="lead" data-day="{today}"' in html
@@ -238,7 +265,12 @@ def test_tokens_resent_replace_their_session_day_and_sum_across_sessions(lead: A
 def test_tokens_page_covers_the_last_14_days(lead: AgentClient) -> None:
     today = timezone.now().date()
     old, recent = today - timedelta(days=14), today - timedelta(days=13)
-    _call(lead, "put", "tokens", {"days": [_day(old.isoformat(), input_tokens=1), _day(recent.isoformat(), input_tokens=2)]})
+    _call(
+        lead,
+        "put",
+        "tokens",
+        {"days": [_day(old.isoformat(), input_tokens=1), _day(recent.isoformat(), input_tokens=2)]},
+    )
     html = operator_client().get("/my-team/tokens").content.decode()
     assert recent.isoformat() in html and old.isoformat() not in html
 

@@ -29,7 +29,7 @@ def _fake_claude(bin_dir: Path, calls: Path) -> None:
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> "{calls}"\n'
-        f"echo '{{\"loggedIn\": true, \"authMethod\": \"claude.ai\", \"email\": \"{EMAIL}\"}}'\n"
+        f'echo \'{{"loggedIn": true, "authMethod": "claude.ai", "email": "{EMAIL}"}}\'\n'
     )
     script.chmod(0o755)
 
@@ -142,8 +142,13 @@ def test_hook_reports_turns_and_token_days_silently(broker: Broker, tmp_path: Pa
     config = broker.provision("hook-team", ["backend"], tmp_path)["backend"]
     transcript = _transcript(tmp_path, "sess-1")
     path = os.environ["PATH"]
-    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "sess-1",
-              "transcript_path": str(transcript), "cwd": str(tmp_path), "prompt": "go"}
+    prompt = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "sess-1",
+        "transcript_path": str(transcript),
+        "cwd": str(tmp_path),
+        "prompt": "go",
+    }
     done = _run("hook", config.path, json.dumps(prompt), path)
     assert done.returncode == 0 and done.stdout == ""
     assert _rows(broker, "SELECT ended_at FROM board_workstretch") == [(None,)]

@@ -123,7 +123,9 @@ def test_working_from_the_hooks_turns(lead: AgentClient) -> None:
 
 
 @pytest.mark.django_db
-def test_away_once_the_last_message_is_30_minutes_old(lead: AgentClient, backend: AgentClient) -> None:
+def test_away_once_the_last_message_is_30_minutes_old(
+    lead: AgentClient, backend: AgentClient
+) -> None:
     connect(lead.agent)
     lead.send("backend", "hi", "r1")
     assert _chips()["lead"] == "Idle"

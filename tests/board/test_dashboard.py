@@ -45,13 +45,19 @@ def test_waiting_lists_owner_requests_longest_waiting_first_hidden_agents_includ
     backend.ok("set_owner_requests", count=2, line="a key; a decision")
     quiet.ok("set_owner_requests", count=1, line="hidden but waiting")
     now = timezone.now()
-    Agent.objects.filter(pk=backend.agent.pk).update(owner_requests_updated_at=now - timedelta(hours=3))
-    Agent.objects.filter(pk=quiet.agent.pk).update(owner_requests_updated_at=now - timedelta(hours=1))
+    Agent.objects.filter(pk=backend.agent.pk).update(
+        owner_requests_updated_at=now - timedelta(hours=3)
+    )
+    Agent.objects.filter(pk=quiet.agent.pk).update(
+        owner_requests_updated_at=now - timedelta(hours=1)
+    )
     AgentAppearance.objects.create(agent=quiet.agent, hidden=True)
 
     html = operator_client().get("/my-team/parts/waiting").content.decode()
 
-    order = [html.index(t) for t in ("a key; a decision", "hidden but waiting", "approve the release")]
+    order = [
+        html.index(t) for t in ("a key; a decision", "hidden but waiting", "approve the release")
+    ]
     assert order == sorted(order)
     agents_html = operator_client().get("/my-team/parts/agents").content.decode()
     assert "quiet" not in chips(agents_html)  # hidden: no row, but its requests still show
@@ -64,7 +70,9 @@ def test_an_agent_that_clears_its_requests_leaves_waiting(lead: AgentClient) -> 
     assert "approve the release" not in html and "Nothing waits on you" in html
 
 
-def test_disabled_agents_have_no_row_and_no_waiting_item(lead: AgentClient, backend: AgentClient) -> None:
+def test_disabled_agents_have_no_row_and_no_waiting_item(
+    lead: AgentClient, backend: AgentClient
+) -> None:
     backend.ok("set_owner_requests", count=1, line="from a disabled agent")
     Agent.objects.filter(pk=backend.agent.pk).update(enabled=False)
     client = operator_client()

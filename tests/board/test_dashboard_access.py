@@ -67,8 +67,11 @@ def _report_usage(agent: AgentClient) -> None:
         "account_email": EMAIL,
     }
     response = agent.client.put(
-        "/v1/usage", body, content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {agent.token}", HTTP_HOST="api.pocolobby.test",
+        "/v1/usage",
+        body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {agent.token}",
+        HTTP_HOST="api.pocolobby.test",
     )
     assert response.status_code == 200, response.content
 
@@ -85,7 +88,9 @@ def test_private_dashboard_refuses_an_account_that_is_neither_owner_nor_viewer(
     hosted, lead: AgentClient
 ) -> None:
     lobby = lead.agent.lobby
-    LobbyOwner.objects.create(lobby=lobby, account=_account("owner@example.com"), created_at=timezone.now())
+    LobbyOwner.objects.create(
+        lobby=lobby, account=_account("owner@example.com"), created_at=timezone.now()
+    )
     stranger = _browser_of(_account("stranger@example.com"), lobby)
     for path in ("/", "/parts/waiting", "/parts/agents", "/parts/accounts", "/tokens"):
         response = stranger.get(path, secure=True)

@@ -45,7 +45,7 @@ def test_messages_land_in_their_quarter_hour_and_older_ones_drop_out(
     now = timezone.now()
     start, end = strip_window(now)
     assert end - start == timedelta(hours=24) and start <= now - timedelta(hours=23, minutes=45)
-    first, second, third = Message.objects.order_by("sequence")
+    _first, second, third = Message.objects.order_by("sequence")
     Message.objects.filter(pk=second.pk).update(created_at=now - timedelta(hours=2))
     Message.objects.filter(pk=third.pk).update(created_at=now - timedelta(hours=25))
     counts = _counts(lead)
