@@ -13,6 +13,7 @@ that holds wins):
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -34,8 +35,8 @@ from django.db.models import (
 from board import usage
 from board.models import AgentAppearance, TokenSession, WorkStretch
 from lobbies.dispatch import live_connections
-from lobbies.models import Agent, HeldReason, Lobby, Message, Scope
-from lobbies.selectors import NEVER_ARRIVED, _with_last_message_at, last_message_at
+from lobbies.models import Agent, Delivery, Lobby, Message, Scope
+from lobbies.selectors import _with_last_message_at, last_message_at
 
 WORKING_AFTER_TURN = timedelta(minutes=2)
 AWAY_AFTER = timedelta(minutes=30)
@@ -135,35 +136,95 @@ class QuarterHour(Func):
         return super().as_sql(compiler, connection, **extra)
 
 
-def message_counts(lobby: Lobby, agent_pks: list[int], now: datetime) -> dict[int, list[int]]:
-    """Messages each agent sent and direct messages it received, per quarter hour.
+# A quarter hour that ended this long ago can gain no message: sends and deliveries are
+# stamped when they commit, and a commit takes well under this.
+SETTLED_AFTER = timedelta(minutes=2)
 
-    One grouped query (a UNION ALL of both sides) through message_lobby_time; the database
-    returns (agent, quarter hour, count) rows.
+
+class _SettledQuarters:
+    """Counts of quarter hours that can no longer change, per lobby, in this process.
+
+    Messages are immutable and a delivery's time is set once, so a settled quarter hour's
+    counts stay true; each render then counts only the quarter hours still open (normally
+    one or two) from the tables. A restart or another process simply counts again.
     """
-    start, end = strip_window(now)
-    recent = Message.objects.filter(lobby=lobby, created_at__gte=start, created_at__lt=end)
-    arrived = [r for r in HeldReason.values if r not in NEVER_ARRIVED]
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_lobby: dict[int, dict[datetime, dict[int, int]]] = {}
+
+    def forget(self) -> None:
+        with self.lock:
+            self.by_lobby.clear()
+
+
+SETTLED = _SettledQuarters()
+
+
+def _count_quarters(lobby: Lobby, since: datetime, until: datetime) -> dict[int, dict[int, int]]:
+    """{cell since `since`: {agent pk: messages it sent + direct messages it received}}.
+
+    One grouped query: sends through (lobby, created_at), direct receipts through
+    (recipient, delivered_at), each placed in the quarter hour it happened in.
+    """
     sent = (
-        recent.filter(sender_id__in=agent_pks)
-        .annotate(cell=QuarterHour("created_at", start))
+        Message.objects.filter(lobby=lobby, created_at__gte=since, created_at__lt=until)
+        .exclude(sender_id=None)
+        .annotate(cell=QuarterHour("created_at", since))
         .values_list("sender_id", "cell")
         .annotate(n=Count("id"))
         .order_by()
     )
+    members = Agent.objects.filter(lobby=lobby).values("pk")
     received = (
-        recent.filter(scope=Scope.DIRECT, deliveries__recipient_id__in=agent_pks)
-        .filter(Q(deliveries__held_reason__isnull=True) | Q(deliveries__held_reason__in=arrived))
-        .annotate(cell=QuarterHour("created_at", start))
-        .values_list("deliveries__recipient_id", "cell")
+        Delivery.objects.filter(
+            recipient_id__in=members,
+            delivered_at__gte=since,
+            delivered_at__lt=until,
+            message__scope=Scope.DIRECT,
+        )
+        .annotate(cell=QuarterHour("delivered_at", since))
+        .values_list("recipient_id", "cell")
         .annotate(n=Count("id"))
         .order_by()
     )
-    counts: dict[int, list[int]] = {pk: [0] * CELLS for pk in agent_pks}
+    cells: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for agent_pk, cell, n in sent.union(received, all=True):
-        if 0 <= cell < CELLS and agent_pk in counts:
-            counts[agent_pk][cell] += n
-    return counts
+        cells[cell][agent_pk] += n
+    return cells
+
+
+def message_counts(lobby: Lobby, agent_pks: list[int], now: datetime) -> dict[int, list[int]]:
+    """Messages each agent sent and direct messages it received, per quarter hour.
+
+    Counted from the messages and deliveries tables at render time; only quarter hours not
+    yet settled (or not yet counted by this process) are read.
+    """
+    start, end = strip_window(now)
+    quarters = [start + n * CELL for n in range(CELLS)]
+    settled_before = now - SETTLED_AFTER
+    with SETTLED.lock:
+        known = SETTLED.by_lobby.setdefault(lobby.pk, {})
+        for quarter in [q for q in known if q < start]:
+            del known[quarter]
+        missing = [q for q in quarters if q not in known]
+        remembered = {q: known[q] for q in quarters if q in known}
+    if missing:
+        since = missing[0]
+        counted = _count_quarters(lobby, since, end)
+        fresh = {
+            since + cell * CELL: dict(by_agent)
+            for cell, by_agent in counted.items()
+            if 0 <= cell < CELLS
+        }
+        for quarter in missing:
+            remembered[quarter] = fresh.get(quarter, {})
+        with SETTLED.lock:
+            known = SETTLED.by_lobby.setdefault(lobby.pk, {})
+            for quarter in missing:
+                if quarter + CELL <= settled_before:
+                    known[quarter] = remembered[quarter]
+    return {pk: [remembered[q].get(pk, 0) for q in quarters] for pk in agent_pks}
 
 
 def strip_cells(counts: list[int], start: datetime) -> list[Cell]:

@@ -282,7 +282,8 @@ class Message(models.Model):
         ]
         indexes = [
             models.Index(fields=["sender", "created_at"], name="message_sender_time"),
-            models.Index(fields=["lobby", "created_at"], name="message_lobby_time"),
+            # The sender too, so the dashboard's strip counts sends from the index alone.
+            models.Index(fields=["lobby", "created_at", "sender"], name="message_lobby_time"),
             models.Index(
                 fields=["deliver_at"],
                 condition=Q(scheduled_pending=True),
@@ -353,6 +354,8 @@ class Delivery(models.Model):
         ]
         indexes = [
             models.Index(fields=["recipient", "state", "message"], name="delivery_inbox"),
+            # last_message_at: the newest direct message each agent received.
+            models.Index(fields=["recipient", "delivered_at"], name="delivery_recipient_time"),
         ]
 
     def __str__(self) -> str:

@@ -271,17 +271,22 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
 
 def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
-    last_sent = Message.objects.filter(sender=OuterRef("pk")).order_by().values("sender")
+    # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
+    # index steps per agent, where an aggregate read every delivery the agent ever had.
+    last_sent = (
+        Message.objects.filter(sender=OuterRef("pk")).order_by("-created_at").values("created_at")
+    )
     last_received = (
-        Delivery.objects.filter(recipient=OuterRef("pk"), message__scope=Scope.DIRECT)
-        .exclude(delivered_at__isnull=True)
-        .order_by()
-        .values("recipient")
+        Delivery.objects.filter(
+            recipient=OuterRef("pk"), message__scope=Scope.DIRECT, delivered_at__isnull=False
+        )
+        .order_by("-delivered_at")
+        .values("delivered_at")
     )
     return _with_presence(
         agents.annotate(
-            last_sent_at=Subquery(last_sent.annotate(t=Max("created_at")).values("t")),
-            last_received_at=Subquery(last_received.annotate(t=Max("delivered_at")).values("t")),
+            last_sent_at=Subquery(last_sent[:1]),
+            last_received_at=Subquery(last_received[:1]),
         )
     )
 

@@ -62,3 +62,12 @@ def lead(make_agent: Callable[..., AgentClient]) -> AgentClient:
 @pytest.fixture
 def backend(make_agent: Callable[..., AgentClient]) -> AgentClient:
     return make_agent("backend")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_memory() -> None:
+    """Each test starts like a fresh broker process: database rows (and their primary keys)
+    are rolled back between tests, so counts remembered for a lobby id must go too."""
+    from board.selectors import SETTLED
+
+    SETTLED.forget()

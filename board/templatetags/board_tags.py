@@ -6,40 +6,41 @@ it holds only numbers and times we compute, never anything an agent wrote.
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+import functools
+from datetime import UTC, datetime, timedelta
 
 from django import template
-from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from board.selectors import Cell
+from board.selectors import CELL, CELLS, Cell
 
 register = template.Library()
 
 
+@functools.lru_cache(maxsize=8)
+def _quarter_labels(start: datetime) -> tuple[str, ...]:
+    """"HH:MM" of each quarter hour of a window: the same for every agent on a page."""
+    return tuple((start + n * CELL).astimezone(UTC).strftime("%H:%M") for n in range(CELLS))
+
+
 @register.simple_tag
 def strip_svg(cells: list[Cell]) -> SafeString:
-    rects = format_html_join(
-        "",
-        '<rect x="{}" y="0" width="0.86" height="2" class="cell{}">'
-        "<title>{} UTC: {} message{}</title></rect>",
-        (
-            (
-                c.index,
-                c.level,
-                c.starts_at.astimezone(UTC).strftime("%H:%M"),
-                c.count,
-                "" if c.count == 1 else "s",
-            )
-            for c in cells
-        ),
+    """96 rects per agent, joined as plain strings: every value is an int or a time label we
+    formatted, never text anyone wrote, so per-value escaping (a third of a busy page's
+    render time) buys nothing here."""
+    if not cells:
+        return SafeString("")
+    labels = _quarter_labels(cells[0].starts_at - cells[0].index * CELL)
+    rects = "".join(
+        f'<rect x="{int(c.index)}" y="0" width="0.86" height="2" class="cell{int(c.level)}">'
+        f"<title>{labels[c.index]} UTC: {int(c.count)} message{'' if c.count == 1 else 's'}"
+        "</title></rect>"
+        for c in cells
     )
-    total = sum(c.count for c in cells)
-    return format_html(
+    total = int(sum(c.count for c in cells))
+    return SafeString(
         '<svg class="strip" viewBox="0 0 96 2" preserveAspectRatio="none" role="img" '
-        'aria-label="Messages in the last 24 hours by quarter hour: {}">{}</svg>',
-        total,
-        rects,
+        f'aria-label="Messages in the last 24 hours by quarter hour: {total}">{rects}</svg>'
     )
 
 

@@ -7,6 +7,7 @@ import re
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -68,7 +69,27 @@ def test_one_grouped_query_whatever_the_number_of_agents(make_agent) -> None:
     plan = " ".join(
         str(row) for row in connection.cursor().execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
     )
-    assert "message_lobby_time" in plan
+    assert "message_lobby_time" in plan and "delivery_recipient_time" in plan
+
+
+def test_settled_quarter_hours_are_read_once_and_open_ones_on_every_render(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    lead.send("backend", "early", "r1")
+    later = (timezone.now() + timedelta(hours=1)).replace(minute=7, second=0, microsecond=0)
+    lobby, pks = lead.agent.lobby, [lead.agent.pk, backend.agent.pk]
+    with time_machine.travel(later, tick=False):
+        first = message_counts(lobby, pks, later)
+        lead.send("backend", "in the open quarter hour", "r2")
+        with CaptureQueriesContext(connection) as queries:
+            second = message_counts(lobby, pks, later)
+    start, end = strip_window(later)
+    sql = queries[0]["sql"]
+    assert (end - timedelta(minutes=15)).strftime("%Y-%m-%d %H:%M:%S") in sql
+    assert start.strftime("%Y-%m-%d %H:%M:%S") not in sql  # the settled ones are remembered
+    assert (sum(first[lead.agent.pk]), sum(second[lead.agent.pk])) == (1, 2)
+    assert (sum(first[backend.agent.pk]), sum(second[backend.agent.pk])) == (1, 2)
+    assert second[lead.agent.pk][-1] == 1
 
 
 def test_the_page_query_count_does_not_grow_with_agents(make_agent) -> None:
