@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import (
     Count,
@@ -37,6 +37,9 @@ from board.models import AgentAppearance, TokenSession, WorkStretch
 from lobbies.dispatch import live_connections
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
 from lobbies.selectors import _with_last_message_at, last_message_at
+
+if TYPE_CHECKING:
+    from board.refresh import Picture
 
 WORKING_AFTER_TURN = timedelta(minutes=2)
 AWAY_AFTER = timedelta(minutes=30)
@@ -333,7 +336,7 @@ def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
     return turns
 
 
-def agent_rows(lobby: Lobby, now: datetime) -> list[AgentRow]:
+def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
     from board.refresh import picture_of
 
     agents = shown_agents(lobby)
@@ -342,7 +345,7 @@ def agent_rows(lobby: Lobby, now: datetime) -> list[AgentRow]:
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
     turns = _turns(pks, now)
-    picture = picture_of(lobby)
+    picture = picture if picture is not None else picture_of(lobby)
     rows = []
     for agent in agents:
         turn = turns.get(agent.pk, _Turns())

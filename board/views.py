@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from board import selectors
-from board.refresh import on_dashboard_opened, picture_of
+from board.refresh import Picture, on_dashboard_opened, picture_of
 from console.pages import LobbyPage, lobby_page
 
 log = logging.getLogger("pocolobby.board")
@@ -33,8 +33,8 @@ def _shows_emails(page: LobbyPage) -> bool:
     return page.visitor.signed_in
 
 
-def _agents(page: LobbyPage) -> dict[str, Any]:
-    return {"rows": selectors.agent_rows(page.lobby, timezone.now())}
+def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
+    return {"rows": selectors.agent_rows(page.lobby, timezone.now(), picture)}
 
 
 def _waiting(page: LobbyPage) -> dict[str, Any]:
@@ -56,7 +56,9 @@ def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(
         request,
         "board/dashboard.html",
-        page.context(picture=picture, **_waiting(page), **_agents(page), **_accounts(page)),
+        page.context(
+            picture=picture, **_waiting(page), **_agents(page, picture), **_accounts(page)
+        ),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -169,3 +170,32 @@ def test_unknown_lobby_is_refused_plainly() -> None:
 def test_local_pages_refuse_a_foreign_host(lead: AgentClient) -> None:
     assert Client(HTTP_HOST="evil.example:8787").get("/my-team/").status_code == 400
     assert Client(HTTP_HOST=LOCAL_HOST).get("/my-team/").status_code == 403
+
+
+def test_each_notes_source_shows_its_commit_and_what_was_cut(lead) -> None:
+    from board.models import NotesSnapshot, NotesSource
+    from lobbies.models import Room
+    from tests.board.dashboard_helpers import operator_client
+
+    room = Room.objects.create(lobby=lead.agent.lobby, room_id="design", created_at=timezone.now())
+    source = NotesSource.objects.create(
+        room=room, repository="acme/notes", ref="main", paths=["notes/", "<b>plan</b>.md"]
+    )
+    NotesSnapshot.objects.create(
+        source=source,
+        commit="0123456789abcdef0123456789abcdef01234567",
+        files=[
+            {"path": "notes/long.md", "sha": "a" * 40, "content": "x", "truncated": True},
+            {"path": "notes/short.md", "sha": "b" * 40, "content": "y", "truncated": False},
+        ],
+        truncated=True,
+        fetched_at=timezone.now(),
+    )
+    html = operator_client().get("/my-team/").content.decode()
+    line = re.search(r'<li data-room="design">(.*?)</li>', html, flags=re.S)
+    assert line, "the source is listed"
+    text = " ".join(line.group(1).split())
+    assert "acme/notes" in text and "<code>0123456</code>" in text
+    assert "cut to its share: notes/long.md" in text and "notes/short.md" not in text
+    assert "&lt;b&gt;plan&lt;/b&gt;.md" in text  # a configured path with no file, escaped
+    assert "Summaries cost $0.00 in the last 24 hours" in html  # the operator sees the cost
