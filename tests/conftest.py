@@ -71,3 +71,9 @@ def _fresh_process_memory() -> None:
     from board.selectors import SETTLED
 
     SETTLED.forget()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests last: Playwright's sync API keeps an event loop running in the main
+    thread until the session ends, and Django refuses database calls from such a thread."""
+    items.sort(key=lambda item: "tests/browser/" in str(item.path).replace("\\", "/"))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import store
@@ -343,11 +343,10 @@ def send(
             if args.supersedes:
                 _hold_superseded(sender, args.supersedes)
             if schedule is None:
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
-                        [store.as_db_time(now), sender.pk],
-                    )
+                store.execute(
+                    "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
+                    [store.as_db_time(now), sender.pk],
+                )
             if not scheduled:
                 wake_recipients_on_commit(
                     [(r.pk, args.priority) for r in addressing.recipients if r.pk != sender.pk]

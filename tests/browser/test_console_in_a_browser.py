@@ -51,7 +51,10 @@ def test_an_owner_signs_in_changes_visibility_and_signs_out(
 
     # Change a setting; the page reloads showing it stored.
     page.locator("#visibility input[value=public]").check()
-    with page.expect_response(lambda r: r.url.endswith("/settings/visibility")) as saved:
+    with (
+        page.expect_navigation(),  # the form reloads the page once the answer is in
+        page.expect_response(lambda r: r.url.endswith("/settings/visibility")) as saved,
+    ):
         page.get_by_role("button", name="Save visibility").click()
     assert saved.value.ok, saved.value.text()
     expect(page.locator("#visibility input[value=public]")).to_be_checked()
@@ -63,6 +66,8 @@ def test_an_owner_signs_in_changes_visibility_and_signs_out(
     with page.expect_response(lambda r: r.url.endswith("/sign-out")) as signed_out:
         page.get_by_role("button", name="Sign out").first.click()
     assert signed_out.value.ok
+    page.wait_for_url(f"{lobby_url}/")  # the page follows the answer's redirect
+    page.wait_for_load_state()
     page.goto(f"{lobby_url}/settings")
     expect(page.locator("#visibility")).to_have_count(0)
     expect(page.get_by_role("link", name="Sign in with your email")).to_be_visible()

@@ -92,7 +92,10 @@ def test_a_public_dashboard_needs_no_sign_in_and_shows_no_email(
     _seed(hosted_broker, lobby, owner)
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
     page.locator("#visibility input[value=public]").check()
-    with page.expect_response(lambda r: r.url.endswith("/settings/visibility")) as saved:
+    with (
+        page.expect_navigation(),  # the form reloads the page once the answer is in
+        page.expect_response(lambda r: r.url.endswith("/settings/visibility")) as saved,
+    ):
         page.get_by_role("button", name="Save visibility").click()
     assert saved.value.ok
 
