@@ -35,6 +35,13 @@ class LobbyPage:
 LobbyView = Callable[..., HttpResponse]
 
 
+def _refused(request: HttpRequest, refusal: PageRefusal | BrokerError) -> HttpResponse:
+    """A page's refusal, or an action's (the same sentence the API would give)."""
+    if isinstance(refusal, BrokerError):
+        refusal = PageRefusal(refusal.status, refusal.message, refusal.code)
+    return refusal_response(request, refusal)
+
+
 def lobby_page(*, settings: bool = False) -> Callable[[LobbyView], Callable[..., HttpResponse]]:
     """A page of one lobby: the dashboard's (any visitor who may view) or its settings'
     (the owner or the local operator only, checked again on every request)."""
@@ -52,11 +59,8 @@ def lobby_page(*, settings: bool = False) -> Callable[[LobbyView], Callable[...,
                 if not allowed:
                     return _not_allowed(request, site.base, visitor, settings)
                 return view(request, LobbyPage(lobby, visitor, site.base), *args, **kwargs)
-            except PageRefusal as refusal:
-                return refusal_response(request, refusal)
-            except BrokerError as error:
-                refusal = PageRefusal(error.status, error.message, error.code)
-                return refusal_response(request, refusal)
+            except (PageRefusal, BrokerError) as refusal:
+                return _refused(request, refusal)
 
         return csrf_exempt(page)
 
@@ -98,11 +102,8 @@ def account_page(*, signed_in: bool = True) -> Callable[[AccountView], Callable[
                         return HttpResponseRedirect("/sign-in")
                     raise PageRefusal(401, "sign in first", "signed_out")
                 return view(request, account, *args, **kwargs)
-            except PageRefusal as refusal:
-                return refusal_response(request, refusal)
-            except BrokerError as error:
-                refusal = PageRefusal(error.status, error.message, error.code)
-                return refusal_response(request, refusal)
+            except (PageRefusal, BrokerError) as refusal:
+                return _refused(request, refusal)
 
         return csrf_exempt(page)
 

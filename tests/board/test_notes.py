@@ -3,12 +3,10 @@ the last snapshot, against a fake GitHub that speaks its REST API's JSON."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
 import pytest
-import respx
 import time_machine
 from django.utils import timezone
 
@@ -28,21 +26,6 @@ NOTES = {
     "PLAN.md": "1. ship the dashboard\n",
     "src/app.py": "print('not notes')\n",
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory() -> Iterator[None]:
-    refresh.forget()
-    yield
-    refresh.forget()
-
-
-@pytest.fixture
-def github(settings: object) -> Iterator[FakeGitHub]:
-    settings.GITHUB_TOKEN = "ghp_test-read-only"  # type: ignore[attr-defined]
-    settings.GITHUB_API_URL = GITHUB  # type: ignore[attr-defined]
-    with respx.mock(assert_all_called=False) as router:
-        yield FakeGitHub(router)
 
 
 @pytest.fixture

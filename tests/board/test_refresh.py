@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,8 +20,6 @@ from console.actions.lobby_settings import Actor, create_room, set_appearance, s
 from lobbies.actions import operator
 from lobbies.models import Lobby
 from tests.board.notes_fakes import (
-    ANTHROPIC,
-    GITHUB,
     REPOSITORY,
     FakeClaude,
     FakeGitHub,
@@ -33,33 +30,6 @@ from tests.conftest import AgentClient
 
 START = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 NOTES = {"notes/team.md": "# Team\nlead reviews; backend sweeps.\n"}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memory() -> Iterator[None]:
-    refresh.forget()
-    yield
-    refresh.forget()
-
-
-@pytest.fixture
-def router(settings: Any) -> Iterator[respx.MockRouter]:
-    settings.GITHUB_TOKEN = "ghp_test-read-only"
-    settings.GITHUB_API_URL = GITHUB
-    settings.ANTHROPIC_API_KEY = "sk-ant-test-key"
-    settings.ANTHROPIC_BASE_URL = ANTHROPIC
-    with respx.mock(assert_all_called=False) as mock:
-        yield mock
-
-
-@pytest.fixture
-def claude(router: respx.MockRouter) -> FakeClaude:
-    return FakeClaude(router)
-
-
-@pytest.fixture
-def github(router: respx.MockRouter) -> FakeGitHub:
-    return FakeGitHub(router)
 
 
 def with_notes(lobby: Lobby, github: FakeGitHub) -> NotesSource:

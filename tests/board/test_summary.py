@@ -4,14 +4,12 @@ fake Messages API and a fake GitHub that speak their real wire formats."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-import respx
 from django.db import connection
 from django.utils import timezone
 
@@ -28,8 +26,6 @@ from console.actions.lobby_settings import (
 from lobbies.actions import operator, retention
 from lobbies.models import Lobby
 from tests.board.notes_fakes import (
-    ANTHROPIC,
-    GITHUB,
     REPOSITORY,
     FakeClaude,
     FakeGitHub,
@@ -42,37 +38,10 @@ START = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 NOTES = {"notes/team.md": "# Team\nlead reviews the send path; backend writes the sweep.\n"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memory() -> Iterator[None]:
-    refresh.forget()
-    yield
-    refresh.forget()
-
-
 @pytest.fixture
 def clock(time_machine: Any) -> Any:
     time_machine.move_to(START, tick=False)
     return time_machine
-
-
-@pytest.fixture
-def router(settings: Any) -> Iterator[respx.MockRouter]:
-    settings.GITHUB_TOKEN = "ghp_test-read-only"
-    settings.GITHUB_API_URL = GITHUB
-    settings.ANTHROPIC_API_KEY = "sk-ant-test-key"
-    settings.ANTHROPIC_BASE_URL = ANTHROPIC
-    with respx.mock(assert_all_called=False) as mock:
-        yield mock
-
-
-@pytest.fixture
-def claude(router: respx.MockRouter) -> FakeClaude:
-    return FakeClaude(router)
-
-
-@pytest.fixture
-def github(router: respx.MockRouter) -> FakeGitHub:
-    return FakeGitHub(router)
 
 
 @pytest.fixture
