@@ -158,13 +158,10 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
         raise not_found("unknown_message", f"reply_to names message {message_id}, not yours to see")
 
 
-def _check_send_rate(sender: Agent, now: timezone.datetime) -> None:
+def _refuse_over_rate(sender: Agent, count: int, now: timezone.datetime) -> None:
+    """`count` messages in the minute before `now`: at the limit, refuse with a retry time."""
     limit = settings.BOUNDS.sends_per_minute
     window_start = now - timedelta(minutes=1)
-    (count,) = store.scalar_row(
-        "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s",
-        [sender.pk, store.as_db_time(window_start)],
-    )
     if count >= limit:
         oldest = (
             Message.objects.filter(sender=sender, created_at__gt=window_start)
@@ -188,12 +185,55 @@ _QUEUED = (
 )
 
 
-def _check_capacity(recipient: Agent, content_bytes: int) -> None:
+_RATE_COUNT = "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s"
+_QUEUED_COUNT = f"SELECT COUNT(*) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
+_QUEUED_BYTES = f"SELECT COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
+_QUEUED_BOTH = (
+    f"SELECT COUNT(*), COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
+)
+
+
+@dataclass(frozen=True)
+class SendSlot:
+    """What the send's first statement learned inside the write transaction."""
+
+    sequence: int
+    sent_last_minute: int | None  # None: no rate applies (a schedule's occurrence)
+    queued: tuple[int, int] | None  # (count, bytes) queued for a single recipient
+
+
+def _open_send(
+    sender: Agent, recipients: list[Agent], now: timezone.datetime, *, rate: bool
+) -> SendSlot:
+    """Bump the lobby's sequence and read the counts the bounds need, in one statement.
+
+    Each statement inside the write transaction costs a round of the GIL while every other
+    send waits on the write lock, so the rate count and (for one recipient) its queue counts
+    ride on the sequence bump's RETURNING. On PostgreSQL the bump also serializes the lobby.
+    """
+    returning, params = ["message_sequence"], [sender.lobby_id]
+    if rate:
+        returning.append(f"({_RATE_COUNT})")
+        params += [sender.pk, store.as_db_time(now - timedelta(minutes=1))]
+    single = len(recipients) == 1
+    if single:
+        returning += [f"({_QUEUED_COUNT})", f"({_QUEUED_BYTES})"]
+        params += [recipients[0].pk, recipients[0].pk]
+    # Only our own constant SQL fragments are joined; every value is a parameter.
+    bump = "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 WHERE id = %s"
+    values = list(store.scalar_row(f"{bump} RETURNING {', '.join(returning)}", params))
+    sequence = int(values.pop(0))
+    sent = int(values.pop(0)) if rate else None
+    queued = (int(values[0]), int(values[1])) if single else None
+    return SendSlot(sequence, sent, queued)
+
+
+def _check_capacity(recipient: Agent, content_bytes: int, queued: tuple[int, int] | None) -> None:
+    """Refuse a send the recipient's queue has no room for; `queued` if already counted."""
     bounds = settings.BOUNDS
-    count, size = store.scalar_row(
-        f"SELECT COUNT(*), COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}",  # noqa: S608
-        [recipient.pk],
-    )
+    if queued is None:
+        queued = store.scalar_row(_QUEUED_BOTH, [recipient.pk])
+    count, size = queued
     if count + 1 > bounds.queued_messages_per_recipient:
         raise BrokerError(
             507,
@@ -208,17 +248,6 @@ def _check_capacity(recipient: Agent, content_bytes: int) -> None:
             f"{recipient.agent_id} already has {size} bytes unacknowledged; this message would "
             f"pass the limit of {bounds.queued_bytes_per_recipient} bytes (POCOLOBBY_QUEUED_BYTES)",
         )
-
-
-def _next_sequence(lobby_id: int) -> int:
-    """Bump the lobby's message sequence; on PostgreSQL this also serializes sends per lobby."""
-    return int(
-        store.scalar_row(
-            "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 "
-            "WHERE id = %s RETURNING message_sequence",
-            [lobby_id],
-        )[0]
-    )
 
 
 def _check_deliver_at(sender: Agent, deliver_at: datetime | None, now: datetime) -> None:
@@ -284,15 +313,16 @@ def send(
     content_bytes = len(args.content.encode("utf-8"))
     try:
         with transaction.atomic():
-            sequence = _next_sequence(sender.lobby_id)
+            now = timezone.now()
+            slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
+            sequence = slot_counts.sequence
             if runtime is not None:
                 check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
-            now = timezone.now()
             _check_deliver_at(sender, args.deliver_at, now)
-            if schedule is None:
-                _check_send_rate(sender, now)
+            if slot_counts.sent_last_minute is not None:
+                _refuse_over_rate(sender, slot_counts.sent_last_minute, now)
             for recipient in addressing.recipients:
-                _check_capacity(recipient, content_bytes)
+                _check_capacity(recipient, content_bytes, slot_counts.queued)
             scheduled = args.deliver_at is not None
             message = store.insert(
                 Message,

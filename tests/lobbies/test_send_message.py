@@ -197,6 +197,18 @@ def test_recipient_queued_bytes_capacity_refuses_new_sends(lead, backend):
     assert Message.objects.count() == 1
 
 
+def test_one_full_recipient_refuses_a_broadcast_to_all(make_agent):
+    lead = make_agent("lead", broadcast=True)
+    make_agent("backend")
+    make_agent("design")
+    with override_settings(BOUNDS=Bounds(queued_messages_per_recipient=1)):
+        lead.send("design", "x", "r-1")
+        status, body = lead.call("broadcast", content="all hands", client_request_id="r-2")
+        assert (status, body["error"]["code"]) == (507, "recipient_capacity")
+        assert body["error"]["message"].startswith("design already has 1")
+    assert Message.objects.count() == 1  # all or nothing
+
+
 def test_reply_to_may_name_an_expired_message_but_not_an_invisible_one(make_agent, lead, backend):
     ops = make_agent("ops")
     private = backend.send("ops", "between us", "p-1")
