@@ -128,6 +128,7 @@ def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
             **selectors.settings_of(page.lobby),
             viewer_warning=VIEWER_WARNING,
             hosted=hosted(),
+            services=selectors.services(),
         ),
     )
 

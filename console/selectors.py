@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch
 
@@ -43,6 +44,17 @@ def owned_count(account: Account) -> int:
 
 def all_lobby_names() -> list[str]:
     return list(Lobby.objects.order_by("name").values_list("name", flat=True))
+
+
+def services() -> list[tuple[str, str, bool]]:
+    """(service, the variable that configures it, whether it is set): never the value."""
+    from console import mail
+
+    return [
+        ("Notes from GitHub", "POCOLOBBY_GITHUB_TOKEN", bool(settings.GITHUB_TOKEN)),
+        ("Summaries by Claude", "ANTHROPIC_API_KEY", bool(settings.ANTHROPIC_API_KEY)),
+        ("Sign-in mail by Postmark", "POSTMARK_TOKEN", not mail.mail_problem()),
+    ]
 
 
 def settings_of(lobby: Lobby) -> dict[str, Any]:

@@ -3,6 +3,8 @@ refused plainly for everyone else or for bad requests, with nothing changed."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -236,3 +238,16 @@ def test_the_local_operator_changes_settings_audited_as_operator(settings, lobby
     ok(client, "/my-team/settings/rooms/create", {"room": "ops", "members": ["lead"]})
     event = audit("room_created")
     assert (event.actor_kind, event.account) == ("operator", "")
+
+
+def test_the_page_says_only_whether_each_service_key_is_set(owner_browser, lobby, settings):
+    settings.GITHUB_TOKEN = "ghp_secret-never-shown"
+    settings.ANTHROPIC_API_KEY = ""
+    html = owner_browser.get("/settings").content.decode()
+    services = re.search(r'<section class="card" id="services">(.*?)</section>', html, re.S)
+    assert services
+    text = " ".join(services.group(1).split())
+    assert "Notes from GitHub: <strong>set</strong>" in text
+    assert "Summaries by Claude: <span class=\"warning\">not set</span>" in text
+    assert "ANTHROPIC_API_KEY" in text
+    assert "ghp_secret-never-shown" not in html
