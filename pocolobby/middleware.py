@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
@@ -73,7 +74,12 @@ class HostRouting:
         from pocolobby.hosts import HostRefused, site_for
 
         try:
-            site = site_for(request.get_host(), request.path_info)
+            host = request.get_host()
+        except DisallowedHost:
+            # Django would answer the same 400 but log a traceback for what a client typed.
+            host = "<not allowed>"
+        try:
+            site = site_for(host, request.path_info)
         except HostRefused as refused:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, SELF
 
 from pocolobby import config
 
@@ -175,14 +176,15 @@ X_FRAME_OPTIONS = "DENY"
 
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
-        "default-src": ["'self'"],
-        "script-src": ["'self'", "'nonce'"],
-        "style-src": ["'self'", "'nonce'"],
-        "img-src": ["'self'", "data:"],
+        "default-src": [SELF],
+        # NONCE becomes this response's nonce: no inline script runs without it.
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
         "object-src": ["'none'"],
         "base-uri": ["'none'"],
         "frame-ancestors": ["'none'"],
-        "form-action": ["'self'"],
+        "form-action": [SELF],
     }
 }
 
