@@ -181,3 +181,25 @@ def test_hook_exits_0_on_junk_and_with_the_broker_down(broker: Broker, tmp_path:
     assert done.returncode == 0 and done.stdout == ""
     missing = _run("hook", tmp_path / "nope.json", "{}", "")
     assert missing.returncode == 0 and missing.stdout == ""
+
+
+def test_tokens_backfills_a_transcript_by_hand_and_names_a_missing_one(
+    broker: Broker, tmp_path: Path
+) -> None:
+    config = broker.provision("tokens-team", ["backend"], tmp_path)["backend"]
+    transcript = _transcript(tmp_path, "sess-9")
+    command = [sys.executable, "-m", "pocolobby", "tokens", "--config", str(config.path)]
+    done = subprocess.run(
+        [*command, str(transcript), str(tmp_path / "missing.jsonl")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1  # one transcript was not there
+    assert "no transcript at" in done.stderr and "missing.jsonl" in done.stderr
+    assert "sess-9 2026-03-01: input 10, output 5" in done.stdout
+    rows = _rows(broker, "SELECT day, input_tokens FROM board_tokensession ORDER BY day")
+    assert rows == [("2026-03-01", 10), ("2026-03-02", 20)]
