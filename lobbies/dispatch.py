@@ -503,9 +503,10 @@ def run_retention(now: datetime) -> None:
     if last is not None and now - last < SWEEP_EVERY and now >= last:
         return
     _last_sweep["at"] = now
+    from console.actions.expiry import sweep_expired
     from lobbies.actions.retention import sweep
 
-    swept = sweep(now)
+    swept = {**sweep(now), **sweep_expired(now)}
     if any(swept.values()):
         log.info("retention sweep removed %s", swept)
 
