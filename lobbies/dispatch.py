@@ -346,9 +346,10 @@ def _connected_generations(agent_pks: list[int]) -> dict[int, int]:
 def run_retries(now: datetime, result: TickResult) -> None:
     """Unresolved notifications: retry with backoff, silently behind a confirmed host write."""
     due = list(
-        Agent.objects.filter(notify_next_at__lte=now, enabled=True).values_list("pk", flat=True)[
-            :200
-        ]
+        # A resting agent's budget waits: nothing is pushed to it, and nothing is written.
+        Agent.objects.filter(notify_next_at__lte=now, enabled=True, resting=False).values_list(
+            "pk", flat=True
+        )[:200]
     )
     if not due:
         return
@@ -369,8 +370,8 @@ def run_retries(now: datetime, result: TickResult) -> None:
                 .values_list("message_id", "notified_generation")
             )
             if agent.resting:
-                pass  # nothing is pushed to a resting agent; its budget waits
-            elif not unresolved:
+                continue  # rested since the read above
+            if not unresolved:
                 agent.notify_attempts, agent.notify_next_at = 0, None
             elif agent.notify_attempts >= len(schedule):
                 agent.notification_attention_required, agent.notify_next_at = True, None
