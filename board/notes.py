@@ -108,23 +108,11 @@ class _Blob(BaseModel):
     encoding: Literal["base64"]
 
 
-# The settings version each source was last fetched under, in this process: a source whose
-# settings changed since is due at once rather than after the rest of its interval.
-_fetched_versions: dict[int, int] = {}
-
-
 def is_due(source: NotesSource, now: datetime | None = None) -> bool:
-    """A source never checked, changed since, or not checked for a notes interval, is due."""
+    """A source never checked (a settings change clears the check time) or not checked for
+    a notes interval is due."""
     now = now or timezone.now()
-    known = _fetched_versions.get(source.pk)
-    if known is not None and known != source.settings_version:
-        return True
     return source.last_checked_at is None or source.last_checked_at <= now - NOTES_INTERVAL
-
-
-def forget() -> None:
-    """Drop what this process remembers of fetches (for tests)."""
-    _fetched_versions.clear()
 
 
 def fetch_source(source_id: int) -> FetchResult:
@@ -138,7 +126,6 @@ def fetch_source(source_id: int) -> FetchResult:
         return FetchResult("failed", problem="The notes source could not be read from the store.")
     if start is None:
         return FetchResult("discarded", problem="The notes source no longer exists.")
-    _fetched_versions[start.source_id] = start.settings_version
     if not REPOSITORY.match(start.repository):
         return _record_failure(start, f"{start.repository!r} is not a GitHub owner/name")
     if not ApprovedRepository.objects.filter(
@@ -356,9 +343,10 @@ def _record_failure(start: _Start, problem: str) -> FetchResult:
     """Keep the last snapshot and its ETag; record what went wrong in plain words."""
     problem = problem[:300]
     try:
-        NotesSource.objects.filter(pk=start.source_id).update(
-            last_checked_at=timezone.now(), last_error=problem
-        )
+        # Only against the settings it ran under: a newer source stays due and clean.
+        NotesSource.objects.filter(
+            pk=start.source_id, settings_version=start.settings_version
+        ).update(last_checked_at=timezone.now(), last_error=problem)
     except DatabaseError:
         log.exception("notes source %s failure could not be recorded", start.source_id)
     return FetchResult("failed", problem=problem)

@@ -170,7 +170,6 @@ def forget() -> None:
     with _lock:
         _running.clear()
         _last_start.clear()
-    notes.forget()
     summary.forget()
 
 

@@ -152,6 +152,22 @@ def test_a_settings_change_during_the_fetch_stores_nothing(
     assert notes.is_due(source)
 
 
+def test_a_failure_under_old_settings_is_not_recorded_against_the_new_ones(
+    github: FakeGitHub, source: NotesSource, lobby: Lobby
+) -> None:
+    github.push(NOTES)
+    github.failing_blobs.add(git_blob_sha(NOTES["notes/a.md"]))
+    github.on_tree = lambda sha: set_notes_source(
+        Actor.operator(), lobby.pk, "core", REPOSITORY, "main", ["PLAN.md"]
+    )
+
+    assert notes.fetch_source(source.pk).status == "failed"
+
+    source.refresh_from_db()
+    assert (source.paths, source.last_error, source.last_checked_at) == (["PLAN.md"], "", None)
+    assert notes.is_due(source)
+
+
 def test_a_failed_blob_keeps_the_snapshot_and_does_not_advance_the_etag(
     github: FakeGitHub, source: NotesSource
 ) -> None:
