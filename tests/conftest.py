@@ -68,11 +68,12 @@ def backend(make_agent: Callable[..., AgentClient]) -> AgentClient:
 def _fresh_process_memory() -> None:
     """Each test starts like a fresh broker process: database rows (and their primary keys)
     are rolled back between tests, so counts remembered for a lobby id must go too."""
-    from board import refresh
+    from board import refresh, usage
     from board.selectors import SETTLED
 
     SETTLED.forget()
     refresh.forget()
+    usage.forget_all()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

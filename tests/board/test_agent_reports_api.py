@@ -17,13 +17,6 @@ from tests.conftest import AgentClient
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fresh_readings():
-    usage.forget_all()
-    yield
-    usage.forget_all()
-
-
 def _call(agent: AgentClient, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
     response = getattr(agent.client, method)(
         f"/v1/{path}",

@@ -9,7 +9,6 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from board import usage
 from board.models import BoardConfig, Visibility
 from console.access import LOBBY_COOKIE
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
@@ -29,13 +28,6 @@ def hosted(settings) -> None:
     settings.POCOLOBBY_DOMAIN = "pocolobby.test"
     settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
     settings.ALLOWED_HOSTS = [".pocolobby.test"]
-
-
-@pytest.fixture(autouse=True)
-def _no_readings():
-    usage.forget_all()
-    yield
-    usage.forget_all()
 
 
 def _account(email: str) -> Account:
