@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -68,8 +67,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
             {"base": site.base, "hosted": False, "settings": False},
         )
     target = "settings" if request.GET.get("next") == "settings" else "dashboard"
-    verifier, _ = new_secret()
-    verifier_hash = hashlib.sha256(verifier.encode()).hexdigest()
+    verifier, verifier_hash = new_secret()
     query = urlencode({"verifier_hash": verifier_hash, "next": target})
     response = HttpResponseRedirect(f"{account_origin()}/open/{site.lobby}?{query}")
     set_host_cookie(response, VERIFIER_COOKIE, verifier, VERIFIER_SECONDS)

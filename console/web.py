@@ -7,7 +7,6 @@ anything else; a refusal names what was wrong and changes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from lobbies.tokens import hash_token
 from pocolobby.hosts import Site, page_origin
 
 MAX_FORM_BYTES = 16 * 1024
@@ -49,8 +49,7 @@ def new_secret() -> tuple[str, str]:
     return token, digest(token)
 
 
-def digest(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+digest = hash_token  # the same SHA-256 the agent tokens are stored under
 
 
 def set_host_cookie(response: HttpResponse, name: str, value: str, max_age: int) -> None:

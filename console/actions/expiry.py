@@ -6,19 +6,18 @@ so an idle broker's sweep writes nothing.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from console.actions.sign_in import HOUR
 from console.models import Handoff, SignInCode, SignInThrottle, WebSession
-
-# The longest window a throttle counts over (an hour); older events count for nothing.
-THROTTLE_KEPT_FOR = timedelta(hours=1)
 
 
 def sweep_expired(now: datetime) -> dict[str, int]:
     removed = {}
     for name, expired in (
         ("sign_in_codes", SignInCode.objects.filter(expires_at__lte=now)),
-        ("throttle_events", SignInThrottle.objects.filter(at__lte=now - THROTTLE_KEPT_FOR)),
+        # An hour is the longest window a throttle counts over.
+        ("throttle_events", SignInThrottle.objects.filter(at__lte=now - HOUR)),
         ("web_sessions", WebSession.objects.filter(expires_at__lte=now)),
         ("handoffs", Handoff.objects.filter(expires_at__lte=now)),
     ):

@@ -100,7 +100,6 @@ def request_code(email: str, client: str) -> None:
     client_key = _client_key("code", client)
     now = timezone.now()
     with transaction.atomic():
-        SignInThrottle.objects.filter(at__lte=now - HOUR).delete()
         if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_CODE_REQUESTS_PER_HOUR:
             raise PageRefusal(
                 429,

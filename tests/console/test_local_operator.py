@@ -76,7 +76,9 @@ def test_a_restart_signs_the_operator_out(lobby):
     assert client.get("/my-team/settings").status_code == 403
 
 
-def test_a_dns_rebinding_host_gets_nothing(lobby):
+def test_a_dns_rebinding_host_gets_nothing(lobby, settings):
+    # Even a broker told to allow any Host name serves pages only at its loopback address.
+    settings.ALLOWED_HOSTS = ["*"]
     client = operator_browser()
     cookie = client.cookies["__Host-pocolobby-operator"].value
     rebound = Client(HTTP_HOST="evil.example:8787")
@@ -84,6 +86,7 @@ def test_a_dns_rebinding_host_gets_nothing(lobby):
     for path in ("/", "/my-team/settings"):
         answer = rebound.get(path)
         assert answer.status_code == 400 and b"my-team" not in answer.content
+        assert b"answer only at http://127.0.0.1:8787" in answer.content
     posted = rebound.post(
         "/my-team/settings/visibility",
         data=json.dumps({"visibility": "public"}),
