@@ -20,8 +20,7 @@ from lobbies.actions import operator
 from lobbies.actions import rooms as room_actions
 from lobbies.actions.audit import record_audit
 from lobbies.errors import bad_request, conflict, forbidden, not_found
-from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditAction, Lobby, Room
-from lobbies.names import check_name
+from lobbies.models import ActorKind, Agent, AuditAction, Lobby, Room
 
 MAX_PATHS = 20
 REF = re.compile(r"^[A-Za-z0-9._/-]{1,200}$")
@@ -66,36 +65,21 @@ def _audit(actor: Actor, action: AuditAction, lobby: Lobby, target: str, **detai
     )
 
 
+def _room_changer(actor: Actor, lobby: Lobby) -> room_actions.Changer:
+    return room_actions.Changer(lobby.pk, lobby.name, actor.kind, account=actor.email)
+
+
 def create_room(actor: Actor, lobby_id: int, room_id: str, members: list[str]) -> Room:
-    check_name(room_id, "room name")
     with transaction.atomic():
         lobby = _owned(actor, lobby_id)
-        if ArchivedRoom.objects.filter(lobby=lobby, room_id=room_id).exists():
-            raise conflict(
-                "room_archived", f"room {room_id!r} is archived; restore it to use the name again"
-            )
-        if Room.objects.filter(lobby=lobby, room_id=room_id).exists():
-            raise conflict("room_exists", f"room {room_id!r} already exists")
-        now = timezone.now()
-        room = Room.objects.create(lobby=lobby, room_id=room_id, created_at=now)
-        added = room_actions._add(room, room_actions._admitted(lobby.pk, members), now)
-        _audit(actor, AuditAction.ROOM_CREATED, lobby, room_id, members=added)
-    return room
+        return room_actions.create_room(_room_changer(actor, lobby), room_id, members)
 
 
 def set_room_members(actor: Actor, lobby_id: int, room_id: str, members: list[str]) -> None:
     """Replace the room's members; those leaving stop hearing it (their unseen copies held)."""
     with transaction.atomic():
         lobby = _owned(actor, lobby_id)
-        room = room_actions._room(lobby.pk, room_id, lock=True)
-        wanted = room_actions._admitted(lobby.pk, members)
-        keep = {a.pk for a in wanted}
-        leaving = list(Agent.objects.filter(room_memberships__room=room).exclude(pk__in=keep))
-        removed = room_actions._remove(room, leaving, hold=True)
-        added = room_actions._add(room, wanted, timezone.now())
-        _audit(
-            actor, AuditAction.ROOM_MEMBERS_CHANGED, lobby, room_id, added=added, removed=removed
-        )
+        room_actions.set_room_members(_room_changer(actor, lobby), room_id, members)
 
 
 def archive_room(actor: Actor, lobby_id: int, room_id: str) -> None:

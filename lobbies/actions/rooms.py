@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -56,15 +57,25 @@ def _admitted(lobby_id: int, names: Iterable[str]) -> list[Agent]:
     return [found[n] for n in wanted]
 
 
-def _audit(actor: Agent, action: AuditAction, room_id: str, detail: dict) -> None:
-    record_audit(
-        ActorKind.AGENT,
-        action,
-        lobby_name=actor.lobby.name,
-        agent_id=actor.agent_id,
-        target=room_id,
-        detail=detail,
-    )
+@dataclass(frozen=True)
+class Changer:
+    """Who changes a room from outside the API: the lobby's owner or the local operator in
+    Settings. Agents with `manage_rooms` pass themselves."""
+
+    lobby_id: int
+    lobby_name: str
+    kind: ActorKind
+    account: str = ""
+
+
+def _audit(actor: Agent | Changer, action: AuditAction, room_id: str, detail: dict) -> None:
+    if isinstance(actor, Changer):
+        who = {"lobby_name": actor.lobby_name, "account": actor.account}
+        kind = actor.kind
+    else:
+        who = {"lobby_name": actor.lobby.name, "agent_id": actor.agent_id}
+        kind = ActorKind.AGENT
+    record_audit(kind, action, target=room_id, detail=detail, **who)
 
 
 def _add(room: Room, agents: list[Agent], now: datetime) -> list[str]:
@@ -99,7 +110,7 @@ def _cancel_schedules_into(room: Room, now: datetime) -> int:
     ).update(status=ScheduleStatus.CANCELLED, cancelled_at=now, next_slot=None)
 
 
-def create_room(actor: Agent, room_id: str, members: list[str]) -> Room:
+def create_room(actor: Agent | Changer, room_id: str, members: list[str]) -> Room:
     check_name(room_id, "room id")
     now = timezone.now()
     try:
@@ -118,7 +129,7 @@ def create_room(actor: Agent, room_id: str, members: list[str]) -> Room:
     return room
 
 
-def set_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+def set_room_members(actor: Agent | Changer, room_id: str, members: list[str]) -> Room:
     """Replace the whole list (read list_rooms first: a stale list drops others' changes)."""
     with transaction.atomic():
         room = _room(actor.lobby_id, room_id, lock=True)
