@@ -27,7 +27,8 @@ from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
-from lobbies.http import in_worker_thread  # noqa: E402
+from lobbies.errors import BrokerError  # noqa: E402
+from lobbies.http import error_response, in_worker_thread  # noqa: E402
 from pocolobby.hosts import HostRefused, site_for  # noqa: E402
 
 
@@ -67,7 +68,12 @@ class AgentAPI:
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
-            if len(body) > limit or not message.get("more_body"):
+            if len(body) > limit:
+                # Answered here: Django could not be handed a body read only in part.
+                too_large = BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+                await _send_response(send, error_response(too_large))
+                return
+            if not message.get("more_body"):
                 break
         replayed = False
 
@@ -84,11 +90,13 @@ class AgentAPI:
         if response is None:
             await self.django(scope, replay, send)
             return
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
-        await send({"type": "http.response.body", "body": response.content})
+        await _send_response(send, response)
+
+
+async def _send_response(send: Any, response: HttpResponseBase) -> None:
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": response.content})
 
 
 application = ProtocolTypeRouter(

@@ -16,7 +16,12 @@ def _client(host: str = "127.0.0.1") -> httpx.AsyncClient:
     )
 
 
-async def test_a_send_through_the_asgi_app(lead, backend):
+async def test_a_send_through_the_asgi_app(lead, backend, monkeypatch):
+    async def not_django(scope, receive, send):
+        raise AssertionError(f"{scope['path']} went through Django, not the fast lane")
+
+    http = application.application_mapping["http"]
+    monkeypatch.setattr(http, "django", not_django)
     async with _client() as client:
         response = await client.post(
             "/v1/messages",
@@ -55,3 +60,14 @@ async def test_an_oversized_body_is_413(lead):
             content=b"x" * 300_000,
         )
     assert response.status_code == 413
+
+
+async def test_an_oversized_body_for_a_route_django_answers_is_413_too(lead):
+    async with _client() as client:
+        response = await client.post(
+            "/v1/nothing",
+            headers={"Authorization": f"Bearer {lead.token}"},
+            content=b"x" * 300_000,
+        )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
