@@ -27,12 +27,13 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from board.models import NotesSnapshot, NotesSource
+from console.actions.accounts import REPOSITORY
 from console.models import ApprovedRepository
 
 log = logging.getLogger(__name__)
 
 # A source is checked at most this often, however often the dashboard is opened.
-NOTES_INTERVAL = timedelta(seconds=getattr(settings, "POCOLOBBY_NOTES_INTERVAL_SECONDS", 300))
+NOTES_INTERVAL = timedelta(minutes=5)
 # Fixed shares, so one room's notes cannot crowd out the others. Cuts are marked on the files
 # (`truncated`) and on the snapshot, and the page says so.
 FILE_CHARS = 40_000
@@ -47,7 +48,6 @@ GITHUB_TIMEOUT = httpx.Timeout(20.0, connect=10.0)
 NOTES_SUFFIX = ".md"
 
 MISSING_TOKEN = "POCOLOBBY_GITHUB_TOKEN is not set: notes cannot be read"  # noqa: S105
-REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 
 FetchStatus = Literal["stored", "unchanged", "discarded", "failed", "not_run"]
 

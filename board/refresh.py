@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 # However often the page polls (every 10 s), a lobby's background work starts at most this
 # often: nothing it does is due more often than the notes interval anyway.
-START_EVERY = timedelta(seconds=getattr(settings, "POCOLOBBY_BOARD_START_EVERY_SECONDS", 30))
+START_EVERY = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def on_dashboard_opened(lobby: Lobby) -> None:
             _last_start[lobby.pk] = now
         # A caller inside a transaction (a test, never a page) would hide its rows from
         # another thread's connection, so the work runs on its own thread there.
-        if getattr(settings, "POCOLOBBY_BOARD_INLINE", False) or connection.in_atomic_block:
+        if connection.in_atomic_block:
             try:
                 run_refresh(lobby.pk)
             finally:

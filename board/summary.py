@@ -45,8 +45,8 @@ from lobbies.models import Agent, Delivery, Kind, Lobby, Message, Scope
 
 log = logging.getLogger(__name__)
 
-SUMMARY_INTERVAL = timedelta(seconds=getattr(settings, "POCOLOBBY_SUMMARY_INTERVAL_SECONDS", 600))
-DAILY_CEILING_USD = Decimal(str(getattr(settings, "POCOLOBBY_SUMMARY_DAILY_USD", "5")))
+SUMMARY_INTERVAL = timedelta(minutes=10)
+DAILY_CEILING_USD = Decimal(5)
 REQUEST_TIMEOUT_SECONDS = 120
 MESSAGES_IN_INPUT = 40
 MESSAGE_CHARS = 4_000  # one message's share of the input; a longer one is cut and marked
@@ -60,7 +60,8 @@ MAX_TOKENS = {Effort.LOW: 4_000, Effort.MEDIUM: 6_000, Effort.HIGH: 8_000}
 
 MISSING_KEY = "ANTHROPIC_API_KEY is not set: summaries cannot be written"
 CEILING_REACHED = (
-    "Summaries paused: this lobby reached its $5 daily ceiling; the last good picture stays."
+    f"Summaries paused: this lobby reached its ${DAILY_CEILING_USD} daily ceiling; the last good "
+    "picture stays."
 )
 UNSAVED_ATTEMPT = (
     "A summary attempt could not be recorded; summaries wait until its cost is stored."

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from board import selectors
 from board.refresh import Picture, on_dashboard_opened, picture_of
+from board.summary import DAILY_CEILING_USD
+from console.access import dashboard_is_public
 from console.pages import LobbyPage, lobby_page
 
 log = logging.getLogger("pocolobby.board")
@@ -30,7 +32,7 @@ def _opened(page: LobbyPage) -> None:
 
 def _shows_emails(page: LobbyPage) -> bool:
     """Account emails only to a private dashboard's signed-in visitors, never to the public."""
-    return page.visitor.signed_in
+    return page.visitor.signed_in and not dashboard_is_public(page.lobby)
 
 
 def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
@@ -57,7 +59,11 @@ def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
         request,
         "board/dashboard.html",
         page.context(
-            picture=picture, **_waiting(page), **_agents(page, picture), **_accounts(page)
+            picture=picture,
+            daily_ceiling_usd=DAILY_CEILING_USD,
+            **_waiting(page),
+            **_agents(page, picture),
+            **_accounts(page),
         ),
     )
 

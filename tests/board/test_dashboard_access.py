@@ -137,6 +137,19 @@ def test_public_dashboard_shows_the_board_without_account_emails(hosted, lead: A
     assert EMAIL not in accounts and "60% left" in accounts
 
 
+def test_a_public_dashboard_shows_no_account_emails_to_its_owner_either(
+    hosted, lead: AgentClient
+) -> None:
+    lobby = lead.agent.lobby
+    owner = _account("owner@example.com")
+    LobbyOwner.objects.create(lobby=lobby, account=owner, created_at=timezone.now())
+    BoardConfig.objects.create(lobby=lobby, visibility=Visibility.PUBLIC, updated_at=timezone.now())
+    _report_usage(lead)
+    html = _browser_of(owner, lobby).get("/", secure=True).content.decode()
+    assert 'href="/settings"' in html  # signed in as the owner
+    assert EMAIL not in html and "An account" in html
+
+
 def test_local_dashboard_needs_the_operator_session(lead: AgentClient) -> None:
     assert Client(HTTP_HOST=LOCAL_HOST).get("/my-team/").status_code == 403
     forged = Client(HTTP_HOST=LOCAL_HOST)
