@@ -70,6 +70,29 @@ def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def last_good_summary(lobby: Lobby) -> SummaryAttempt | None:
+    return (
+        SummaryAttempt.objects.filter(lobby=lobby, outcome=AttemptOutcome.SUCCEEDED)
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+def agent_summaries(attempt: SummaryAttempt | None) -> dict[str, AgentSummary]:
+    """Now and next by agent id as the summary stored them; callers choose whom to show."""
+    if attempt is None or not isinstance(attempt.summary, dict):
+        return {}
+    entries = attempt.summary.get("agents")
+    return {
+        agent_id: AgentSummary(
+            now=str(entry.get("now", "")),
+            next=entry["next"] if isinstance(entry.get("next"), str) else None,
+        )
+        for agent_id, entry in (entries if isinstance(entries, dict) else {}).items()
+        if isinstance(entry, dict)
+    }
+
+
 def picture_of(lobby: Lobby) -> Picture:
     """The last good summary of the agents still shown, the sources and plain problems."""
     problems: list[str] = []
@@ -78,9 +101,8 @@ def picture_of(lobby: Lobby) -> Picture:
         problems.insert(0, notes.MISSING_TOKEN)
     if not settings.ANTHROPIC_API_KEY:
         problems.append(summary.MISSING_KEY)
-    attempts = SummaryAttempt.objects.filter(lobby=lobby)
-    last_good = attempts.filter(outcome=AttemptOutcome.SUCCEEDED).order_by("-finished_at").first()
-    last = attempts.order_by("-finished_at").first()
+    last_good = last_good_summary(lobby)
+    last = SummaryAttempt.objects.filter(lobby=lobby).order_by("-finished_at").first()
     if last is not None and last.outcome != AttemptOutcome.SUCCEEDED:
         reason = last.error or last.outcome
         shown = (
@@ -96,15 +118,7 @@ def picture_of(lobby: Lobby) -> Picture:
     if last_good is None or not isinstance(last_good.summary, dict):
         return Picture(problems=problems, sources=sources, cost_last_day_usd=cost)
     visible = summary.visible_agent_ids(lobby.pk)
-    entries = last_good.summary.get("agents")
-    agents = {
-        agent_id: AgentSummary(
-            now=str(entry.get("now", "")),
-            next=entry["next"] if isinstance(entry.get("next"), str) else None,
-        )
-        for agent_id, entry in (entries if isinstance(entries, dict) else {}).items()
-        if agent_id in visible and isinstance(entry, dict)
-    }
+    agents = {k: v for k, v in agent_summaries(last_good).items() if k in visible}
     return Picture(
         agents=agents,
         summarized_at=last_good.finished_at,

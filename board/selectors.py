@@ -337,7 +337,9 @@ def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
 
 
 def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
-    from board.refresh import picture_of
+    """Rows of the shown agents; now and next come from the picture when the page has one, or
+    (the 10-second refresh) from the last good summary alone."""
+    from board.refresh import agent_summaries, last_good_summary
 
     agents = shown_agents(lobby)
     pks = [a.pk for a in agents]
@@ -345,7 +347,9 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
     turns = _turns(pks, now)
-    picture = picture if picture is not None else picture_of(lobby)
+    summaries = (
+        picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
+    )
     rows = []
     for agent in agents:
         turn = turns.get(agent.pk, _Turns())
@@ -357,7 +361,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
             last_turn_ended_at=turn.last_ended_at,
             last_message_at=last_message_at(agent),
         )
-        summary = picture.agents.get(agent.agent_id)
+        summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
         rows.append(
             AgentRow(
