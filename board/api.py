@@ -12,13 +12,14 @@ from typing import Annotated, Literal
 
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from board import usage
 from board.actions import SessionDay, record_turn, store_token_days
 from lobbies.catalog import parse_arguments
 from lobbies.errors import bad_request
 from lobbies.http import api_view, bearer_token, json_body
+from lobbies.schemas import Operation
 from lobbies.selectors import iso
 from lobbies.tokens import agent_for_token
 
@@ -29,11 +30,7 @@ MAX_TOKEN_DAYS = 400
 TOKEN_LIMIT = 10**13
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class TurnReport(Strict):
+class TurnReport(Operation):
     event: Literal["start", "end"]
     at: StrictInt | StrictStr | None = None
 
@@ -48,7 +45,7 @@ class TurnReport(Strict):
 Count = Annotated[StrictInt, Field(ge=0, le=TOKEN_LIMIT)]
 
 
-class TokenDayReport(Strict):
+class TokenDayReport(Operation):
     day: StrictStr
     session_id: StrictStr = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
     input_tokens: Count = 0
@@ -68,24 +65,23 @@ class TokenDayReport(Strict):
         return value
 
 
-class TokensReport(Strict):
+class TokensReport(Operation):
     days: list[TokenDayReport] = Field(max_length=MAX_TOKEN_DAYS)
 
 
 @api_view(("PUT",))
 def put_usage(request: HttpRequest) -> JsonResponse:
     agent = agent_for_token(bearer_token(request))
-    report = parse_arguments(usage.UsageReport, json_body(request))  # type: ignore[arg-type]
+    report = parse_arguments(usage.UsageReport, json_body(request))
     now = timezone.now()
-    reading = usage.record_reading(agent.pk, report, now)  # type: ignore[arg-type]
+    reading = usage.record_reading(agent.pk, report, now)
     return JsonResponse({"stored": True, "usage": usage.usage_entry(reading, now)})
 
 
 @api_view(("POST",))
 def post_turn(request: HttpRequest) -> JsonResponse:
     agent = agent_for_token(bearer_token(request))
-    report = parse_arguments(TurnReport, json_body(request))  # type: ignore[arg-type]
-    assert isinstance(report, TurnReport)
+    report = parse_arguments(TurnReport, json_body(request))
     now = timezone.now()
     at = now if report.at is None else usage.moment_of(report.at)
     if at > now + CLOCK_SLACK:
@@ -106,8 +102,7 @@ def post_turn(request: HttpRequest) -> JsonResponse:
 @api_view(("PUT",))
 def put_tokens(request: HttpRequest) -> JsonResponse:
     agent = agent_for_token(bearer_token(request))
-    report = parse_arguments(TokensReport, json_body(request))  # type: ignore[arg-type]
-    assert isinstance(report, TokensReport)
+    report = parse_arguments(TokensReport, json_body(request))
     now = timezone.now()
     days: dict[tuple[str, date], SessionDay] = {}
     for entry in report.days:

@@ -19,14 +19,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StrictFloat,
     StrictInt,
     StrictStr,
     field_validator,
 )
+
+from lobbies.schemas import Operation
 
 WEEK = timedelta(days=7)
 FIVE_HOURS = timedelta(hours=5)
@@ -39,10 +39,8 @@ _EMAIL = re.compile(r"^[^@\s<>\"']{1,64}@[^@\s<>\"']{1,189}$")
 _EPOCH_MIN, _EPOCH_MAX = 1_000_000_000, 9_999_999_999
 
 
-class WindowReading(BaseModel):
+class WindowReading(Operation):
     """One rate-limit window as Claude Code reports it."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
     used_percentage: StrictInt | StrictFloat = Field(ge=0, le=100)
     resets_at: StrictInt | StrictStr
@@ -58,10 +56,8 @@ class WindowReading(BaseModel):
         return moment_of(self.resets_at)
 
 
-class UsageReport(BaseModel):
+class UsageReport(Operation):
     """The body of PUT /v1/usage."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
     five_hour: WindowReading
     seven_day: WindowReading

@@ -11,7 +11,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 from pydantic import ValidationError
@@ -432,9 +432,12 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
+ParsedOperation = TypeVar("ParsedOperation", bound=Operation)
+
+
 def parse_arguments(
-    schema: type[Operation], raw: Mapping[str, Any], *, from_strings: bool = False
-) -> Operation:
+    schema: type[ParsedOperation], raw: Mapping[str, Any], *, from_strings: bool = False
+) -> ParsedOperation:
     try:
         if from_strings:
             return schema.model_validate_strings(dict(raw))
