@@ -130,8 +130,6 @@ class WebSession(models.Model):
     lobby = models.ForeignKey(
         Lobby, on_delete=models.CASCADE, null=True, blank=True, related_name="web_sessions"
     )
-    # The lobby host's browser: a new hand-off on that host ends the sessions it held.
-    browser_hash = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()
 

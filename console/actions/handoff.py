@@ -107,7 +107,6 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
                 place=SessionPlace.LOBBY,
                 account=account,
                 lobby=lobby,
-                browser_hash=digest(verifier),
                 created_at=now,
                 expires_at=now + LOBBY_SESSION_LIFETIME,
             )

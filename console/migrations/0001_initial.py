@@ -103,7 +103,6 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('token_hash', models.CharField(max_length=64, unique=True)),
                 ('place', models.CharField(choices=[('account', 'Account'), ('lobby', 'Lobby')], max_length=8)),
-                ('browser_hash', models.CharField(blank=True, default='', max_length=64)),
                 ('created_at', models.DateTimeField()),
                 ('expires_at', models.DateTimeField()),
                 ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='console.account')),
