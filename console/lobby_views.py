@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 
-from console import local, selectors
-from console.access import LOBBY_COOKIE, OPERATOR_COOKIE, VERIFIER_COOKIE, Visitor
+from console import selectors
+from console.access import LOBBY_COOKIE, VERIFIER_COOKIE, Visitor
 from console.actions import handoff
 from console.actions import lobby_settings as actions
 from console.actions.lobby_settings import Actor
@@ -26,7 +26,7 @@ from console.forms import (
     VisibilityForm,
 )
 from console.models import SessionPlace
-from console.pages import LobbyPage, lobby_page
+from console.pages import LobbyPage, end_visit, lobby_page
 from console.web import (
     PageRefusal,
     clear_host_cookie,
@@ -106,14 +106,7 @@ def sign_out(request: HttpRequest) -> HttpResponse:
     except PageRefusal as refusal:
         return refusal_response(request, refusal)
     response = json_ok(redirect=f"{site.base}/")
-    if hosted():
-        from console.actions.sign_in import end_session
-
-        end_session(host_cookie(request, LOBBY_COOKIE), SessionPlace.LOBBY)
-        clear_host_cookie(response, LOBBY_COOKIE)
-    else:
-        local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
-        clear_host_cookie(response, OPERATOR_COOKIE)
+    end_visit(request, response, SessionPlace.LOBBY)
     return response
 
 

@@ -12,9 +12,19 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 
-from console.access import Visitor, account_of, operator_signed_in, visitor_of
-from console.models import Account
-from console.web import PageRefusal, refusal_response, site_of
+from console import local
+from console.access import (
+    ACCOUNT_COOKIE,
+    LOBBY_COOKIE,
+    OPERATOR_COOKIE,
+    Visitor,
+    account_of,
+    operator_signed_in,
+    visitor_of,
+)
+from console.actions.sign_in import end_session
+from console.models import Account, SessionPlace
+from console.web import PageRefusal, clear_host_cookie, host_cookie, refusal_response, site_of
 from lobbies.errors import BrokerError
 from lobbies.models import Lobby
 from pocolobby.hosts import hosted
@@ -108,3 +118,15 @@ def account_page(*, signed_in: bool = True) -> Callable[[AccountView], Callable[
         return csrf_exempt(page)
 
     return wrap
+
+
+def end_visit(request: HttpRequest, response: HttpResponse, place: SessionPlace) -> None:
+    """Sign this host's browser out: its account or lobby session (hosted) or the local
+    operator's, and clear that cookie."""
+    if hosted():
+        cookie = ACCOUNT_COOKIE if place == SessionPlace.ACCOUNT else LOBBY_COOKIE
+        end_session(host_cookie(request, cookie), place)
+    else:
+        cookie = OPERATOR_COOKIE
+        local.end_operator_session(host_cookie(request, cookie))
+    clear_host_cookie(response, cookie)

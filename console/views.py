@@ -18,10 +18,9 @@ from console.actions import accounts, handoff, sign_in
 from console.clients import client_address, client_bucket
 from console.forms import CodeForm, CreateLobbyForm, EmailForm, EmptyForm, TicketForm
 from console.models import Account, SessionPlace
-from console.pages import account_page
+from console.pages import account_page, end_visit
 from console.web import (
     PageRefusal,
-    clear_host_cookie,
     host_cookie,
     json_ok,
     parse_json_post,
@@ -151,14 +150,8 @@ def sign_in_code(request: HttpRequest, account: Account | None) -> HttpResponse:
 @account_page(signed_in=False)
 def sign_out(request: HttpRequest, account: Account | None) -> JsonResponse:
     parse_json_post(request, EmptyForm)
-    if hosted():
-        sign_in.end_session(host_cookie(request, ACCOUNT_COOKIE), SessionPlace.ACCOUNT)
-        response = json_ok(redirect="/sign-in")
-        clear_host_cookie(response, ACCOUNT_COOKIE)
-    else:
-        local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
-        response = json_ok(redirect="/")
-        clear_host_cookie(response, OPERATOR_COOKIE)
+    response = json_ok(redirect="/sign-in" if hosted() else "/")
+    end_visit(request, response, SessionPlace.ACCOUNT)
     return response
 
 
