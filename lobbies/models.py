@@ -310,6 +310,14 @@ class HeldReason(models.TextChoices):
     SUPERSEDED = "superseded"
 
 
+# Copies not yet seen that may still reach their recipient: pending, or waiting for their
+# delivery time. Every other hold is final. (The send path's capacity count says the same in
+# SQL: lobbies/actions/messages.py `_QUEUED`.)
+DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
+    state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
+)
+
+
 class Delivery(models.Model):
     """One recipient's inbox row for one message: the durable delivery queue."""
 

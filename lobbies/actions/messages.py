@@ -18,6 +18,7 @@ from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
 from lobbies.events import wake_dispatcher_on_commit, wake_recipients_on_commit
 from lobbies.models import (
+    DELIVERABLE,
     Agent,
     Delivery,
     DeliveryState,
@@ -36,15 +37,6 @@ from lobbies.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
 NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
 MAX_SCHEDULE_AHEAD = timedelta(days=30)
 MAX_WAITING_SCHEDULED = 100
-UNSEEN_STATES = (DeliveryState.PENDING, DeliveryState.HELD)
-# Holds that end a copy for good: it never reaches its recipient.
-FINAL_HOLDS = (
-    HeldReason.RECIPIENT_DISABLED,
-    HeldReason.REMOVED,
-    HeldReason.ROOM_DELETED,
-    HeldReason.CANCELLED,
-    HeldReason.SUPERSEDED,
-)
 
 
 @dataclass(frozen=True)
@@ -179,7 +171,8 @@ def _refuse_over_rate(sender: Agent, count: int, now: timezone.datetime) -> None
         )
 
 
-# Held deliveries that will never reach the recipient do not take its room.
+# Held deliveries that will never reach the recipient do not take its room (the same rule
+# as lobbies.models.DELIVERABLE, in SQL for the send path).
 _QUEUED = (
     "recipient_id = %s AND (state = 'pending' OR (state = 'held' AND held_reason = 'scheduled'))"
 )
@@ -281,9 +274,7 @@ def _check_supersedes(sender: Agent, message_id: int | None) -> None:
 
 def _hold_superseded(sender: Agent, message_id: int) -> None:
     """Unseen copies of the replaced message are held; whoever saw it gets the new one."""
-    Delivery.objects.filter(
-        message_id=message_id, message__sender=sender, state__in=UNSEEN_STATES
-    ).exclude(held_reason__in=FINAL_HOLDS).update(
+    Delivery.objects.filter(DELIVERABLE, message_id=message_id, message__sender=sender).update(
         state=DeliveryState.HELD, held_reason=HeldReason.SUPERSEDED
     )
 

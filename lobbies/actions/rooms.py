@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.errors import bad_request, conflict, not_found
 from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
+    DELIVERABLE,
     ActorKind,
     Agent,
     ArchivedRoom,
@@ -28,11 +28,6 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import check_name
-
-# Copies not yet seen that may still reach their recipient.
-_DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
-    state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
-)
 
 
 def _room(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
@@ -96,7 +91,7 @@ def _remove(room: Room, agents: list[Agent], *, hold: bool) -> list[str]:
     )
     if hold and pks:
         copies = Delivery.objects.filter(message__room=room, recipient_id__in=pks)
-        copies.filter(_DELIVERABLE).update(state=DeliveryState.HELD, held_reason=HeldReason.REMOVED)
+        copies.filter(DELIVERABLE).update(state=DeliveryState.HELD, held_reason=HeldReason.REMOVED)
         copies.update(redacted=True)
     RoomMember.objects.filter(room=room, agent_id__in=pks).delete()
     return removed
@@ -167,7 +162,7 @@ def delete_room(actor: Agent, room_id: str) -> dict[str, int]:
         now = timezone.now()
         held = (
             Delivery.objects.filter(message__room=room)
-            .filter(_DELIVERABLE)
+            .filter(DELIVERABLE)
             .update(state=DeliveryState.HELD, held_reason=HeldReason.ROOM_DELETED)
         )
         cancelled = _cancel_schedules_into(room, now)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from lobbies import slots
 from lobbies.actions.messages import (
+    MAX_SCHEDULE_AHEAD,
     address_broadcast,
     address_direct,
     address_room,
@@ -177,7 +178,7 @@ def update_scheduled(sender: Agent, args: UpdateScheduled) -> Message:
                 f"message {args.message_id} is not waiting for its time (delivered or cancelled)",
             )
         if args.deliver_at is not None:
-            if not now < args.deliver_at <= now + timedelta(days=30):
+            if not now < args.deliver_at <= now + MAX_SCHEDULE_AHEAD:
                 raise bad_request(
                     "deliver_at must be in the future and at most 30 days ahead",
                     code="invalid_deliver_at",
