@@ -67,7 +67,7 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
         )
     )
     sources = {
-        s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby).select_related("room")
+        s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)
     }
     agents = list(Agent.objects.filter(lobby=lobby).order_by("agent_id"))
     looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}

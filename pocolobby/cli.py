@@ -94,6 +94,11 @@ def serve(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- admin API client
 
 
+def _broker_url() -> str:
+    """The broker the operator's commands talk to (and agents' configurations name)."""
+    return os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+
+
 def _admin_client() -> httpx.Client:
     token = os.environ.get("POCOLOBBY_ADMIN_TOKEN")
     if not token:
@@ -105,7 +110,7 @@ def _admin_client() -> httpx.Client:
                 f"no admin token at {path}: start the broker (pocolobby serve) with the same "
                 "data directory, or set POCOLOBBY_ADMIN_TOKEN"
             ) from None
-    url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+    url = _broker_url()
     return httpx.Client(
         base_url=f"{url}/v1/admin", headers={"Authorization": f"Bearer {token}"}, timeout=30
     )
@@ -154,7 +159,7 @@ class ConfigFile:
 
     def write(self, answer: dict[str, Any]) -> None:
         """Write {"url","token","lobby","agent"}, fsync, and rename into place."""
-        url = os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL).rstrip("/")
+        url = _broker_url()
         content = json.dumps(
             {
                 "url": url,
@@ -290,7 +295,7 @@ def settings_cmd(args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
     ticket = _call("POST", "/settings-ticket")["ticket"]
-    parts = urlsplit(os.environ.get("POCOLOBBY_URL", config.DEFAULT_URL))
+    parts = urlsplit(_broker_url())
     port = parts.port or config.DEFAULT_PORT
     link = f"http://127.0.0.1:{port}/#ticket={ticket}"
     print(link)

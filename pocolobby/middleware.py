@@ -10,6 +10,8 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from pocolobby.hosts import HostRefused, site_for
+
 
 class StaticFilesMiddleware:
     """WhiteNoise's file table and responses, in a middleware that is also async-capable.
@@ -71,8 +73,6 @@ class HostRouting:
             markcoroutinefunction(self)
 
     def _route(self, request: HttpRequest) -> HttpResponseBase | None:
-        from pocolobby.hosts import HostRefused, site_for
-
         try:
             host = request.get_host()
         except DisallowedHost:
