@@ -503,11 +503,15 @@ class Bridge:
             )
         return None
 
-    async def run_operation(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call(self, name: str, arguments: dict[str, Any]) -> Outcome | types.CallToolResult:
+        """The broker's answer, or the gate's refusal when the bridge cannot call it yet."""
         refused = await self._gate()
-        if refused is not None:
-            return refused
-        outcome = await self.broker.call(name, arguments)
+        return refused if refused is not None else await self.broker.call(name, arguments)
+
+    async def run_operation(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        outcome = await self._call(name, arguments)
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
         return self.render(name, arguments, outcome)
 
     def render(
@@ -640,10 +644,9 @@ class Bridge:
     # ------------------------------------------------------------ the bridge's own tools
 
     async def _acknowledge_messages(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = await self._gate()
-        if refused is not None:
-            return refused
-        outcome = await self.broker.call("acknowledge_messages", arguments)
+        outcome = await self._call("acknowledge_messages", arguments)
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
         if outcome.ok and outcome.data is not None:
             self._remember_acknowledged(outcome.data.get("acknowledged"))
         return self.render("acknowledge_messages", arguments, outcome)
@@ -653,10 +656,9 @@ class Bridge:
             self.acknowledged.update(i for i in ids if isinstance(i, int))
 
     async def _ready(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = await self._gate()
-        if refused is not None:
-            return refused
-        outcome = await self.broker.call("ready", arguments)
+        outcome = await self._call("ready", arguments)
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
         if outcome.ok:
             nonce = arguments.get("nonce")
             if isinstance(nonce, str):
@@ -665,10 +667,9 @@ class Bridge:
         return self.render("ready", arguments, outcome)
 
     async def _save_checkpoint(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = await self._gate()
-        if refused is not None:
-            return refused
-        outcome = await self.broker.call("save_checkpoint", arguments)
+        outcome = await self._call("save_checkpoint", arguments)
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
         if outcome.status == 404 and outcome.code == "unknown_tool":
             return failure(
                 "Nothing was saved: this broker does not serve save_checkpoint yet (it is older "
@@ -682,10 +683,9 @@ class Bridge:
         return self.render("save_checkpoint", arguments, outcome)
 
     async def _get_context(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        refused = await self._gate()
-        if refused is not None:
-            return refused
-        outcome = await self.broker.call("get_context", arguments)
+        outcome = await self._call("get_context", arguments)
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
         if outcome.status == 404 and outcome.code == "unknown_tool":
             return await self._local_context()
         if not outcome.ok or outcome.data is None:
