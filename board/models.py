@@ -71,6 +71,11 @@ class AgentAppearance(models.Model):
         return f"appearance of {self.agent}"
 
 
+def shown_name(look: AgentAppearance | None, agent_id: str) -> str:
+    """The owner's display name for an agent, or its address when there is none."""
+    return (look.display_name if look is not None else "") or agent_id
+
+
 class NotesSource(models.Model):
     """One room's notes: an approved repository, a ref and the paths to read at one commit."""
 

@@ -33,7 +33,7 @@ from django.db.models import (
 )
 
 from board import usage
-from board.models import AgentAppearance, TokenSession, WorkStretch
+from board.models import AgentAppearance, TokenSession, WorkStretch, shown_name
 from lobbies.dispatch import live_connections
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
 from lobbies.selectors import _with_last_message_at, last_message_at
@@ -281,7 +281,7 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
     return [
         WaitingItem(
             a.agent_id,
-            _name(a, looks.get(a.pk)),
+            shown_name(looks.get(a.pk), a.agent_id),
             looks[a.pk].emoji if a.pk in looks else "",
             a.owner_request_count,
             a.owner_request_line,
@@ -289,10 +289,6 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
         )
         for a in agents
     ]
-
-
-def _name(agent: Agent, look: AgentAppearance | None) -> str:
-    return (look.display_name if look and look.display_name else "") or agent.agent_id
 
 
 def shown_agents(lobby: Lobby) -> list[Agent]:
@@ -366,7 +362,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
         rows.append(
             AgentRow(
                 agent_id=agent.agent_id,
-                name=_name(agent, look),
+                name=shown_name(look, agent.agent_id),
                 emoji=look.emoji if look else "",
                 chip=chip_for(facts, now),
                 status_line=agent.status_line,
@@ -408,7 +404,7 @@ def account_groups(lobby: Lobby, now: datetime, *, show_emails: bool) -> list[Ac
             continue
         key = view.reading.account_email or f"\0{agent.agent_id}"
         names, best = groups.get(key, ([], view))
-        names.append(_name(agent, looks.get(agent.pk)))
+        names.append(shown_name(looks.get(agent.pk), agent.agent_id))
         if view.reading.received_at > best.reading.received_at:
             best = view
         groups[key] = (names, best)
@@ -462,14 +458,10 @@ def token_lines(lobby: Lobby, now: datetime) -> list[TokenLine]:
         )
         .order_by("-day", "agent__agent_id")
     )
-    looks = {
-        a.agent_id: a
-        for a in AgentAppearance.objects.filter(agent__lobby=lobby).select_related("agent")
-    }
+    looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
     lines = []
     for row in rows:
-        look = looks.get(row["agent_id"])
-        name = (look.display_name if look and look.display_name else "") or row["agent__agent_id"]
+        name = shown_name(looks.get(row["agent_id"]), row["agent__agent_id"])
         lines.append(
             TokenLine(
                 row["agent__agent_id"], name, row["day"], row["i"], row["o"], row["r"], row["c"]

@@ -39,6 +39,7 @@ from board.models import (
     NotesSnapshot,
     SummaryAttempt,
     SummaryModel,
+    shown_name,
 )
 from board.notes import LOBBY_CHARS, NOTES_INTERVAL
 from lobbies.models import Agent, Delivery, Kind, Lobby, Message, Scope
@@ -283,12 +284,7 @@ def _request(model: str, effort: str, document: dict[str, Any]) -> dict[str, Any
 
 def visible_agent_ids(lobby_id: int) -> set[str]:
     """Enabled agents the owner has not hidden: the only ones a summary may speak of."""
-    hidden = AgentAppearance.objects.filter(agent__lobby_id=lobby_id, hidden=True).values("agent")
-    return set(
-        Agent.objects.filter(lobby_id=lobby_id, enabled=True)
-        .exclude(pk__in=hidden)
-        .values_list("agent_id", flat=True)
-    )
+    return {agent["agent_id"] for agent in _visible_agents(lobby_id)}
 
 
 def _visible_agents(lobby_id: int) -> list[dict[str, str]]:
@@ -299,12 +295,10 @@ def _visible_agents(lobby_id: int) -> list[dict[str, str]]:
         .select_related("appearance")
         .order_by("agent_id")
     )
-    agents = []
-    for agent in rows:
-        appearance = getattr(agent, "appearance", None)
-        name = (appearance.display_name if appearance else "") or agent.agent_id
-        agents.append({"agent_id": agent.agent_id, "name": name})
-    return agents
+    return [
+        {"agent_id": a.agent_id, "name": shown_name(getattr(a, "appearance", None), a.agent_id)}
+        for a in rows
+    ]
 
 
 def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], bool]:
