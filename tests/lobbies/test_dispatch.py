@@ -182,14 +182,19 @@ async def test_an_idle_broker_tick_writes_nothing(lead, backend):
     await stream.disconnect()
 
 
-def test_a_resting_agents_due_retry_waits_without_writing(lead, backend):
+async def test_a_resting_agents_due_retry_waits_without_writing(lead, backend):
     now = timezone.now()
-    Agent.objects.filter(pk=backend.agent.pk).update(
-        resting=True, notify_next_at=now - timedelta(seconds=5), notify_attempts=1
-    )
-    with CaptureQueriesContext(connection) as queries:
-        dispatch.tick(now)
-        dispatch.tick(now + timedelta(seconds=1))
-    assert all(q["sql"].lstrip().upper().startswith("SELECT") for q in queries.captured_queries)
-    waiting = Agent.objects.get(pk=backend.agent.pk)
+
+    def two_ticks() -> list[str]:
+        Agent.objects.filter(pk=backend.agent.pk).update(
+            resting=True, notify_next_at=now - timedelta(seconds=5), notify_attempts=1
+        )
+        with CaptureQueriesContext(connection) as queries:
+            dispatch.tick(now)
+            dispatch.tick(now + timedelta(seconds=1))
+        return [q["sql"] for q in queries.captured_queries]
+
+    statements = await sync(two_ticks)()
+    assert statements and all(s.lstrip().upper().startswith("SELECT") for s in statements)
+    waiting = await sync(Agent.objects.get)(pk=backend.agent.pk)
     assert (waiting.notify_attempts, waiting.notify_next_at) == (1, now - timedelta(seconds=5))
