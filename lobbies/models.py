@@ -364,6 +364,13 @@ class Delivery(models.Model):
             models.Index(fields=["recipient", "state", "message"], name="delivery_inbox"),
             # last_message_at: the newest direct message each agent received.
             models.Index(fields=["recipient", "delivered_at"], name="delivery_recipient_time"),
+            # The send path's capacity count reads only this: queued copies, with their size,
+            # so a recipient's acknowledged history does not slow every send to it.
+            models.Index(
+                fields=["recipient", "state", "held_reason", "content_bytes"],
+                name="delivery_queued",
+                condition=DELIVERABLE,
+            ),
         ]
 
     def __str__(self) -> str:

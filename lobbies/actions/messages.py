@@ -172,9 +172,12 @@ def _refuse_over_rate(sender: Agent, count: int, now: timezone.datetime) -> None
 
 
 # Held deliveries that will never reach the recipient do not take its room (the same rule
-# as lobbies.models.DELIVERABLE, in SQL for the send path).
+# as lobbies.models.DELIVERABLE, in SQL for the send path). Written exactly as Django writes
+# the condition of the partial index `delivery_queued`: SQLite uses a partial index only for
+# a query whose WHERE contains the index's condition term for term.
 _QUEUED = (
-    "recipient_id = %s AND (state = 'pending' OR (state = 'held' AND held_reason = 'scheduled'))"
+    "recipient_id = %s AND "
+    "(\"state\" = 'pending' OR (\"held_reason\" = 'scheduled' AND \"state\" = 'held'))"
 )
 
 

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
 from lobbies.models import Delivery, Message
 from pocolobby.config import Bounds
@@ -207,6 +211,29 @@ def test_one_full_recipient_refuses_a_broadcast_to_all(make_agent):
         assert (status, body["error"]["code"]) == (507, "recipient_capacity")
         assert body["error"]["message"].startswith("design already has 1")
     assert Message.objects.count() == 1  # all or nothing
+
+
+def test_scheduled_copies_take_room_and_final_holds_do_not(lead, backend):
+    later = (timezone.now() + timedelta(hours=1)).isoformat()
+    with override_settings(BOUNDS=Bounds(queued_messages_per_recipient=2)):
+        lead.send("backend", "x", "r-1", deliver_at=later)
+        lead.send("backend", "x", "r-2")
+        status, body = lead.call("send_message", to="backend", content="x", client_request_id="r")
+        assert (status, body["error"]["code"]) == (507, "recipient_capacity")
+        Delivery.objects.filter(state="pending").update(state="held", held_reason="removed")
+        assert lead.send("backend", "x", "r-3")["status"] == "stored"
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's query plan")
+@pytest.mark.django_db
+def test_the_capacity_count_reads_only_the_queued_index():
+    """A recipient's acknowledged history must not slow each send to it (issue 2's bar)."""
+    from lobbies.actions.messages import _QUEUED_BOTH
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {_QUEUED_BOTH}", [1])
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "COVERING INDEX delivery_queued" in plan
 
 
 def test_reply_to_may_name_an_expired_message_but_not_an_invisible_one(make_agent, lead, backend):
