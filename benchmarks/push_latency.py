@@ -168,8 +168,8 @@ class Connects:
 async def open_bridge(uri: str, name: str, token: str, connects: Connects) -> Bridge:
     """Connect as a newly started bridge process; read the welcome and the bootstrap notice.
 
-    A handshake the broker drops (daphne closes an upgrade it did not answer within its
-    handshake timeout) is retried like a bridge would: same runtime id, no generation.
+    A handshake the broker drops (a server under a burst of upgrades may close one it did not
+    answer in time) is retried like a bridge would: same runtime id, no generation.
     """
     headers = {
         "Authorization": f"Bearer {token}",

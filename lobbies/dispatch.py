@@ -702,10 +702,10 @@ def register_process() -> None:
 
 
 def start_loops() -> list[asyncio.Task[None]]:
-    """Called by `pocolobby serve` once daphne's event loop runs (daphne has no lifespan)."""
+    """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
     from lobbies.events import SERVER_LOOP
 
-    SERVER_LOOP["loop"] = asyncio.get_event_loop()  # daphne calls this before it runs the loop
+    SERVER_LOOP["loop"] = asyncio.get_running_loop()
     return [asyncio.ensure_future(run_dispatcher()), asyncio.ensure_future(run_presence())]
 
 

@@ -53,23 +53,17 @@ def init(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    # daphne.server installs Twisted's asyncio reactor; it must be imported before Django.
-    from daphne.endpoints import build_endpoint_description_strings
-    from daphne.server import Server
-
-    from pocolobby import daphne_tuning
-
-    daphne_tuning.install()
     # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
     from lobbies import dispatch
+    from pocolobby import server
     from pocolobby.asgi import application
 
     dispatch.register_process()
     loops: list[object] = []
 
-    def ready() -> None:
+    def listening() -> None:
         loops.extend(dispatch.start_loops())
         print(f"listening on {url}", flush=True)
 
@@ -82,12 +76,7 @@ def serve(args: argparse.Namespace) -> int:
         "then give that session backend.json (see README.md, 'Connect an agent').",
         flush=True,
     )
-    Server(
-        application=application,
-        endpoints=build_endpoint_description_strings(host=args.host, port=args.port),
-        signal_handlers=True,
-        ready_callable=ready,
-    ).run()
+    server.run(application, args.host, args.port, listening)
     return 0
 
 

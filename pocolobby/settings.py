@@ -63,7 +63,6 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("POCOLOBBY_ANTHROPIC_BASE_URL") or None
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -197,7 +196,7 @@ LOGGING = {
     "loggers": {
         # Request lines name paths only; bodies and headers are never logged.
         "django.request": {"level": "ERROR"},
-        "daphne": {"level": "WARNING"},
+        "uvicorn": {"level": "WARNING"},
     },
 }
 

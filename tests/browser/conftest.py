@@ -47,10 +47,11 @@ LOOKS = {
 }
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def _chromium_present() -> None:
     """Without Debian's chromium these tests cannot run: skipped, loudly, except in CI
-    (.ci/run installs it and sets POCOLOBBY_REQUIRE_BROWSER=1, so there it fails)."""
+    (.ci/run installs it and sets POCOLOBBY_REQUIRE_BROWSER=1, so there it fails).
+    Session-scoped, so it runs before pytest-playwright's session `browser` tries a launch."""
     if not Path(CHROMIUM).exists():
         message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)"
         if os.environ.get("POCOLOBBY_REQUIRE_BROWSER") == "1":

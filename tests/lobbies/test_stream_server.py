@@ -1,8 +1,9 @@
 """The bridge stream over a real socket: a real broker subprocess (`pocolobby serve`, embedded
 SQLite store), agents provisioned with the real CLI, and the `websockets` client as the bridge.
 
-Covers what the in-process tests (test_stream.py) cannot: delivery through daphne and TCP,
-pending work across a SIGKILL and restart, fencing of stale processes, and junk on the wire.
+Covers what the in-process tests (test_stream.py) cannot: delivery through the real server
+(uvicorn) and TCP, pending work across a SIGKILL and restart, fencing of stale processes, and
+junk on the wire.
 """
 
 from __future__ import annotations
