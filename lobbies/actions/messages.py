@@ -295,92 +295,105 @@ def send(
     """Accept one message for its recipients in one transaction; `stored` only after commit.
 
     Every send tool and every schedule occurrence comes through here, so idempotency,
-    authorization, bounds and the durable fanout exist once.
+    authorization, bounds and the durable fanout exist once. An identical retry of an
+    accepted send gets the original whatever changed since (limits, the recipient, the
+    runtime): the (sender, client_request_id) constraint refuses the second copy, and the
+    original is looked up only then or when the send is refused, so a new send pays for
+    no lookup.
     """
     digest = request_hash(args)
-    original = _original_for_retry(sender, args, digest)
-    if original is not None:
-        return original
-    addressing = resolve()
-    _check_reply_to(sender, args.reply_to)
-    _check_supersedes(sender, args.supersedes)
-    content_bytes = len(args.content.encode("utf-8"))
     try:
-        with transaction.atomic():
-            now = timezone.now()
-            slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
-            sequence = slot_counts.sequence
-            if runtime is not None:
-                check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
-            _check_deliver_at(sender, args.deliver_at, now)
-            if slot_counts.sent_last_minute is not None:
-                _refuse_over_rate(sender, slot_counts.sent_last_minute, now)
-            for recipient in addressing.recipients:
-                _check_capacity(recipient, content_bytes, slot_counts.queued)
-            scheduled = args.deliver_at is not None
-            message = store.insert(
-                Message,
-                {
-                    "lobby_id": sender.lobby_id,
-                    "sequence": sequence,
-                    "sender_id": sender.pk,
-                    "sender_name": sender.agent_id,
-                    "scope": addressing.scope,
-                    "kind": args.kind,
-                    "reply_expected": _reply_expected(args),
-                    "priority": args.priority,
-                    "content": args.content,
-                    "content_bytes": content_bytes,
-                    "fields": args.fields.model_dump(exclude_none=True) if args.fields else {},
-                    "reply_to": args.reply_to,
-                    "correlation_id": args.correlation_id or "",
-                    "client_request_id": args.client_request_id,
-                    "notify_when_seen": args.notify_when_seen,
-                    "request_hash": digest,
-                    "room_id": addressing.room.pk if addressing.room else None,
-                    "room_name": addressing.room.room_id if addressing.room else "",
-                    "addressed_to": list(addressing.addressed_to),
-                    "supersedes": args.supersedes,
-                    "deliver_at": args.deliver_at,
-                    "scheduled_pending": scheduled,
-                    "delivered_at": None if scheduled else now,
-                    "late": late,
-                    "schedule_id": schedule.pk if schedule else None,
-                    "slot": slot,
-                    "created_at": now,
-                },
-            )
-            deliveries = [
-                store.insert(
-                    Delivery,
-                    {
-                        "message_id": message.pk,
-                        "recipient_id": recipient.pk,
-                        "state": DeliveryState.HELD if scheduled else DeliveryState.PENDING,
-                        "held_reason": HeldReason.SCHEDULED if scheduled else None,
-                        "content_bytes": content_bytes,
-                        "delivered_at": None if scheduled else now,
-                    },
-                )
-                for recipient in addressing.recipients
-            ]
-            if args.supersedes:
-                _hold_superseded(sender, args.supersedes)
-            if schedule is None:
-                store.execute(
-                    "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
-                    [store.as_db_time(now), sender.pk],
-                )
-            if not scheduled:
-                wake_recipients_on_commit(
-                    [(r.pk, args.priority) for r in addressing.recipients if r.pk != sender.pk]
-                )
-    except IntegrityError:
-        # A concurrent identical request won the (sender, client_request_id) race.
+        return _accept(sender, args, digest, resolve, runtime, schedule, slot, late)
+    except (BrokerError, IntegrityError):
         original = _original_for_retry(sender, args, digest)
         if original is None:
             raise
         return original
+
+
+def _accept(
+    sender: Agent,
+    args: SendOptions,
+    digest: str,
+    resolve: Callable[[], Addressing],
+    runtime: RuntimeCaller | None,
+    schedule: Schedule | None,
+    slot: datetime | None,
+    late: bool,
+) -> SendOutcome:
+    addressing = resolve()
+    _check_reply_to(sender, args.reply_to)
+    _check_supersedes(sender, args.supersedes)
+    content_bytes = len(args.content.encode("utf-8"))
+    with transaction.atomic():
+        now = timezone.now()
+        slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
+        sequence = slot_counts.sequence
+        if runtime is not None:
+            check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
+        _check_deliver_at(sender, args.deliver_at, now)
+        if slot_counts.sent_last_minute is not None:
+            _refuse_over_rate(sender, slot_counts.sent_last_minute, now)
+        for recipient in addressing.recipients:
+            _check_capacity(recipient, content_bytes, slot_counts.queued)
+        scheduled = args.deliver_at is not None
+        message = store.insert(
+            Message,
+            {
+                "lobby_id": sender.lobby_id,
+                "sequence": sequence,
+                "sender_id": sender.pk,
+                "sender_name": sender.agent_id,
+                "scope": addressing.scope,
+                "kind": args.kind,
+                "reply_expected": _reply_expected(args),
+                "priority": args.priority,
+                "content": args.content,
+                "content_bytes": content_bytes,
+                "fields": args.fields.model_dump(exclude_none=True) if args.fields else {},
+                "reply_to": args.reply_to,
+                "correlation_id": args.correlation_id or "",
+                "client_request_id": args.client_request_id,
+                "notify_when_seen": args.notify_when_seen,
+                "request_hash": digest,
+                "room_id": addressing.room.pk if addressing.room else None,
+                "room_name": addressing.room.room_id if addressing.room else "",
+                "addressed_to": list(addressing.addressed_to),
+                "supersedes": args.supersedes,
+                "deliver_at": args.deliver_at,
+                "scheduled_pending": scheduled,
+                "delivered_at": None if scheduled else now,
+                "late": late,
+                "schedule_id": schedule.pk if schedule else None,
+                "slot": slot,
+                "created_at": now,
+            },
+        )
+        deliveries = [
+            store.insert(
+                Delivery,
+                {
+                    "message_id": message.pk,
+                    "recipient_id": recipient.pk,
+                    "state": DeliveryState.HELD if scheduled else DeliveryState.PENDING,
+                    "held_reason": HeldReason.SCHEDULED if scheduled else None,
+                    "content_bytes": content_bytes,
+                    "delivered_at": None if scheduled else now,
+                },
+            )
+            for recipient in addressing.recipients
+        ]
+        if args.supersedes:
+            _hold_superseded(sender, args.supersedes)
+        if schedule is None:
+            store.execute(
+                "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
+                [store.as_db_time(now), sender.pk],
+            )
+        if not scheduled:
+            wake_recipients_on_commit(
+                [(r.pk, args.priority) for r in addressing.recipients if r.pk != sender.pk]
+            )
     for delivery, recipient in zip(deliveries, addressing.recipients, strict=True):
         delivery.recipient = recipient
     return SendOutcome(message, deliveries, duplicate=False)

@@ -7,6 +7,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from lobbies.actions.operator import disable_agent
 from lobbies.models import Delivery, Message
 from pocolobby.config import Bounds
 from tests.conftest import AgentClient
@@ -138,6 +139,18 @@ def test_identical_retry_returns_the_original(lead, backend):
     assert again["message_id"] == first["message_id"] and again["duplicate"] is True
     assert again["recipients"] == first["recipients"]
     assert Message.objects.count() == 1 and Delivery.objects.count() == 1
+
+
+def test_a_retry_gets_the_original_after_its_recipient_was_disabled(lead, backend):
+    first = lead.send("backend", "deploy", "r-1")
+    disable_agent(lead.agent.lobby.name, "backend")
+    again = lead.send("backend", "deploy", "r-1")
+    assert again["message_id"] == first["message_id"] and again["duplicate"] is True
+    status, body = lead.call("send_message", to="backend", content="other", client_request_id="r-1")
+    assert (status, body["error"]["code"]) == (409, "idempotency_conflict")
+    status, body = lead.call("send_message", to="backend", content="new", client_request_id="r-2")
+    assert (status, body["error"]["code"]) == (409, "recipient_disabled")
+    assert Message.objects.count() == 1
 
 
 def test_a_changed_request_under_the_same_key_is_refused(lead, backend):
