@@ -64,6 +64,7 @@ def serve(args: argparse.Namespace) -> int:
     loops: list[object] = []
 
     def listening() -> None:
+        server.confine_sqlite_to_one_thread()
         loops.extend(dispatch.start_loops())
         print(f"listening on {url}", flush=True)
 
