@@ -29,10 +29,11 @@ log = logging.getLogger("pocolobby.stream")
 
 
 def on_worker(fn: Any) -> Any:
-    """Database work of a socket on a pool thread, not the one thread all sockets would share.
+    """Database work of a socket on the loop's default executor, not Django's sync thread.
 
-    Each socket keeps its own order (its push lock); SQLite writers queue on the backend's
-    in-process lock (pocolobby/sqlite).
+    Each socket keeps its own order (its push lock). On PostgreSQL that executor is a pool;
+    on SQLite `pocolobby serve` gives it one thread for all of the process's database work
+    (pocolobby/server.py), so its connection's page cache stays valid.
     """
     return database_sync_to_async(fn, thread_sensitive=False)
 

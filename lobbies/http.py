@@ -86,9 +86,10 @@ def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
 def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
     """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback.
 
-    The view is served async and its body runs on a worker thread, so requests do not queue
-    behind the one thread Django gives sync views under ASGI: SQLite's fsync in one request
-    overlaps the Python of others. (`POCOLOBBY_API_THREADS=0`, set by the in-process tests,
+    The view is served async and its body runs on the loop's default executor, so requests
+    do not queue behind the one thread Django gives sync views (and pages) under ASGI. On
+    PostgreSQL that executor is a pool; on SQLite `pocolobby serve` gives it one thread of
+    its own (pocolobby/server.py). (`POCOLOBBY_API_THREADS=0`, set by the in-process tests,
     keeps them on the caller's thread and its test transaction.)
     """
 
