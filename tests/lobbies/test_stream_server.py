@@ -9,6 +9,7 @@ junk on the wire.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests.bridge_client import (
     Bridge,
+    StreamClosed,
     acknowledge,
     new_runtime,
     payload,
@@ -281,3 +283,27 @@ async def test_junk_frames_get_error_frames_and_the_broker_keeps_serving(
     assert welcome["generation"] == 2
     for bridge in (gamma, beta, newcomer):
         await bridge.close()
+
+
+# ---------------------------------------------------------------- (e) an orderly stop
+
+
+async def test_stopping_the_broker_closes_sockets_for_a_restart_and_exits_on_its_own(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    broker = broker_factory()
+    tokens = await provision(broker, "stop-team", ["alpha"], tmp_path)
+    alpha = await Bridge.connect(broker.url, tokens["alpha"])
+    await alpha.bootstrapped()
+
+    await asyncio.to_thread(broker.stop)  # SIGTERM; SIGKILL only after 10 s
+    # It finished on its own (uvicorn re-raises the signal it stopped for), not by SIGKILL.
+    assert broker.process is not None and broker.process.returncode in (0, -signal.SIGTERM)
+    with pytest.raises(StreamClosed) as closed:
+        await alpha.frame(timeout=5)
+    assert closed.value.code == 1012  # service restart: a bridge reconnects, it does not stop
+
+    await asyncio.to_thread(broker.start)
+    again = await Bridge.connect(broker.url, tokens["alpha"], alpha.runtime, generation=1)
+    assert (await again.welcome(bootstrap=False))["generation"] == 1  # it picks up where it was
+    await again.close()
