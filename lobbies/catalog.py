@@ -6,6 +6,7 @@ idempotency exist once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -232,7 +233,12 @@ def _guidance(
 
 def _tool_guide(agent: Agent) -> Result:
     """A compact guide generated from the same permission-filtered catalog discovery serves."""
-    catalog = catalog_for(agent)
+    return _guide_for(_allowed_tools(agent))
+
+
+@functools.cache
+def _guide_for(tools: tuple[Tool, ...]) -> Result:
+    catalog = _catalog_of(tools)
     guide = []
     for tool in catalog["tools"]:
         properties = tool["input_schema"].get("properties", {})
@@ -406,9 +412,23 @@ def _allowed(agent: Agent, tool: Tool) -> bool:
     return tool.permission is None or bool(getattr(agent, tool.permission))
 
 
+def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
+    return tuple(tool for tool in TOOLS.values() if _allowed(agent, tool))
+
+
 def catalog_for(agent: Agent) -> dict[str, Any]:
-    """The permission-filtered catalog with a revision hashing exactly these definitions."""
-    definitions = [t.definition() for t in TOOLS.values() if _allowed(agent, t)]
+    """The permission-filtered catalog with a revision hashing exactly these definitions.
+
+    Shared between callers (built once per set of tools): read it, never change it.
+    """
+    return _catalog_of(_allowed_tools(agent))
+
+
+@functools.cache
+def _catalog_of(tools: tuple[Tool, ...]) -> dict[str, Any]:
+    """Built once per set of tools and process: the definitions are code, and building them
+    (pydantic schemas, the hash) cost ~8 ms, paid by every bridge at every connect."""
+    definitions = [tool.definition() for tool in tools]
     canonical = json.dumps(definitions, sort_keys=True, separators=(",", ":"))
     revision = hashlib.sha256(canonical.encode()).hexdigest()[:16]
     return {"revision": revision, "tools": definitions}

@@ -39,6 +39,12 @@ def test_revision_is_stable_and_hashes_the_definitions(backend, monkeypatch):
     assert _tools(backend)["revision"] != first
 
 
+def test_the_catalog_is_built_once_per_set_of_tools(lead, backend):
+    """Every bridge reads it at every connect; its schemas are code, not data."""
+    assert catalog.catalog_for(backend.agent) is catalog.catalog_for(backend.agent)
+    assert catalog.catalog_for(lead.agent) != catalog.catalog_for(backend.agent)
+
+
 def test_catalog_is_filtered_by_permission_and_dispatch_enforces_it(lead, backend, monkeypatch):
     gated = catalog.Tool(
         "list_agents_gated", ListAgents, lambda a, _: {"ok": True}, permission="manage_rooms"
