@@ -549,11 +549,14 @@ class Leadership:
     """Timers run in one process at a time: the holder of a PostgreSQL advisory lock.
 
     The lock lives on a dedicated connection, so it is released when the process dies and
-    another process takes over at its next attempt. SQLite serves one process: always leader.
+    another process takes over at its next attempt. A follower keeps its connection and asks
+    for the lock again on it, rather than reconnecting every attempt. SQLite serves one
+    process: always leader.
     """
 
     def __init__(self) -> None:
         self.connection: Any = None
+        self.leading = False
 
     def _connect(self) -> Any:
         import psycopg
@@ -576,22 +579,23 @@ class Leadership:
         try:
             if self.connection is None:
                 self.connection = self._connect()
-                row = self.connection.execute(
-                    "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
-                ).fetchone()
-                if not row[0]:
-                    self.release()
-                    return False
+            if self.leading:
+                self.connection.execute("SELECT 1")  # the lock lives as long as this session
+                return True
+            row = self.connection.execute(
+                "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
+            ).fetchone()
+            self.leading = bool(row[0])
+            if self.leading:
                 log.info("this process runs the dispatcher's timers")
-            else:
-                self.connection.execute("SELECT 1")
-            return True
+            return self.leading
         except Exception:
             log.warning("lost the dispatcher lock's connection", exc_info=True)
             self.release()
             return False
 
     def release(self) -> None:
+        self.leading = False
         if self.connection is not None:
             try:
                 self.connection.close()

@@ -1,0 +1,31 @@
+"""The dispatcher's timers run in one process: the holder of a PostgreSQL advisory lock."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from lobbies.dispatch import Leadership
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the lock is PostgreSQL's; SQLite is one process"
+)
+
+
+def test_a_follower_asks_again_on_its_own_connection_and_takes_over_when_freed():
+    leader, follower = Leadership(), Leadership()
+    try:
+        assert leader.hold() is True
+        assert follower.hold() is False
+        waiting_on = follower.connection
+        assert waiting_on is not None and not waiting_on.closed
+        assert follower.hold() is False
+        assert follower.connection is waiting_on  # no reconnect per attempt
+        assert leader.hold() is True  # the holder keeps it
+
+        leader.release()  # as when the leader's process dies with its session
+        assert follower.hold() is True
+        assert follower.connection is waiting_on
+    finally:
+        leader.release()
+        follower.release()
