@@ -21,6 +21,10 @@ import uvicorn
 WS_MAX_BYTES = 1024 * 1024
 # Connections still open at SIGTERM get this long to finish before the process exits.
 GRACEFUL_SECONDS = 5
+# An idle keep-alive connection is closed by the client first (httpx drops idle ones after
+# 5 s, uvicorn's own default): a server closing at the same moment a client reuses the
+# connection would lose a request in flight.
+KEEP_ALIVE_SECONDS = 75
 
 
 class BrokerServer(uvicorn.Server):
@@ -58,6 +62,7 @@ def run(application: Any, host: str, port: int, on_listening: Callable[[], None]
         # Behind a TLS proxy, Host is what the routing reads; no forwarded-header rewriting.
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     BrokerServer(config, on_listening).run()
 
