@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from lobbies.actions import operator
@@ -62,6 +63,25 @@ def lead(make_agent: Callable[..., AgentClient]) -> AgentClient:
 @pytest.fixture
 def backend(make_agent: Callable[..., AgentClient]) -> AgentClient:
     return make_agent("backend")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_stray_sessions_on_the_test_database(
+    django_db_setup: None, django_db_blocker: Any
+) -> Iterator[None]:
+    """Async tests run database work on their event loop's pool threads; each thread opens
+    its own connection, and pytest-asyncio discards the loop (and its threads) without
+    closing them. PostgreSQL then refuses to drop the test database at the end ("being
+    accessed by other users"). Set up after `django_db_setup`, so torn down before it: end
+    those sessions of this run first."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(autouse=True)
