@@ -28,6 +28,7 @@ import httpx
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0
+PORT_ATTEMPTS = 3
 CLI_TIMEOUT = 60.0
 
 # Variables of the calling process that must not leak into a broker or CLI subprocess.
@@ -90,6 +91,9 @@ class Broker:
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # A port we picked may be taken by another process before the broker binds it; then
+        # the first start moves to another one (a restart keeps its port: clients know it).
+        self._may_move = port is None
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = dict(env or {})
@@ -102,9 +106,21 @@ class Broker:
     def start(self, timeout: float = READY_TIMEOUT) -> Broker:
         if self.running:
             raise BrokerError(f"the broker on {self.url} is already running")
+        for _ in range(PORT_ATTEMPTS):
+            if self._spawn_and_wait(timeout):
+                self._may_move = False
+                return self
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+        raise BrokerError(f"no free port after {PORT_ATTEMPTS} attempts; see {self.log_path}")
+
+    def _spawn_and_wait(self, timeout: float) -> bool:
+        """Start `serve`; True once it listens. False if it could not bind a port we may
+        move; BrokerError for anything else."""
         self._log = self.log_path.open("ab")
         self._log.write(f"--- starting broker on {self.url}\n".encode())
         self._log.flush()
+        began_at = self._log.tell()
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -123,25 +139,41 @@ class Broker:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self._wait_ready(timeout)
-        return self
+        return self._wait_ready(timeout, began_at)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _output_since(self, offset: int) -> str:
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
+    def _wait_ready(self, timeout: float, began_at: int) -> bool:
+        """Ready = this process said it listens on our URL, and /v1/health answers there.
+
+        The line comes first: whatever else answers on a port it failed to bind is not it.
+        """
         deadline = time.monotonic() + timeout
         last_error = "no answer yet"
+        listening = f"listening on {self.url}"
         with httpx.Client(timeout=2) as client:
             while time.monotonic() < deadline:
                 assert self.process is not None
                 if self.process.poll() is not None:
                     self._close_log()
+                    output = self._output_since(began_at)
+                    if self._may_move and "address already in use" in output:
+                        return False
                     raise BrokerError(
                         f"the broker exited with {self.process.returncode} before it was ready; "
                         f"its output:\n{self.log_text()}"
                     )
+                if listening not in self._output_since(began_at):
+                    last_error = "it has not said it listens yet"
+                    time.sleep(0.05)
+                    continue
                 try:
                     response = client.get(f"{self.url}/v1/health")
                     if response.status_code == 200:
-                        return
+                        return True
                     last_error = f"HTTP {response.status_code}"
                 except httpx.TransportError as exc:
                     last_error = repr(exc)

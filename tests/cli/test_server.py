@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import threading
 import time
 
+import httpx
+import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
 from pocolobby.server import confine_sqlite_to_one_thread
+from tests.server import Broker
 
 
 def _thread_after_a_while() -> int:
@@ -34,3 +38,31 @@ def test_on_sqlite_all_database_work_off_the_loop_shares_one_thread_and_connecti
 
 def test_without_it_the_same_calls_spread_over_a_pool():
     assert len(asyncio.run(_threads_used(confine=False))) > 1
+
+
+@pytest.mark.slow
+def test_the_test_harness_never_mistakes_another_server_on_its_port_for_the_broker(tmp_path):
+    """tests/server.py picks a free port, then the broker binds it: another process may take
+    it in between. Whatever answers there is not the broker; its first start moves on."""
+
+    class AnswersEverything(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    squatter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AnswersEverything)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    taken = squatter.server_address[1]
+    broker = Broker(tmp_path / "data")
+    broker.port, broker.url = taken, f"http://127.0.0.1:{taken}"
+    try:
+        broker.start()
+        assert broker.port != taken
+        assert httpx.get(f"{broker.url}/v1/health").json()["service"] == "pocolobby"
+        assert "address already in use" in broker.log_text()
+    finally:
+        broker.stop()
+        squatter.shutdown()
