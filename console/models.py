@@ -7,9 +7,12 @@ tokens) are stored only as MACs or hashes.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.db.models import Q
 
+from console.web import new_secret
 from lobbies.models import Lobby, closed_set
 
 
@@ -147,6 +150,23 @@ class WebSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.place} session {self.pk}"
+
+    @classmethod
+    def open(
+        cls, account: Account, lobby: Lobby | None, now: datetime, lifetime: timedelta
+    ) -> str:
+        """Store a new session, on the account area or (with `lobby`) on that lobby's host,
+        and return its cookie token: the one time it exists outside the browser."""
+        token, token_hash = new_secret()
+        cls.objects.create(
+            token_hash=token_hash,
+            place=SessionPlace.ACCOUNT if lobby is None else SessionPlace.LOBBY,
+            account=account,
+            lobby=lobby,
+            created_at=now,
+            expires_at=now + lifetime,
+        )
+        return token
 
 
 class Handoff(models.Model):

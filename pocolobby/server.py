@@ -76,7 +76,7 @@ def confine_sqlite_to_one_thread() -> None:
     pool thread each send re-read the ~45 pages the previous send, on another thread, had
     just written (pread, counted with strace). SQLite serializes writers anyway and the
     broker is bound by Python CPU under one GIL: one thread gives up no parallelism that
-    existed, and durable sends went from ~2.2 to ~1.6 ms of CPU (docs/PERFORMANCE.md).
+    existed, and durable sends went from ~2.2 to ~1.7 ms of CPU (docs/PERFORMANCE.md).
     PostgreSQL keeps the default pool. Call on the server's loop.
     """
     from django.db import connection

@@ -101,15 +101,7 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
                 WebSession.objects.filter(
                     token_hash=digest(previous), place=SessionPlace.LOBBY, lobby=lobby
                 ).delete()
-            session_token, session_hash = new_secret()
-            WebSession.objects.create(
-                token_hash=session_hash,
-                place=SessionPlace.LOBBY,
-                account=account,
-                lobby=lobby,
-                created_at=now,
-                expires_at=now + LOBBY_SESSION_LIFETIME,
-            )
+            session_token = WebSession.open(account, lobby, now, LOBBY_SESSION_LIFETIME)
     if expired:
         raise PageRefusal(
             400, "this sign-in link has expired (they last a minute); sign in again", "expired"

@@ -27,7 +27,7 @@ from console.models import (
     ThrottleKind,
     WebSession,
 )
-from console.web import PageRefusal, digest, new_secret
+from console.web import PageRefusal, digest
 from pocolobby import config
 
 CODE_LIFETIME = timedelta(minutes=10)
@@ -186,15 +186,7 @@ def _outcome(email: str, code: str, client: str) -> SignedIn | PageRefusal:
         )
     live.delete()
     account, _ = Account.objects.get_or_create(email=email, defaults={"created_at": now})
-    token, token_hash = new_secret()
-    WebSession.objects.create(
-        token_hash=token_hash,
-        place=SessionPlace.ACCOUNT,
-        account=account,
-        created_at=now,
-        expires_at=now + SESSION_LIFETIME,
-    )
-    return SignedIn(account, token)
+    return SignedIn(account, WebSession.open(account, None, now, SESSION_LIFETIME))
 
 
 def verify_code(email: str, code: str, client: str) -> SignedIn:

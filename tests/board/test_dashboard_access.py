@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from board.models import BoardConfig, Visibility
 from console.access import LOBBY_COOKIE
-from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
-from console.web import new_secret
+from console.models import Account, DashboardViewer, LobbyOwner, WebSession
 from lobbies.models import Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
 from tests.conftest import AgentClient
@@ -36,16 +35,7 @@ def _account(email: str) -> Account:
 
 def _browser_of(account: Account, lobby: Lobby) -> Client:
     """A browser holding a live lobby-host session, as a hand-off leaves it."""
-    token, token_hash = new_secret()
-    now = timezone.now()
-    WebSession.objects.create(
-        token_hash=token_hash,
-        place=SessionPlace.LOBBY,
-        account=account,
-        lobby=lobby,
-        created_at=now,
-        expires_at=now + timedelta(hours=1),
-    )
+    token = WebSession.open(account, lobby, timezone.now(), timedelta(hours=1))
     client = Client(HTTP_HOST=HOST)
     client.cookies[f"__Host-{LOBBY_COOKIE}"] = token
     return client

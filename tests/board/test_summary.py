@@ -76,6 +76,14 @@ def attempts(lobby: Lobby) -> list[SummaryAttempt]:
     return list(SummaryAttempt.objects.filter(lobby=lobby).order_by("started_at", "pk"))
 
 
+def summarized_then_changed(team: Lobby, backend: AgentClient, clock: Any) -> None:
+    """A first summary, then a new report once the interval has passed: the next is due."""
+    report(backend, "lead", "sweep done", "r1")
+    summary.maybe_summarize(team)
+    clock.shift(timedelta(minutes=11))
+    report(backend, "lead", "review done", "r2")
+
+
 def test_the_request_carries_contents_reports_assignments_and_visible_agents(
     team: Lobby, claude: FakeClaude, lead: AgentClient, backend: AgentClient
 ) -> None:
@@ -227,10 +235,7 @@ def test_an_input_that_only_lost_messages_to_expiry_counts_as_unchanged(
 def test_an_invalid_answer_is_stored_with_its_cost_and_not_paid_for_again(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
-    report(backend, "lead", "sweep done", "r1")
-    summary.maybe_summarize(team)
-    clock.shift(timedelta(minutes=11))
-    report(backend, "lead", "review done", "r2")
+    summarized_then_changed(team, backend, clock)
     claude.answers.append(lambda body: message(body, "Sure! Here is the summary: lead works."))
 
     assert summary.maybe_summarize(team) == "invalid"
@@ -304,10 +309,7 @@ def test_unknown_hidden_and_repeated_agents_are_dropped_and_strings_clipped(
 def test_a_failed_attempt_is_retried_once_and_the_last_good_picture_stays(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
-    report(backend, "lead", "sweep done", "r1")
-    summary.maybe_summarize(team)
-    clock.shift(timedelta(minutes=11))
-    report(backend, "lead", "review done", "r2")
+    summarized_then_changed(team, backend, clock)
     claude.answers += [
         api_error(529, "overloaded_error", "Overloaded"),
         api_error(529, "overloaded_error", "Overloaded"),
