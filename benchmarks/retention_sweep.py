@@ -91,8 +91,9 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from lobbies import dispatch
+    from lobbies import timers
     from lobbies.actions.retention import sweep
+    from pocolobby import loops
 
     def timed(fn: object) -> tuple[list[float], list[str]]:
         times, writes = [], []
@@ -109,9 +110,9 @@ def main() -> None:
         return times, writes
 
     sweep_times, sweep_writes = timed(lambda: sweep(timezone.now()))
-    dispatch._last_sweep.clear()
+    timers._last_sweep.clear()
     tick_times, tick_writes = timed(
-        lambda: (dispatch._last_sweep.clear(), dispatch.tick(timezone.now()))
+        lambda: (timers._last_sweep.clear(), loops.tick(timezone.now()))
     )
     with connection.cursor() as cursor:
         t = time.perf_counter()

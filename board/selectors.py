@@ -32,11 +32,22 @@ from django.db.models import (
     Value,
 )
 
-from board import usage
-from board.models import AgentAppearance, TokenSession, WorkStretch, shown_name
-from lobbies.dispatch import live_connections
+from board.models import (
+    AgentAppearance,
+    BoardConfig,
+    Effort,
+    NotesSource,
+    SummaryModel,
+    TokenSession,
+    Visibility,
+    WorkStretch,
+    shown_name,
+)
+from console import selectors as console_selectors
+from lobbies import usage
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
-from lobbies.selectors import _with_last_message_at, last_message_at
+from lobbies.presence import live_connections
+from lobbies.selectors import last_message_at, with_last_message_at
 
 if TYPE_CHECKING:
     from board.refresh import Picture
@@ -297,7 +308,7 @@ def shown_agents(lobby: Lobby) -> list[Agent]:
         agent=OuterRef("pk"), generation=OuterRef("runtime_generation")
     )
     return list(
-        _with_last_message_at(
+        with_last_message_at(
             Agent.objects.filter(lobby=lobby, enabled=True)
             .exclude(appearance__hidden=True)
             .annotate(online=Exists(online))
@@ -468,3 +479,30 @@ def token_lines(lobby: Lobby, now: datetime) -> list[TokenLine]:
             )
         )
     return lines
+
+
+# ---------------------------------------------------------------- the settings page
+
+
+def dashboard_is_public(lobby: Lobby) -> bool:
+    return BoardConfig.objects.filter(lobby=lobby, visibility=Visibility.PUBLIC).exists()
+
+
+def settings_page(lobby: Lobby) -> dict[str, Any]:
+    """Everything the settings page shows: the console's part, then the dashboard's."""
+    facts = console_selectors.settings_of(lobby)
+    sources = {s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)}
+    looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
+    config = BoardConfig.objects.filter(lobby=lobby).first()
+    for room in facts["rooms"]:
+        room["source"] = sources.get(room.pop("room_pk"))
+    for agent in facts["agents"]:
+        agent["look"] = looks.get(agent.pop("agent_pk"))
+    return {
+        **facts,
+        "visibility": config.visibility if config else Visibility.PRIVATE,
+        "summary_model": config.summary_model if config else SummaryModel.HAIKU,
+        "summary_effort": config.summary_effort if config else Effort.LOW,
+        "models": SummaryModel.choices,
+        "efforts": Effort.values,
+    }

@@ -15,8 +15,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from lobbies.hosts import Site, page_origin
 from lobbies.tokens import hash_token
-from pocolobby.hosts import Site, page_origin
 
 MAX_FORM_BYTES = 16 * 1024
 

@@ -53,6 +53,7 @@ from lobbies.schemas import (
     SetStatus,
     UpdateScheduled,
 )
+from lobbies.wire import iso
 
 Result = dict[str, Any]
 
@@ -99,7 +100,7 @@ def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
     message = schedule_actions.update_scheduled(caller.agent, args)
     return {
         "message_id": message.pk,
-        "deliver_at": selectors.iso(message.deliver_at),
+        "deliver_at": iso(message.deliver_at),
         "content_bytes": message.content_bytes,
     }
 
@@ -123,7 +124,7 @@ def _delete_room(caller: Caller, args: DeleteRoom) -> Result:
 
 def _rest_agents(caller: Caller, args: RestAgents) -> Result:
     names = room_actions.rest_agents(caller.agent, args.agent_ids, args.rest, args.at)
-    return {"agent_ids": names, "rest": args.rest, "at": selectors.iso(args.at)}
+    return {"agent_ids": names, "rest": args.rest, "at": iso(args.at)}
 
 
 def _get_messages(caller: Caller, args: GetMessages) -> Result:
@@ -151,7 +152,7 @@ def _set_status(caller: Caller, args: SetStatus) -> Result:
     agent = agent_actions.set_status(caller.agent, args, caller.runtime)
     return {
         "status": agent.status_line or None,
-        "updated_at": selectors.iso(agent.status_updated_at),
+        "updated_at": iso(agent.status_updated_at),
     }
 
 
@@ -160,7 +161,7 @@ def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> Result:
     return {
         "count": agent.owner_request_count,
         "line": agent.owner_request_line,
-        "updated_at": selectors.iso(agent.owner_requests_updated_at),
+        "updated_at": iso(agent.owner_requests_updated_at),
     }
 
 
@@ -172,7 +173,7 @@ def _ready(caller: Caller, args: Ready) -> Result:
         "ready": True,
         "runtime_id": agent.runtime_id,
         "generation": agent.runtime_generation,
-        "ready_at": selectors.iso(agent.ready_at),
+        "ready_at": iso(agent.ready_at),
     }
 
 
@@ -180,7 +181,7 @@ def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> Result:
     checkpoint, acknowledged = continuity.save_checkpoint(caller.agent, args, caller.runtime)
     result = {
         "revision": checkpoint.revision,
-        "saved_at": selectors.iso(checkpoint.saved_at),
+        "saved_at": iso(checkpoint.saved_at),
         "covers_receipts_through": checkpoint.covers_receipts_through,
     }
     if acknowledged is not None:
@@ -271,7 +272,7 @@ def _get_context(caller: Caller, args: GetContext) -> Result:
         "runtime": {
             "runtime_id": agent.runtime_id,
             "generation": agent.runtime_generation,
-            "bound_at": selectors.iso(agent.runtime_bound_at),
+            "bound_at": iso(agent.runtime_bound_at),
             "ready": agent.ready_at is not None,
         },
         "checkpoint": selectors.checkpoint_entry(checkpoint, now),

@@ -2,8 +2,9 @@
 
 The agent API answers JSON to native clients: it needs no sessions, CSRF, messages or CSP,
 and Django's ASGI handler costs a thread per request on top. `AgentAPI` therefore serves
-/v1 (its views mark themselves with `serve_sync`) on a worker thread straight from the
-resolved view, after the same Host check; everything else goes through Django as usual.
+/v1 (its views are `ApiView`s, whose `serve_sync` is the whole view) on a worker thread
+straight from the resolved view, after the same Host check; everything else goes through
+Django as usual.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
-from lobbies.errors import BrokerError  # noqa: E402
-from lobbies.http import error_response, in_worker_thread  # noqa: E402
-from pocolobby.hosts import HostRefused, site_for  # noqa: E402
+from lobbies.errors import request_too_large  # noqa: E402
+from lobbies.hosts import HostRefused, site_for  # noqa: E402
+from lobbies.http import ApiView, error_response, in_worker_thread  # noqa: E402
 
 
 def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
@@ -48,10 +49,9 @@ def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
         match = resolve(request.path_info)
     except Resolver404:
         return None
-    serve = getattr(match.func, "serve_sync", None)
-    if serve is None:
+    if not isinstance(match.func, ApiView):
         return None
-    return serve(request, *match.args, **match.kwargs)
+    return match.func.serve_sync(request, *match.args, **match.kwargs)
 
 
 class AgentAPI:
@@ -70,8 +70,7 @@ class AgentAPI:
             body += message.get("body", b"")
             if len(body) > limit:
                 # Answered here: Django could not be handed a body read only in part.
-                too_large = BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
-                await _send_response(send, error_response(too_large))
+                await _send_response(send, error_response(request_too_large(limit)))
                 return
             if not message.get("more_body"):
                 break

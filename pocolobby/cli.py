@@ -26,10 +26,11 @@ class CliError(Exception):
 
 def _prepare() -> str:
     """Set Django up and check, initialise or upgrade the store; CliError if refused."""
-    import django
+    import django  # local: commands that only talk HTTP to a broker never load Django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
+    # local: settings and the store are usable only after django.setup() above
     from django.conf import settings
 
     from lobbies.storage import IncompatibleStore, prepare_store
@@ -53,19 +54,21 @@ def init(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
+    # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
-    from lobbies import dispatch
+    # local: these read the models and settings, usable only after _prepare set Django up
+    from lobbies.presence import register_process
+    from pocolobby import loops as serve_loops
     from pocolobby import server
     from pocolobby.asgi import application
 
-    dispatch.register_process()
+    register_process()
     loops: list[object] = []
 
     def listening() -> None:
         server.confine_sqlite_to_one_thread()
-        loops.extend(dispatch.start_loops())
+        loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 
     url = f"http://{args.host}:{args.port}"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from lobbies import secret_files
+from lobbies.secret_files import read_or_create_secret, write_secret_file
+
+__all__ = ["admin_token", "data_dir", "read_or_create_secret", "write_secret_file"]
 
 DEFAULT_PORT = 8787
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -20,35 +24,9 @@ def data_dir() -> Path:
     return path.expanduser().resolve()
 
 
-def write_secret_file(path: Path, value: str) -> None:
-    """Create a mode-0600 file holding one secret; never replace an existing one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(value + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def read_or_create_secret(path: Path, prefix: str = "") -> str:
-    """Read a secret kept in the data directory, creating it on first use."""
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        value = prefix + secrets.token_urlsafe(32)
-        try:
-            write_secret_file(path, value)
-        except FileExistsError:
-            return path.read_text().strip()
-        return value
-
-
 def admin_token(directory: Path | None = None) -> str:
-    """POCOLOBBY_ADMIN_TOKEN, else `<data dir>/admin-token` (created mode 0600 on first use)."""
-    configured = os.environ.get("POCOLOBBY_ADMIN_TOKEN")
-    if configured:
-        return configured.strip()
-    return read_or_create_secret((directory or data_dir()) / "admin-token", prefix="pla_")
+    """The broker's admin token (lobbies/secret_files.py), kept in the data directory."""
+    return secret_files.admin_token(directory or data_dir())
 
 
 def _int_env(name: str, default: int) -> int:

@@ -10,7 +10,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from pocolobby.hosts import HostRefused, site_for
+from lobbies.hosts import HostRefused, site_for
 
 
 class StaticFilesMiddleware:
@@ -51,7 +51,7 @@ class StaticFilesMiddleware:
 
 
 class HostRouting:
-    """Send each request to its place's URLs (pocolobby/hosts.py) or refuse a foreign Host.
+    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host.
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
     resolved as `/settings` with `request.site.base == "/team"`.

@@ -25,7 +25,7 @@ ALLOWED_HOSTS = [
 ]
 
 # Hosted mode: the account area at this domain (it may carry a port), lobbies at
-# <lobby>.<domain>, the API on API hosts. Without it the broker is local (pocolobby/hosts.py).
+# <lobby>.<domain>, the API on API hosts. Without it the broker is local (lobbies/hosts.py).
 POCOLOBBY_DOMAIN = os.environ.get("POCOLOBBY_DOMAIN", "").strip().lower().rstrip(".")
 POCOLOBBY_API_HOSTS = frozenset(
     h.strip().lower()

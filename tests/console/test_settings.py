@@ -8,8 +8,8 @@ import re
 import pytest
 from django.utils import timezone
 
+from board import actions as board_actions
 from board.models import AgentAppearance, BoardConfig, NotesSource
-from console.actions import lobby_settings
 from console.actions.handoff import open_handoff
 from console.actions.lobby_settings import Actor
 from console.models import ApprovedRepository, DashboardViewer, LobbyOwner
@@ -201,7 +201,7 @@ def test_an_owner_replaced_mid_session_changes_nothing(owner_browser, lobby, mak
     assert answer.status_code == 403
     # A request already past the page's check meets the action's own check in its transaction.
     with pytest.raises(BrokerError) as refused:
-        lobby_settings.set_visibility(
+        board_actions.set_visibility(
             Actor(ActorKind.ACCOUNT, former.pk, former.email), lobby.pk, "public"
         )
     assert refused.value.code == "not_owner"

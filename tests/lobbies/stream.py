@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from lobbies import dispatch
+from lobbies import timers
 from pocolobby.asgi import application
 
 
@@ -62,7 +62,7 @@ async def bootstrapped(communicator: WebsocketCommunicator) -> tuple[dict, dict]
 
 async def run_tick(now: datetime) -> None:
     """One dispatcher pass at `now`, publishing what it decided, as the real loop does."""
-    result = await database_sync_to_async(dispatch.tick)(now)
+    result = await database_sync_to_async(timers.tick)(now)
     layer = get_channel_layer()
     for group, message in result.publish:
         await layer.group_send(group, message)

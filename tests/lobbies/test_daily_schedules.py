@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.models import Message, ScheduleOccurrence
 
 
@@ -23,7 +23,7 @@ def _schedule(client, **options):
 
 def _tick_at(moment: datetime) -> None:
     with time_machine.travel(moment, tick=False):
-        dispatch.tick()
+        timers.tick()
 
 
 def test_each_occurrence_is_a_real_message_with_its_slot(lead, backend):

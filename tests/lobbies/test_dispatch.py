@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions.messages import send_message
 from lobbies.models import Agent, SeenReceipt
 from lobbies.schemas import SendMessage
@@ -174,7 +174,7 @@ async def test_an_idle_broker_tick_writes_nothing(lead, backend):
 
     def idle_tick() -> list[str]:
         with CaptureQueriesContext(connection) as queries:
-            dispatch.tick(timezone.now())
+            timers.tick(timezone.now())
         return [q["sql"] for q in queries.captured_queries]
 
     statements = await sync(idle_tick)()
@@ -190,8 +190,8 @@ async def test_a_resting_agents_due_retry_waits_without_writing(lead, backend):
             resting=True, notify_next_at=now - timedelta(seconds=5), notify_attempts=1
         )
         with CaptureQueriesContext(connection) as queries:
-            dispatch.tick(now)
-            dispatch.tick(now + timedelta(seconds=1))
+            timers.tick(now)
+            timers.tick(now + timedelta(seconds=1))
         return [q["sql"] for q in queries.captured_queries]
 
     statements = await sync(two_ticks)()

@@ -8,7 +8,7 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions.retention import sweep
 from lobbies.models import Delivery, Message, ReceiptEvent, Schedule
 
@@ -47,7 +47,7 @@ def test_a_scheduled_message_waits_and_counts_from_its_delivery(lead, backend):
     sweep(T0 + timedelta(days=2))
     assert Message.objects.filter(pk=sent["message_id"]).exists()
     with time_machine.travel(due, tick=False):
-        dispatch.tick()
+        timers.tick()
     sweep(due + timedelta(hours=23))
     assert Message.objects.filter(pk=sent["message_id"]).exists()
     sweep(due + timedelta(days=1, seconds=1))
