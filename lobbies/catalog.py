@@ -21,12 +21,14 @@ from lobbies import selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity
 from lobbies.actions import messages as message_actions
+from lobbies.actions import receipts as receipt_actions
 from lobbies.actions import rooms as room_actions
 from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
-from lobbies.errors import BrokerError, bad_request, forbidden, not_found
+from lobbies.errors import BrokerError, bad_request, not_found
 from lobbies.models import Agent, Checkpoint
+from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
     AcknowledgeMessages,
     AddRoomMembers,
@@ -135,7 +137,7 @@ def _get_messages(caller: Caller, args: GetMessages) -> Result:
 
 
 def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
-    outcome = message_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
+    outcome = receipt_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
     return {
         "acknowledged": outcome.acknowledged,
         "unknown_message_ids": outcome.unknown_message_ids,
@@ -291,7 +293,7 @@ class Tool:
     schema: type[Operation]
     run: Callable[[Caller, Any], Result]
     guidance: str = ""
-    permission: str | None = None
+    permission: Permission | None = None
 
     @property
     def description(self) -> str:
@@ -409,12 +411,8 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def _allowed(agent: Agent, tool: Tool) -> bool:
-    return tool.permission is None or bool(getattr(agent, tool.permission))
-
-
 def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
-    return tuple(tool for tool in TOOLS.values() if _allowed(agent, tool))
+    return tuple(tool for tool in TOOLS.values() if has_permission(agent, tool.permission))
 
 
 def catalog_for(agent: Agent) -> dict[str, Any]:
@@ -474,8 +472,7 @@ def run_tool(
     tool = TOOLS.get(name)
     if tool is None:
         raise not_found("unknown_tool", f"no operation named {name!r}; GET /v1/tools lists them")
-    if not _allowed(agent, tool):
-        raise forbidden("permission_required", f"{name} needs the {tool.permission} permission")
+    require_permission(agent, tool.permission, name)
     if not isinstance(raw, Mapping):
         raise bad_request("arguments must be a JSON object")
     args = parse_arguments(tool.schema, raw, from_strings=from_strings)

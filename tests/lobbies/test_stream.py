@@ -12,7 +12,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from lobbies.actions import operator
-from lobbies.actions.messages import acknowledge_messages, send_message
+from lobbies.actions.messages import send_message
+from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError
 from lobbies.models import Delivery, Message, Notice
