@@ -84,9 +84,11 @@ def main() -> None:
     os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
+    # local: the data directory and settings module are chosen above, before Django loads
     import django
 
     django.setup()
+    # local: models and settings are usable only after django.setup()
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone

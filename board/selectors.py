@@ -49,7 +49,7 @@ from lobbies.models import Agent, Delivery, Lobby, Message, Scope
 from lobbies.presence import live_connections
 from lobbies.selectors import last_message_at, with_last_message_at
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
 
 WORKING_AFTER_TURN = timedelta(minutes=2)
@@ -346,6 +346,7 @@ def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
 def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
     """Rows of the shown agents; now and next come from the picture when the page has one, or
     (the 10-second refresh) from the last good summary alone."""
+    # local: board.refresh reads the rows this module selects; imported at call, no circle
     from board.refresh import agent_summaries, last_good_summary
 
     agents = shown_agents(lobby)

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch
 
+from console import mail
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
 
@@ -47,8 +48,6 @@ def all_lobby_names() -> list[str]:
 
 def services() -> list[tuple[str, str, bool]]:
     """(service, the variable that configures it, whether it is set): never the value."""
-    from console import mail
-
     return [
         ("Notes from GitHub", "POCOLOBBY_GITHUB_TOKEN", bool(settings.GITHUB_TOKEN)),
         ("Summaries by Claude", "ANTHROPIC_API_KEY", bool(settings.ANTHROPIC_API_KEY)),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
@@ -408,9 +410,6 @@ def inbox_summary(agent: Agent) -> dict[str, Any]:
 
 def broker_identity() -> dict[str, Any]:
     """Which broker answered: useful when several processes serve one lobby."""
-    import socket
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         release = version("pocolobby")
     except PackageNotFoundError:

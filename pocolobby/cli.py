@@ -284,6 +284,7 @@ def status_cmd(args: argparse.Namespace) -> int:
 
 def settings_cmd(args: argparse.Namespace) -> int:
     """Open this broker's pages as its operator through a one-minute, single-use link."""
+    # local: only this command opens a browser
     import webbrowser
     from urllib.parse import urlsplit
 
@@ -305,12 +306,14 @@ def _has_display() -> bool:
 
 def bridge_cmd(args: argparse.Namespace) -> int:
     """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
+    # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
     return bridge_main(args.config)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
+    # local: as bridge_cmd, the bridge's modules load only for the commands that use them
     from pocolobby.bridge.connect import ConnectError, connect
 
     try:
@@ -322,6 +325,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
 
 def statusline_cmd(args: argparse.Namespace) -> int:
     """Claude Code's status line: prints one line, reports plan usage; always exits 0."""
+    # local: the status line runs every few seconds; it loads only what it uses
     from pocolobby.agent_reports import statusline
 
     statusline(args.config, sys.stdin.read())
@@ -330,6 +334,7 @@ def statusline_cmd(args: argparse.Namespace) -> int:
 
 def hook_cmd(args: argparse.Namespace) -> int:
     """Claude Code's UserPromptSubmit and Stop hooks: silent, always exits 0."""
+    # local: a hook runs on every prompt; it loads only what it uses
     from pocolobby.agent_reports import hook
 
     try:
@@ -340,6 +345,7 @@ def hook_cmd(args: argparse.Namespace) -> int:
 
 
 def tokens_cmd(args: argparse.Namespace) -> int:
+    # local: as statusline_cmd, an agent-side command loads only what it uses
     from pocolobby.agent_reports import send_tokens
 
     return send_tokens(args.config, args.transcripts)
@@ -347,6 +353,7 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 def manage_cmd(args: argparse.Namespace) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    # local: Django loads only for the commands that run it, after the settings module is set
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["pocolobby manage", *args.rest])

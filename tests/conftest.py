@@ -88,6 +88,7 @@ def _no_stray_sessions_on_the_test_database(
 def _fresh_process_memory() -> None:
     """Each test starts like a fresh broker process: database rows (and their primary keys)
     are rolled back between tests, so counts remembered for a lobby id must go too."""
+    # local: a conftest loads before pytest-django sets Django up; these read the settings
     from board import refresh
     from board.selectors import SETTLED
     from lobbies import usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,8 +50,6 @@ def summarize(lobby: Lobby, agents: dict[str, dict[str, Any]], at: datetime | No
 
 def chips(html: str) -> dict[str, str]:
     """agent_id -> chip words, read from the agent rows of a page or part."""
-    import re
-
     found = {}
     for agent_id, body in re.findall(
         r'<li class="agent" data-agent="([^"]+)">(.*?)</li>', html, flags=re.S

@@ -7,6 +7,7 @@ Other agents speak plain HTTP, as scripts and other bridges do.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,6 @@ async def history_of(broker_url: str, token: str) -> list[dict[str, Any]]:
 
 async def owner_status(broker: Broker, lobby: str) -> dict[str, dict[str, Any]]:
     result = await asyncio.to_thread(broker.cli_ok, "agent", "list", lobby, "--json")
-    import json
-
     return {a["agent_id"]: a for a in json.loads(result.stdout)["agents"]}
 
 

@@ -16,6 +16,7 @@ from lobbies import timers
 from lobbies.actions.messages import send_message
 from lobbies.models import Agent, SeenReceipt
 from lobbies.schemas import SendMessage
+from lobbies.selectors import list_agents
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, run_tick, sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -78,8 +79,6 @@ async def test_a_retry_behind_a_confirmed_host_write_is_consumed_silently(lead, 
 
 
 async def test_exhaustion_keeps_messages_pending_and_flags_attention(lead, backend):
-    from lobbies.selectors import list_agents
-
     stream = await _connected(backend)
     sent = await sync(_send)(lead, "backend", "r-1")
     await frame(stream)

@@ -9,8 +9,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from lobbies import timers
+from lobbies.actions import retention
 from lobbies.actions.retention import sweep
-from lobbies.models import Delivery, Message, ReceiptEvent, Schedule
+from lobbies.models import (
+    ActorKind,
+    AuditAction,
+    AuditEvent,
+    Delivery,
+    Message,
+    ReceiptEvent,
+    Schedule,
+)
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -89,9 +98,6 @@ def test_an_idle_sweep_only_reads(lead, backend):
 
 
 def test_audit_events_beyond_each_lobbys_newest_are_trimmed(db, monkeypatch):
-    from lobbies.actions import retention
-    from lobbies.models import ActorKind, AuditAction, AuditEvent
-
     monkeypatch.setattr(retention, "AUDIT_KEPT_PER_LOBBY", 3)
     for i in range(5):
         for lobby in ("team", "other", ""):

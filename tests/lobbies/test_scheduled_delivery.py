@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.test import override_settings
 
 from lobbies import timers
 from lobbies.models import Delivery, Message
+from pocolobby.config import Bounds
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -80,10 +82,6 @@ def test_deliver_at_needs_a_zone(lead, backend):
 
 
 def test_a_sender_holds_at_most_100_waiting_messages(clock, lead, backend):
-    from django.test import override_settings
-
-    from pocolobby.config import Bounds
-
     with override_settings(BOUNDS=Bounds(sends_per_minute=1000)):
         for n in range(100):
             lead.send("backend", "x", f"r{n}", deliver_at=_at(10))
