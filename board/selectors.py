@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import Enum
@@ -47,7 +48,7 @@ from console import selectors as console_selectors
 from lobbies import usage
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
 from lobbies.presence import live_connections
-from lobbies.selectors import last_message_at, with_last_message_at
+from lobbies.selectors import AnnotatedAgent, last_message_at, with_last_message_at
 
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
@@ -144,10 +145,23 @@ class QuarterHour(Func):
             **extra,
         )
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:  # PostgreSQL
-        extra.setdefault("template", "FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / 900)::integer")
-        extra.setdefault("arg_joiner", " - ")
-        return super().as_sql(compiler, connection, **extra)
+    def as_sql(  # PostgreSQL
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra: Any,
+    ) -> Any:
+        return super().as_sql(
+            compiler,
+            connection,
+            function=function,
+            template=template or "FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / 900)::integer",
+            arg_joiner=arg_joiner or " - ",
+            **extra,
+        )
 
 
 # A quarter hour that ended this long ago can gain no message: sends and deliveries are
@@ -277,7 +291,7 @@ class WaitingItem:
     since: datetime | None
 
 
-def _appearances(agents: list[Agent]) -> dict[int, AgentAppearance]:
+def _appearances(agents: Sequence[Agent]) -> dict[int, AgentAppearance]:
     return {a.agent_id: a for a in AgentAppearance.objects.filter(agent__in=agents)}
 
 
@@ -302,7 +316,7 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
     ]
 
 
-def shown_agents(lobby: Lobby) -> list[Agent]:
+def shown_agents(lobby: Lobby) -> list[AnnotatedAgent]:
     """Enabled agents the owner has not hidden, with the live facts the chips need."""
     online = live_connections().filter(
         agent=OuterRef("pk"), generation=OuterRef("runtime_generation")

@@ -6,7 +6,7 @@ under /v1 by pocolobby/urls_api.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest, JsonResponse
 
@@ -22,17 +22,17 @@ from lobbies.schemas import Operation, bounded_text
 
 
 class SaveAccount(Operation):
-    email: bounded_text(254)
+    email: Annotated[str, bounded_text(254)]
     enabled: bool | None = None
     may_create_lobbies: bool | None = None
 
 
 class SetOwner(Operation):
-    email: bounded_text(254)
+    email: Annotated[str, bounded_text(254)]
 
 
 class Repository(Operation):
-    repository: bounded_text(140)
+    repository: Annotated[str, bounded_text(140)]
 
 
 def _account_entry(account: Account) -> dict[str, Any]:

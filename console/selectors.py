@@ -187,7 +187,7 @@ class ActivityLine:
     text: str
 
 
-def activity(lobby: Lobby, number: str | int | None) -> tuple[Page, list[ActivityLine]]:
+def activity(lobby: Lobby, number: str | int | None) -> tuple[Page[AuditEvent], list[ActivityLine]]:
     """The lobby's audit events, newest first, fifty a page."""
     events = AuditEvent.objects.filter(lobby_name=lobby.name).order_by("-created_at", "-pk")
     page = Paginator(events, ACTIVITY_PAGE_SIZE).get_page(number)

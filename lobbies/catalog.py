@@ -181,7 +181,7 @@ def _ready(caller: Caller, args: Ready) -> Result:
 
 def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> Result:
     checkpoint, acknowledged = continuity.save_checkpoint(caller.agent, args, caller.runtime)
-    result = {
+    result: Result = {
         "revision": checkpoint.revision,
         "saved_at": iso(checkpoint.saved_at),
         "covers_receipts_through": checkpoint.covers_receipts_through,

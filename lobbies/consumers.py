@@ -208,11 +208,10 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             await self._send_frame({"type": FRAME_HEARTBEAT})
         elif kind in (FRAME_RECEIVED, FRAME_HOST_WRITTEN):
             notice_id = frame.get("notice_id")
-            known = isinstance(notice_id, str) and (
+            if isinstance(notice_id, str) and (
                 notice_id in self.sent_notices
                 or await on_worker(push.notice_known)(self.agent_pk, self.generation, notice_id)
-            )
-            if known:
+            ):
                 FACTS.add((self.agent_pk, self.generation, notice_id, kind))
             else:
                 await self._error(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
@@ -37,8 +37,8 @@ class CreateLobby(Operation):
 
 class AddAgent(Operation):
     agent_id: str
-    description: bounded_text(200) = ""
-    role: bounded_text(32_768) = ""
+    description: Annotated[str, bounded_text(200)] = ""
+    role: Annotated[str, bounded_text(32_768)] = ""
     manage_rooms: bool = False
     broadcast: bool = False
 
@@ -91,7 +91,7 @@ def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
 
 
 class SetRole(Operation):
-    role: bounded_text(32_768)
+    role: Annotated[str, bounded_text(32_768)]
 
 
 @api_view(("POST",))

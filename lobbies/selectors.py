@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
 
@@ -28,6 +28,25 @@ from lobbies.models import (
 from lobbies.presence import PROCESS_ID, live_connections
 from lobbies.usage import readings_for, usage_entry
 from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
+
+if TYPE_CHECKING:
+
+    class AnnotatedAgent(Agent):
+        """An agent row with the live facts and counts the reads below annotate."""
+
+        connected: bool
+        heartbeat_at: datetime | None
+        last_receipt_at: datetime | None
+        unseen_notified: int | None
+        oldest_unseen_notified: datetime | None
+        last_sent_at: datetime | None
+        last_received_at: datetime | None
+        online: bool  # board.selectors.shown_agents
+        pending: int
+        held: int
+
+else:
+    AnnotatedAgent = Agent
 
 
 def decode_cursor(view: str, cursor: str) -> int:
@@ -195,7 +214,7 @@ def _page(agent: Agent, rows: list[Message], limit: int, view: str) -> dict[str,
     }
 
 
-def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
     live = live_connections().filter(agent=OuterRef("pk")).order_by()
     unseen = (
@@ -212,7 +231,8 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
         .values("recipient")
     )
     receipts = ReceiptEvent.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
-    return agents.annotate(
+    # The annotations below are the attributes AnnotatedAgent declares.
+    annotated = agents.annotate(
         connected=Exists(live),
         heartbeat_at=Subquery(
             live.values("agent").annotate(t=Max("last_heartbeat_at")).values("t")
@@ -223,9 +243,10 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
             unseen.annotate(t=Min("notification_attempted_at")).values("t")
         ),
     )
+    return cast("QuerySet[AnnotatedAgent]", annotated)
 
 
-def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
     # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
     # index steps per agent, where an aggregate read every delivery the agent ever had.
@@ -247,12 +268,12 @@ def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
     )
 
 
-def last_message_at(agent: Agent) -> datetime | None:
+def last_message_at(agent: AnnotatedAgent) -> datetime | None:
     times = [t for t in (agent.last_sent_at, agent.last_received_at) if t is not None]
     return max(times) if times else None
 
 
-def agent_entry(agent: Agent) -> dict[str, Any]:
+def agent_entry(agent: AnnotatedAgent) -> dict[str, Any]:
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -278,10 +299,11 @@ def agent_entry(agent: Agent) -> dict[str, Any]:
 
 
 def list_agents(viewer: Agent) -> dict[str, Any]:
-    agents = with_last_message_at(
-        Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
+    agents = list(
+        with_last_message_at(
+            Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
+        )
     )
-    agents = list(agents)
     readings, now = readings_for({a.pk for a in agents}), datetime.now(UTC)
     return {
         "lobby": viewer.lobby.name,

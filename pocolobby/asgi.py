@@ -23,7 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import DisallowedHost  # noqa: E402
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402
-from django.http import HttpResponseBase, JsonResponse  # noqa: E402
+from django.http import HttpResponse, JsonResponse  # noqa: E402
 from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
@@ -33,7 +33,7 @@ from lobbies.hosts import HostRefused, site_for  # noqa: E402
 from lobbies.http import ApiView, error_response, in_worker_thread  # noqa: E402
 
 
-def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
+def _serve_api(request: ASGIRequest) -> HttpResponse | None:
     try:
         site = site_for(request.get_host(), request.path_info)
     except DisallowedHost:
@@ -79,7 +79,8 @@ class AgentAPI:
         async def replay() -> dict[str, Any]:
             nonlocal replayed
             if replayed:
-                return await receive()
+                message: dict[str, Any] = await receive()
+                return message
             replayed = True
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
@@ -92,7 +93,7 @@ class AgentAPI:
         await _send_response(send, response)
 
 
-async def _send_response(send: Any, response: HttpResponseBase) -> None:
+async def _send_response(send: Any, response: HttpResponse) -> None:
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": response.content})

@@ -119,7 +119,7 @@ def _call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[st
                 "running, and is POCOLOBBY_URL right?"
             ) from None
     try:
-        data = response.json()
+        data: dict[str, Any] = response.json()
     except ValueError:
         raise CliError(f"the broker answered {response.status_code} without JSON") from None
     if response.is_error:

@@ -84,8 +84,9 @@ class HostRouting:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
             )
-        request.site = site  # type: ignore[attr-defined]
-        request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
+        # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
+        request.site = site  # type: ignore[assignment]
+        request.urlconf = self.URLCONFS[site.place]
         if site.base:
             request.path_info = request.path_info[len(site.base) :] or "/"
         return None

@@ -117,7 +117,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "pocolobby.sqlite",
-            "NAME": SQLITE_PATH,
+            "NAME": str(SQLITE_PATH),
             # Reopening costs the PRAGMAs, and closing the last connection checkpoints the WAL.
             "CONN_MAX_AGE": None,
             "OPTIONS": {

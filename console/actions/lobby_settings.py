@@ -41,9 +41,12 @@ def owned(actor: Actor, lobby_id: int) -> Lobby:
         raise not_found("unknown_lobby", "this lobby no longer exists")
     if actor.kind == ActorKind.OPERATOR:
         return lobby
-    owns = LobbyOwner.objects.filter(
-        lobby=lobby, account_id=actor.account_id, account__enabled=True
-    ).exists()
+    owns = (
+        actor.account_id is not None
+        and LobbyOwner.objects.filter(
+            lobby=lobby, account_id=actor.account_id, account__enabled=True
+        ).exists()
+    )
     if not owns:
         raise forbidden("not_owner", "only this lobby's owner can change its settings")
     return lobby

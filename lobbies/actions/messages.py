@@ -141,7 +141,7 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
         raise not_found("unknown_message", f"reply_to names message {message_id}, not yours to see")
 
 
-def _refuse_over_rate(sender: Agent, count: int, now: timezone.datetime) -> None:
+def _refuse_over_rate(sender: Agent, count: int, now: datetime) -> None:
     """`count` messages in the minute before `now`: at the limit, refuse with a retry time."""
     limit = settings.BOUNDS.sends_per_minute
     window_start = now - timedelta(minutes=1)
@@ -190,7 +190,7 @@ class SendSlot:
 
 
 def _open_send(
-    sender: Agent, recipients: list[Agent], now: timezone.datetime, *, rate: bool
+    sender: Agent, recipients: list[Agent], now: datetime, *, rate: bool
 ) -> SendSlot:
     """Bump the lobby's sequence and read the counts the bounds need, in one statement.
 

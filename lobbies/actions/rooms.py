@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -63,7 +64,9 @@ class Changer:
     account: str = ""
 
 
-def _audit(actor: Agent | Changer, action: AuditAction, room_id: str, detail: dict) -> None:
+def _audit(
+    actor: Agent | Changer, action: AuditAction, room_id: str, detail: dict[str, Any]
+) -> None:
     if isinstance(actor, Changer):
         who = {"lobby_name": actor.lobby_name, "account": actor.account}
         kind = actor.kind

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -62,7 +63,9 @@ TEMPLATE_FIELDS = (
 )
 
 
-def _rule(schedule: Schedule | ScheduleMessage) -> tuple[Any, list, frozenset[int] | None]:
+def _rule(
+    schedule: Schedule | ScheduleMessage,
+) -> tuple[ZoneInfo, list[time], frozenset[int] | None]:
     try:
         return (
             slots.load_zone(schedule.time_zone),
@@ -145,7 +148,11 @@ def cancel_scheduled(
                 )
                 schedule.save(update_fields=["status", "cancelled_at", "next_slot"])
             return {"schedule_id": schedule.pk, "status": schedule.status}
-        message = Message.objects.select_for_update().filter(pk=message_id, sender=sender).first()
+        message = (
+            Message.objects.select_for_update().filter(pk=message_id, sender=sender).first()
+            if message_id is not None
+            else None
+        )
         if message is None:
             raise not_found("unknown_message", f"no message {message_id} of yours")
         if message.cancelled_at is None:
@@ -204,7 +211,7 @@ def deliver_due(now: datetime, limit: int = 200) -> int:
                 .filter(pk=message_id, scheduled_pending=True)
                 .first()
             )
-            if message is None:
+            if message is None or message.deliver_at is None:
                 continue
             late = _late(now, message.deliver_at)
             recipients = list(
