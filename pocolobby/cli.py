@@ -33,6 +33,7 @@ def _prepare() -> str:
     # local: settings and the store are usable only after django.setup() above
     from django.conf import settings
 
+    from lobbies.secret_files import admin_token
     from lobbies.storage import IncompatibleStore, prepare_store
 
     settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def _prepare() -> str:
         done = prepare_store()
     except IncompatibleStore as exc:
         raise StoreRefused(f"refusing to start: {exc}") from None
-    config.admin_token(settings.DATA_DIR)
+    admin_token(settings.DATA_DIR)
     return f"{done}; data in {settings.DATA_DIR}"
 
 

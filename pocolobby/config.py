@@ -8,11 +8,6 @@ from pathlib import Path
 
 import platformdirs
 
-from lobbies import secret_files
-from lobbies.secret_files import read_or_create_secret, write_secret_file
-
-__all__ = ["admin_token", "data_dir", "read_or_create_secret", "write_secret_file"]
-
 DEFAULT_PORT = 8787
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
@@ -22,11 +17,6 @@ def data_dir() -> Path:
     configured = os.environ.get("POCOLOBBY_DATA_DIR")
     path = Path(configured) if configured else Path(platformdirs.user_data_dir("pocolobby"))
     return path.expanduser().resolve()
-
-
-def admin_token(directory: Path | None = None) -> str:
-    """The broker's admin token (lobbies/secret_files.py), kept in the data directory."""
-    return secret_files.admin_token(directory or data_dir())
 
 
 def _int_env(name: str, default: int) -> int:

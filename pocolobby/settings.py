@@ -8,13 +8,14 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONCE, SELF
 
+from lobbies.secret_files import read_or_create_secret
 from pocolobby import config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = config.data_dir()
 BOUNDS = config.Bounds.from_env()
 
-SECRET_KEY = os.environ.get("POCOLOBBY_SECRET_KEY") or config.read_or_create_secret(
+SECRET_KEY = os.environ.get("POCOLOBBY_SECRET_KEY") or read_or_create_secret(
     DATA_DIR / "secret-key"
 )
 DEBUG = os.environ.get("POCOLOBBY_DEBUG") == "1"
