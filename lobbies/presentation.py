@@ -13,8 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lobbies.models import Message, Priority, Scope
-
-EVENT_VERSION = 5
+from lobbies.wire import EVENT_VERSION as EVENT_VERSION  # the broker names it here too
 
 IMPORTANT_SENTENCE = (
     "Handle it before lower-priority queued work; it did not interrupt a running tool."

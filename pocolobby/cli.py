@@ -304,7 +304,7 @@ def bridge_cmd(args: argparse.Namespace) -> int:
     """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config)
+    return bridge_main(args.config, verbose=args.verbose)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
@@ -412,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="log connections and catalog revisions to stderr, not only what is wrong",
+    )
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -29,13 +30,17 @@ from pocolobby.bridge import SERVER_NAME, bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, loosely_protected
 from pocolobby.bridge.config import runtime_for as derive_runtime
-from pocolobby.bridge.core import INSTRUCTIONS, Bridge
+from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostPipe
 from pocolobby.bridge.link import Link
+from pocolobby.bridge.tools import INSTRUCTIONS
 
 log = logging.getLogger("pocolobby.bridge")
 
 CHANNEL_CAPABILITY = "claude/channel"
+# Claude Code quits a server with SIGINT and sends SIGTERM ~100 ms later: the socket's close
+# frame goes out at once, and the broker's answering close is awaited only this long.
+QUIT_CLOSE_SECONDS = 0.05
 
 
 def build_server(bridge: Bridge) -> Server[Any]:
@@ -44,9 +49,9 @@ def build_server(bridge: Bridge) -> Server[Any]:
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        bridge.host_listed = True
         if bridge.catalog is None:
             await bridge.wait_for_catalog()
+        await bridge.wait_for_first_link()
         return types.ListToolsResult(tools=bridge.tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -97,17 +102,36 @@ async def serve(config: AgentConfig) -> int:
     )
     connection = Connection.for_loop(dispatcher)
 
+    link = Link(bridge, config.token)
+    quit_requested = asyncio.Event()
     bridge.request_catalog()
 
     async def link_after_initialized() -> None:
         # Nothing is pushed before the host finished the handshake.
         await connection.initialized.wait()
-        await Link(bridge, config.token).run()
+        await link.run()
 
+    async def quit_on_signal(tasks: anyio.abc.TaskGroup) -> None:
+        await quit_requested.wait()
+        await link.close(QUIT_CLOSE_SECONDS)
+        tasks.cancel_scope.cancel()
+
+    loop = asyncio.get_running_loop()
     try:
         async with anyio.create_task_group() as tasks:
+
+            def on_signal(signum: int) -> None:
+                if quit_requested.is_set():  # a second signal: leave without waiting
+                    tasks.cancel_scope.cancel()
+                    return
+                log.info("%s: closing the stream and exiting", signal.Signals(signum).name)
+                quit_requested.set()
+
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, on_signal, signum)
             tasks.start_soon(host.pump, feed)
             tasks.start_soon(link_after_initialized)
+            tasks.start_soon(quit_on_signal, tasks)
             await serve_connection(
                 server,
                 dispatcher,
@@ -116,19 +140,26 @@ async def serve(config: AgentConfig) -> int:
                 init_options=initialization_options(server),
             )
             log.info("the host closed the connection; exiting")
+            await link.close(QUIT_CLOSE_SECONDS)
             tasks.cancel_scope.cancel()
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
         host.close()
         with contextlib.suppress(Exception):
             await broker.aclose()
     return 0
 
 
-def main(config_path: str) -> int:
-    """`pocolobby bridge --config FILE`: log to stderr, serve, exit 0 when the host leaves."""
+def main(config_path: str, *, verbose: bool = False) -> int:
+    """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
+
+    Claude Code shows every stderr line of a server as an error, so only what is wrong is
+    logged unless `--verbose` asks for the connection's story too.
+    """
     logging.basicConfig(
         stream=sys.stderr,
-        level=logging.INFO,
+        level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s pocolobby-bridge %(levelname)s %(message)s",
     )
     for noisy in ("httpx", "httpcore", "websockets", "mcp"):
