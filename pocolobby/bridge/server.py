@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -170,6 +171,11 @@ def main(config_path: str, *, verbose: bool = False) -> int:
         print(f"pocolobby bridge: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(serve(config))
-    except KeyboardInterrupt:
-        return 0
+        code = asyncio.run(serve(config))
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        code = 0
+    # Everything is written and closed. The interpreter's own teardown (the SDK's many models)
+    # takes 0.5-1 s on a busy machine, longer than the host waits between SIGINT and SIGTERM.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
