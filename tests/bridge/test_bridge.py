@@ -401,6 +401,63 @@ async def test_another_session_gets_runtime_conflict_until_the_owner_resets_the_
         await comeback.close()
 
 
+async def listed_tools(host: Host) -> dict[str, str]:
+    assert host.session is not None
+    return {t.name: t.description or "" for t in (await host.session.list_tools()).tools}
+
+
+async def test_a_session_refused_at_start_answers_initialize_and_every_tool_says_why(
+    module_broker: Broker, tmp_path: Path
+):
+    """A health check (`claude mcp list`) or a second conversation must see the refusal in
+    the server's tools, not a healthy-looking tool list."""
+    configs = await provision(module_broker, "refusedstart", ["beta"], tmp_path)
+    holder = await host_for(configs["beta"], tmp_path, session_id(), "holder").start()
+    try:
+        await holder.bootstrapped()
+        other = await host_for(configs["beta"], tmp_path, session_id(), "other").start()
+        try:
+            assert other.initialize_result is not None  # the handshake is answered normally
+            tools = await listed_tools(other)
+            assert "send_message" in tools and "get_context" in tools
+            for name, description in tools.items():
+                assert description.startswith("NOT CONNECTED"), name
+                assert "runtime_conflict" in description, name
+            assert "pocolobby agent reset-runtime refusedstart beta" in tools["get_context"]
+            for tool, arguments in (("list_operations", {}), ("get_messages", {})):
+                answer = await other.call(tool, **arguments)
+                assert answer.is_error and "reset-runtime refusedstart beta" in answer.text
+        finally:
+            assert await other.close() == 0
+        lines = other.log_text().splitlines()
+        assert len(lines) == 1 and "runtime_conflict" in lines[0], lines
+        assert "reset-runtime refusedstart beta" in lines[0]
+    finally:
+        await holder.close()
+
+
+async def test_a_refused_token_at_start_is_said_in_the_tools_and_once_on_stderr(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = await provision(module_broker, "badtoken", ["beta"], tmp_path)
+    wrong = tmp_path / "wrong-token.json"
+    wrong.write_text(configs["beta"].path.read_text().replace(configs["beta"].token, "plt_nope"))
+    wrong.chmod(0o600)
+    host = await Host(wrong, session_id(), tmp_path / "wrong.log").start()
+    try:
+        assert host.initialize_result is not None
+        tools = await listed_tools(host)
+        assert tools and all(d.startswith("NOT CONNECTED") for d in tools.values()), tools
+        assert "new configuration file" in tools["get_context"]
+        answer = await host.call("get_context")
+        assert answer.is_error and "new configuration file" in answer.text
+    finally:
+        assert await host.close() == 0
+    lines = host.log_text().splitlines()
+    assert len(lines) == 1 and "401" in lines[0] and "new configuration file" in lines[0], lines
+    assert "plt_nope" not in host.log_text()
+
+
 async def test_without_a_session_id_the_runtime_belongs_to_the_process(
     module_broker: Broker, tmp_path: Path
 ):
