@@ -82,6 +82,7 @@ class Bridge:
         # The stream.
         self.state = "starting"  # starting, connected, reconnecting, stopped
         self.stop: Stop | None = None
+        self.welcomed = False  # some connection of this process was accepted
         self.last_error: str | None = None
         self.linked = asyncio.Event()  # a generation is known, or the stream stopped
         # The first connection attempt ended somehow (welcome, refusal or failure).
@@ -120,6 +121,18 @@ class Bridge:
         return self.broker.generation
 
     @property
+    def refused_at_start(self) -> bool:
+        """The broker refused this process before ever accepting it."""
+        return self.stop is not None and not self.welcomed
+
+    def refusal(self) -> str:
+        """One sentence for the host's tool view: the refusal, then the fix."""
+        if self.stop is None:
+            return ""
+        stop = self.stop
+        return f"PocoLobby refused this session ({stop.status} {stop.code}): {self.stopped_text()}"
+
+    @property
     def bootstrap_complete(self) -> bool:
         return self.generation is not None and self.ready_generation == self.generation
 
@@ -139,6 +152,7 @@ class Bridge:
         if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation
+        self.welcomed = True
         self.agent_id = str(frame.get("agent_id") or self.agent_id)
         self.lobby_id = str(frame.get("lobby_id") or self.lobby_id)
         self.state = "connected"

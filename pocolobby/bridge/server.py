@@ -24,6 +24,7 @@ import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.runner import serve_connection
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 
@@ -39,6 +40,8 @@ from pocolobby.bridge.tools import INSTRUCTIONS
 log = logging.getLogger("pocolobby.bridge")
 
 CHANNEL_CAPABILITY = "claude/channel"
+# JSON-RPC's range for server-defined errors: the broker refused this process at start.
+REFUSED_AT_START = -32000
 # Claude Code quits a server with SIGINT and sends SIGTERM ~100 ms later: the socket's close
 # frame goes out at once, and the broker's answering close is awaited only this long.
 QUIT_CLOSE_SECONDS = 0.05
@@ -53,6 +56,10 @@ def build_server(bridge: Bridge) -> Server[Any]:
         if bridge.catalog is None:
             await bridge.wait_for_catalog()
         await bridge.wait_for_first_link()
+        if bridge.refused_at_start:
+            # A health check (`claude mcp list`/`get`) then shows "tools fetch failed" and this
+            # sentence, not a healthy server; tool calls still answer with the refusal.
+            raise MCPError(REFUSED_AT_START, bridge.refusal())
         return types.ListToolsResult(tools=bridge.tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
