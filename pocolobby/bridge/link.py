@@ -100,7 +100,7 @@ class Link:
         socket = self._socket
         if socket is None:
             return
-        # The close frame is written before the first await returns; only the wait is bounded.
+        # The close frame goes out at once; only the wait for the broker's answer is bounded.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(socket.close(code=1001, reason="the host quit"), timeout)
 
