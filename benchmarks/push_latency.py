@@ -48,13 +48,11 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from lobbies.wire import EVENT_VERSION as WIRE_EVENT_VERSION  # noqa: E402
-from lobbies.wire import EVENT_VERSION_HEADER, RUNTIME_HEADER  # noqa: E402
+from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, RUNTIME_HEADER  # noqa: E402
 from tests.server import Broker  # noqa: E402
 
 TARGET_P99_MS = 50.0
 TARGET_RSS_MB = 300.0
-EVENT_VERSION = str(WIRE_EVENT_VERSION)
 LOBBY = "bench"
 HANDSHAKE_ATTEMPTS = 5
 CONTENT = "Review the auth change in api/session.py before the release branch is cut. " * 3
@@ -175,7 +173,7 @@ async def open_bridge(uri: str, name: str, token: str, connects: Connects) -> Br
     """
     headers = {
         "Authorization": f"Bearer {token}",
-        EVENT_VERSION_HEADER: EVENT_VERSION,
+        EVENT_VERSION_HEADER: str(EVENT_VERSION),
         RUNTIME_HEADER: str(uuid.uuid4()),
     }
     for attempt in range(1, HANDSHAKE_ATTEMPTS + 1):

@@ -310,7 +310,7 @@ def bridge_cmd(args: argparse.Namespace) -> int:
     # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config)
+    return bridge_main(args.config, verbose=args.verbose)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
@@ -423,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="log connections and catalog revisions to stderr, not only what is wrong",
+    )
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(

@@ -1,8 +1,8 @@
 """A bridge's side of /v1/stream over a real TCP socket (the `websockets` client), and the
 agent HTTP calls the stream tests need, against a broker started by `tests.server`.
 
-Not a test module; it does not import pytest or Django (lobbies.wire is Django-free). Every
-read has a timeout, so a frame that never comes fails the test instead of hanging it.
+Not a test module; it does not import pytest or Django. Every read has a timeout, so a
+frame that never comes fails the test instead of hanging it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from lobbies.wire import EVENT_VERSION as WIRE_EVENT_VERSION
-from lobbies.wire import EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
 
-EVENT_VERSION = str(WIRE_EVENT_VERSION)
 FRAME_TIMEOUT = 5.0
 
 Frame = dict[str, Any]
@@ -66,7 +64,7 @@ class Bridge:
         runtime: str | None = None,
         *,
         generation: int | str | None = None,
-        version: str | None = EVENT_VERSION,
+        version: str | None = str(EVENT_VERSION),
         extra_headers: dict[str, str] | None = None,
     ) -> Bridge:
         runtime = runtime or new_runtime()
