@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
+from lobbies.actions.runtime import RuntimeCaller, check_runtime_id, parse_generation
 from lobbies.catalog import Caller, catalog_for, run_tool
 from lobbies.errors import bad_request
 from lobbies.http import api_view, bearer_token, json_body
@@ -18,12 +18,12 @@ def _caller(request: HttpRequest) -> Caller:
     generation = request.headers.get("X-PocoLobby-Generation")
     if runtime_id is None and generation is None:
         return Caller(agent)
-    if runtime_id is None or generation is None or not generation.isdigit():
+    if runtime_id is None or generation is None:
         raise bad_request(
             "send X-PocoLobby-Runtime and X-PocoLobby-Generation (an integer) together",
             code="invalid_runtime",
         )
-    return Caller(agent, RuntimeCaller(check_runtime_id(runtime_id), int(generation)))
+    return Caller(agent, RuntimeCaller(check_runtime_id(runtime_id), parse_generation(generation)))
 
 
 @api_view(("GET",))

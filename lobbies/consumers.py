@@ -18,7 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from lobbies import dispatch
-from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.actions.runtime import Claim, claim_runtime, parse_generation
 from lobbies.errors import BrokerError
 from lobbies.events import agent_group
 from lobbies.presentation import EVENT_VERSION
@@ -104,14 +104,7 @@ def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
         raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
     agent = agent_for_token(token.strip())
     raw_generation = headers.get("x-pocolobby-generation")
-    generation: int | None = None
-    if raw_generation:
-        try:
-            generation = int(raw_generation)
-        except ValueError:
-            raise BrokerError(
-                400, "invalid_generation", "the generation must be an integer"
-            ) from None
+    generation = parse_generation(raw_generation) if raw_generation else None
     return claim_runtime(agent, headers.get("x-pocolobby-runtime", ""), generation)
 
 
@@ -194,7 +187,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             return
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):
             await self._error("invalid_frame", "the frame is not valid JSON")
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
