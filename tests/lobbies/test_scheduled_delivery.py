@@ -8,6 +8,7 @@ import pytest
 import time_machine
 
 from lobbies import dispatch
+from lobbies.actions import operator
 from lobbies.models import Delivery, Message
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -128,3 +129,16 @@ def test_someone_elses_scheduled_message_cannot_be_cancelled(clock, lead, backen
     sent = lead.send("backend", "x", "r1", deliver_at=_at(10))
     status, body = backend.call("cancel_scheduled", message_id=sent["message_id"])
     assert (status, body["error"]["code"]) == (404, "unknown_message")
+
+
+def test_disabling_the_recipient_holds_its_scheduled_copies_for_good(clock, lead, backend):
+    sent = lead.send("backend", "later", "r-disabled", deliver_at=_at(30))
+    operator.disable_agent("my-team", "backend")
+    clock.move_to(T0 + timedelta(minutes=31))
+    dispatch.tick()
+    copy = Delivery.objects.get(message_id=sent["message_id"])
+    assert (copy.state, copy.held_reason) == ("held", "recipient_disabled")
+    operator.enable_agent("my-team", "backend")
+    dispatch.tick()
+    assert Delivery.objects.get(message_id=sent["message_id"]).state == "held"
+    assert backend.ok("get_messages")["messages"] == []
