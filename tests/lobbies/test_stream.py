@@ -313,6 +313,7 @@ async def test_bad_frames_get_error_frames_and_change_nothing(lead, backend):
     cases = [
         ("{nope", "invalid_frame"),
         ("[1, 2]", "invalid_frame"),
+        ("[" * 8000 + "]" * 8000, "invalid_frame"),  # nested past the decoder's recursion
         (json.dumps({"type": "launch"}), "unknown_frame_type"),
         (json.dumps({"type": "received", "notice_id": "not-a-uuid"}), "unknown_notice"),
         ("x" * 20_000, "frame_too_large"),
