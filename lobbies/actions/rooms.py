@@ -180,9 +180,7 @@ def remove_room_members(
     return room
 
 
-def delete_room(
-    actor: Agent, room_id: str, runtime: RuntimeCaller | None = None
-) -> dict[str, int]:
+def delete_room(actor: Agent, room_id: str, runtime: RuntimeCaller | None = None) -> dict[str, int]:
     """Remove every member and the room; messages and receipts stay as history."""
     with transaction.atomic():
         _fence(actor, runtime)
