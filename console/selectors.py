@@ -125,6 +125,8 @@ def _phrase(event: AuditEvent) -> str:
             return "started a new runtime"
         case "runtime_resumed":
             return "resumed its runtime"
+        case "runtime_taken_over":
+            return "took over a runtime that never became ready"
         case "role_set":
             return f"set agent {t or agent}'s role"
         case "room_created":

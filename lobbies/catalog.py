@@ -84,7 +84,7 @@ def _broadcast(caller: Caller, args: Broadcast) -> Result:
 
 
 def _schedule_message(caller: Caller, args: ScheduleMessage) -> Result:
-    schedule, duplicate = schedule_actions.schedule_message(caller.agent, args)
+    schedule, duplicate = schedule_actions.schedule_message(caller.agent, args, caller.runtime)
     return {**selectors.schedule_entry(schedule), "duplicate": duplicate}
 
 
@@ -94,12 +94,15 @@ def _list_scheduled(caller: Caller, args: ListScheduled) -> Result:
 
 def _cancel_scheduled(caller: Caller, args: CancelScheduled) -> Result:
     return schedule_actions.cancel_scheduled(
-        caller.agent, message_id=args.message_id, schedule_id=args.schedule_id
+        caller.agent,
+        message_id=args.message_id,
+        schedule_id=args.schedule_id,
+        runtime=caller.runtime,
     )
 
 
 def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
-    message = schedule_actions.update_scheduled(caller.agent, args)
+    message = schedule_actions.update_scheduled(caller.agent, args, caller.runtime)
     return {
         "message_id": message.pk,
         "deliver_at": iso(message.deliver_at),
@@ -113,19 +116,21 @@ def _list_rooms(caller: Caller, args: ListRooms) -> Result:
 
 def _room_change(change: Callable[..., Any]) -> Callable[[Caller, Any], Result]:
     def run(caller: Caller, args: Any) -> Result:
-        room = change(caller.agent, args.room_id, list(args.members))
+        room = change(caller.agent, args.room_id, list(args.members), caller.runtime)
         return selectors.room_entry(room)
 
     return run
 
 
 def _delete_room(caller: Caller, args: DeleteRoom) -> Result:
-    detail = room_actions.delete_room(caller.agent, args.room_id)
+    detail = room_actions.delete_room(caller.agent, args.room_id, caller.runtime)
     return {"deleted": args.room_id, **detail}
 
 
 def _rest_agents(caller: Caller, args: RestAgents) -> Result:
-    names = room_actions.rest_agents(caller.agent, args.agent_ids, args.rest, args.at)
+    names = room_actions.rest_agents(
+        caller.agent, args.agent_ids, args.rest, args.at, caller.runtime
+    )
     return {"agent_ids": names, "rest": args.rest, "at": iso(args.at)}
 
 

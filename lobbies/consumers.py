@@ -111,8 +111,6 @@ def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
         )
     given = stated(headers)
     agent = agent_for_token(given.token)
-    if given.generation_text and given.generation is None:
-        raise BrokerError(400, "invalid_generation", "the generation must be an integer")
     return claim_runtime(agent, given.runtime_id or "", given.generation)
 
 
@@ -195,7 +193,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             return
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):
             await self._error("invalid_frame", "the frame is not valid JSON")
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):

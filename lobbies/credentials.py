@@ -18,9 +18,27 @@ from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
 class Stated:
     token: str
     runtime_id: str | None
-    # The generation header as sent, and as an integer when it is one.
+    # The generation header as sent, and as an integer when one was sent.
     generation_text: str | None
     generation: int | None
+
+
+GENERATION_DIGITS = 18  # below 2**63, what the column holds
+
+
+def parse_generation(raw: str) -> int:
+    """The X-PocoLobby-Generation header of a bridge, over HTTP and on the stream alike.
+
+    Only ASCII digits: `str.isdigit` and `int` also take "²" or Arabic-Indic digits, and
+    5,000 digits pass `isdigit` but not `int`.
+    """
+    if not (0 < len(raw) <= GENERATION_DIGITS and raw.isascii() and raw.isdigit()):
+        raise BrokerError(
+            400,
+            "invalid_generation",
+            f"X-PocoLobby-Generation must be 1-{GENERATION_DIGITS} ASCII digits",
+        )
+    return int(raw)
 
 
 def bearer_token(authorization: str) -> str:
@@ -37,5 +55,5 @@ def stated(headers: Mapping[str, str]) -> Stated:
     """Read the headers (a case-insensitive mapping, or one with lower-case names)."""
     token = bearer_token(headers.get("authorization", ""))
     raw = headers.get(GENERATION_HEADER.lower())
-    generation = int(raw) if raw is not None and raw.isdigit() else None
+    generation = parse_generation(raw) if raw else None
     return Stated(token, headers.get(RUNTIME_HEADER.lower()), raw, generation)

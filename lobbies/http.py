@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from lobbies import credentials
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
+from lobbies.schemas import check_depth
 
 log = logging.getLogger("pocolobby.api")
 
@@ -60,6 +61,11 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
+    for name, value in data.items():
+        try:
+            check_depth(value, f"argument {name[:40]!r}")
+        except ValueError as error:
+            raise bad_request(str(error), code="invalid_json") from None
     return data
 
 

@@ -58,6 +58,9 @@ class Agent(models.Model):
     runtime_id = models.CharField(max_length=36, null=True, blank=True)
     runtime_generation = models.BigIntegerField(default=0)
     runtime_bound_at = models.DateTimeField(null=True, blank=True)
+    # When the bound conversation first completed `ready` (kept across its restarts): a
+    # binding never ready and not connected yields to another conversation (takeover).
+    runtime_first_ready_at = models.DateTimeField(null=True, blank=True)
     # The lobby's highest sequence when this generation bound: older pending messages are
     # backlog, announced once as one coalesced notice.
     backlog_sequence = models.BigIntegerField(default=0)
@@ -536,6 +539,7 @@ class AuditAction(models.TextChoices):
     RUNTIME_RESET = "runtime_reset"
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"
+    RUNTIME_TAKEN_OVER = "runtime_taken_over"
     ROLE_SET = "role_set"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from annotated_types import GroupedMetadata
@@ -34,10 +34,26 @@ def _text(value: str) -> str:
     return value
 
 
-def _line(value: str) -> str:
+# Characters a line must not hold besides C0 controls and DEL: C1 controls, the Unicode line
+# and paragraph separators, and the bidi embeddings/overrides/isolates, with which an agent
+# could break or reorder a line the owner reads.
+_NOT_IN_A_LINE = frozenset(
+    [*range(0x80, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+)
+
+
+def check_line(value: str) -> str:
+    """The one rule for "line" arguments (status, owner requests, ids, fields, query, nonce)."""
     _text(value)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise ValueError("must be one line without control characters")
+    for ch in value:
+        code = ord(ch)
+        if code < 0x20 or code == 0x7F:
+            raise ValueError("must be one line without control characters")
+        if code in _NOT_IN_A_LINE:
+            raise ValueError(
+                f"must not contain U+{code:04X} (C1 controls, line separators and bidi "
+                "controls are refused in a line)"
+            )
     return value
 
 
@@ -74,7 +90,7 @@ def bounded_text(max_length: int, min_length: int = 0) -> _Checked:
 
 def one_line(max_length: int, min_length: int = 0) -> _Checked:
     """A bounded single line without control characters; bounds are checked first."""
-    return _Checked(max_length, min_length, _line)
+    return _Checked(max_length, min_length, check_line)
 
 
 AgentName = Annotated[str, Field(pattern=NAME_PATTERN, description="An agent_id in your lobby")]
@@ -108,7 +124,43 @@ class MessageFields(Operation):
 def _aware(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must carry a time zone, e.g. 2026-12-01T09:00:00Z")
+    in_utc(value)
     return value
+
+
+def in_utc(value: datetime) -> datetime:
+    """`value` in UTC, or a ValueError: 0001-01-01T00:00+14:00 has no UTC time in the calendar,
+    and comparing or storing it would raise OverflowError (a 500) instead of a refusal."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the calendar once converted to UTC") from None
+
+
+# JSON an argument may nest: deeper objects are refused before anything walks them recursively
+# (json.dumps, pydantic, the database's JSON functions), which fail near 1,000 levels.
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def check_depth(value: Any, what: str = "the body") -> None:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"{what} nests JSON deeper than {MAX_JSON_DEPTH} levels")
 
 
 AwareTime = Annotated[datetime, Strict(False), AfterValidator(_aware)]
@@ -344,6 +396,7 @@ class Ready(Operation):
 
 
 def _checkpoint(value: dict[str, Any]) -> dict[str, Any]:
+    check_depth(value, "the checkpoint")
     encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if "\\u0000" in encoded or "\x00" in encoded:
         raise ValueError("must not contain NUL characters")

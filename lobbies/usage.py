@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from lobbies.schemas import Operation
+from lobbies.schemas import Operation, in_utc
 
 WEEK = timedelta(days=7)
 FIVE_HOURS = timedelta(hours=5)
@@ -85,7 +85,7 @@ def moment_of(value: int | str) -> datetime:
         raise ValueError("must be epoch seconds or an ISO 8601 time") from None
     if moment.tzinfo is None:
         raise ValueError("an ISO 8601 time needs a zone (Z or +hh:mm)")
-    return moment.astimezone(UTC)
+    return in_utc(moment)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from pocolobby import config
+from pocolobby import config, store_lock
 
 
 class CliError(Exception):
@@ -54,10 +54,24 @@ def init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_the_store(url: str) -> None:
+    """On SQLite, this process owns the store until it exits; a second `serve` is refused."""
+    from django.db import connection  # local: Django is set up by _prepare, not at import
+
+    if connection.vendor != "sqlite":
+        return
+    try:
+        store_lock.hold(Path(connection.settings_dict["NAME"]), f"on {url}")
+    except store_lock.StoreInUse as exc:
+        raise CliError(str(exc)) from None
+
+
 def serve(args: argparse.Namespace) -> int:
     # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
+    url = f"http://{args.host}:{args.port}"
+    _own_the_store(url)
     # local: these read the models and settings, usable only after _prepare set Django up
     from lobbies.presence import register_process
     from pocolobby import loops as serve_loops
@@ -72,7 +86,6 @@ def serve(args: argparse.Namespace) -> int:
         loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 
-    url = f"http://{args.host}:{args.port}"
     print(f"PocoLobby broker on {url} ({done})", flush=True)
     print(
         "Provision an agent from another terminal:\n"

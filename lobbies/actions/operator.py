@@ -9,6 +9,7 @@ from lobbies.actions.audit import record_audit
 from lobbies.errors import conflict, not_found
 from lobbies.events import close_sockets_on_commit
 from lobbies.models import (
+    DELIVERABLE,
     ActorKind,
     Agent,
     AuditAction,
@@ -177,10 +178,14 @@ def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
 
 
 def disable_agent(lobby_name: str, agent_id: str) -> int:
-    """Stop all delivery to the agent; its undelivered copies stay visible as held."""
+    """Stop all delivery to the agent; its undelivered copies stay visible as held.
+
+    Copies still waiting for their delivery time are held too: the scheduled hold is the only
+    one `deliver_due` lifts, so a disabled agent is never handed them later.
+    """
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
-        held = Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING).update(
+        held = Delivery.objects.filter(DELIVERABLE, recipient=agent).update(
             state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
         )
         Agent.objects.filter(pk=agent.pk).update(enabled=False)

@@ -11,6 +11,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
+from lobbies.actions.messages import MAX_SCHEDULE_AHEAD
+from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.errors import bad_request, conflict, not_found
 from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
@@ -108,11 +110,22 @@ def _cancel_schedules_into(room: Room, now: datetime) -> int:
     ).update(status=ScheduleStatus.CANCELLED, cancelled_at=now, next_slot=None)
 
 
-def create_room(actor: Agent | Changer, room_id: str, members: list[str]) -> Room:
+def _fence(actor: Agent | Changer, runtime: RuntimeCaller | None) -> None:
+    if isinstance(actor, Agent):
+        fence(actor, runtime)
+
+
+def create_room(
+    actor: Agent | Changer,
+    room_id: str,
+    members: list[str],
+    runtime: RuntimeCaller | None = None,
+) -> Room:
     check_name(room_id, "room id")
     now = timezone.now()
     try:
         with transaction.atomic():
+            _fence(actor, runtime)
             if ArchivedRoom.objects.filter(lobby_id=actor.lobby_id, room_id=room_id).exists():
                 raise conflict(
                     "room_archived",
@@ -127,9 +140,15 @@ def create_room(actor: Agent | Changer, room_id: str, members: list[str]) -> Roo
     return room
 
 
-def set_room_members(actor: Agent | Changer, room_id: str, members: list[str]) -> Room:
+def set_room_members(
+    actor: Agent | Changer,
+    room_id: str,
+    members: list[str],
+    runtime: RuntimeCaller | None = None,
+) -> Room:
     """Replace the whole list (read list_rooms first: a stale list drops others' changes)."""
     with transaction.atomic():
+        _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         wanted = _admitted(actor.lobby_id, members)
         keep = {a.pk for a in wanted}
@@ -142,25 +161,32 @@ def set_room_members(actor: Agent | Changer, room_id: str, members: list[str]) -
     return room
 
 
-def add_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+def add_room_members(
+    actor: Agent, room_id: str, members: list[str], runtime: RuntimeCaller | None = None
+) -> Room:
     with transaction.atomic():
+        _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         added = _add(room, _admitted(actor.lobby_id, members), timezone.now())
         _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"added": added})
     return room
 
 
-def remove_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
+def remove_room_members(
+    actor: Agent, room_id: str, members: list[str], runtime: RuntimeCaller | None = None
+) -> Room:
     with transaction.atomic():
+        _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         removed = _remove(room, _admitted(actor.lobby_id, members), hold=True)
         _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"removed": removed})
     return room
 
 
-def delete_room(actor: Agent, room_id: str) -> dict[str, int]:
+def delete_room(actor: Agent, room_id: str, runtime: RuntimeCaller | None = None) -> dict[str, int]:
     """Remove every member and the room; messages and receipts stay as history."""
     with transaction.atomic():
+        _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         now = timezone.now()
         held = (
@@ -212,12 +238,30 @@ def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account:
     return room
 
 
-def rest_agents(actor: Agent, agent_ids: list[str], rest: bool, at: datetime | None) -> list[str]:
+def _check_rest_at(at: datetime | None, now: datetime) -> None:
+    """The bounds of deliver_at: a later rest change is at most 30 days ahead, never past."""
+    if at is None:
+        return
+    if at <= now:
+        raise bad_request("at: is in the past; leave it out to do it now", code="invalid_time")
+    if at > now + MAX_SCHEDULE_AHEAD:
+        raise bad_request("at: is more than 30 days ahead", code="invalid_time")
+
+
+def rest_agents(
+    actor: Agent,
+    agent_ids: list[str],
+    rest: bool,
+    at: datetime | None,
+    runtime: RuntimeCaller | None = None,
+) -> list[str]:
     """Rest agents (nothing is pushed to them; messages still queue) or resume them."""
+    _check_rest_at(at, timezone.now())
     with transaction.atomic():
+        _fence(actor, runtime)
         agents = _admitted(actor.lobby_id, agent_ids)
         pks = [a.pk for a in agents]
-        if at is None or at <= timezone.now():
+        if at is None:
             Agent.objects.filter(pk__in=pks).update(
                 resting=rest, rest_change_at=None, rest_change_to=None
             )

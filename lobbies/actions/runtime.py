@@ -2,7 +2,9 @@
 
 A newly started bridge process claims without a generation and gets a new one; a network
 reconnect presents its generation and is refused once superseded; another conversation gets
-`runtime_conflict` until the owner resets the binding. Socket loss never transfers ownership.
+`runtime_conflict` until the owner resets the binding. Socket loss never transfers ownership
+of a binding whose conversation completed `ready`; one that never did and has no live
+connection (a health check's throwaway conversation) yields to the next conversation.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.utils import timezone
 from lobbies.actions.audit import record_audit
 from lobbies.errors import BrokerError, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint, Lobby, RetiredRuntime
+from lobbies.presence import live_connections
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -36,6 +39,8 @@ class Claim:
     started: bool  # a new generation: the process must bootstrap
 
 
+
+
 def check_runtime_id(runtime_id: str) -> str:
     if not RUNTIME_ID.match(runtime_id or ""):
         raise BrokerError(400, "invalid_runtime", "the runtime id must be a lowercase UUID")
@@ -52,12 +57,16 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "runtime_retired",
                 "the owner retired this conversation's binding; start a new conversation",
             )
+        taken_from = None
         if agent.runtime_id is not None and agent.runtime_id != runtime_id:
-            raise conflict(
-                "runtime_conflict",
-                f"another conversation holds {agent.agent_id}; the owner can hand it over with "
-                f"`pocolobby agent reset-runtime {agent.lobby.name} {agent.agent_id}`",
-            )
+            if generation is None and _may_take_over(agent):
+                taken_from = agent.runtime_id
+            else:
+                raise conflict(
+                    "runtime_conflict",
+                    f"another conversation holds {agent.agent_id}; the owner can hand it over "
+                    f"with `pocolobby agent reset-runtime {agent.lobby.name} {agent.agent_id}`",
+                )
         if generation is not None:
             if agent.runtime_id != runtime_id or generation != agent.runtime_generation:
                 raise conflict(
@@ -71,6 +80,13 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         agent.runtime_id = runtime_id
         agent.runtime_generation += 1
         agent.runtime_bound_at = now
+        if not resumed:
+            agent.runtime_first_ready_at = None
+        fields = []
+        if taken_from is not None:  # as the owner's reset would: requests were the old one's
+            agent.owner_request_count, agent.owner_request_line = 0, ""
+            agent.owner_requests_updated_at = None
+            fields = ["owner_request_count", "owner_request_line", "owner_requests_updated_at"]
         agent.backlog_sequence = Lobby.objects.values_list("message_sequence", flat=True).get(
             pk=agent.lobby_id
         )
@@ -86,6 +102,7 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "runtime_id",
                 "runtime_generation",
                 "runtime_bound_at",
+                "runtime_first_ready_at",
                 "backlog_sequence",
                 "bootstrap_nonce",
                 "bootstrap_sent_at",
@@ -94,17 +111,37 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "notify_attempts",
                 "notify_next_at",
                 "notification_attention_required",
+                *fields,
             ]
         )
+        if resumed:
+            action = AuditAction.RUNTIME_RESUMED
+        elif taken_from is not None:
+            action = AuditAction.RUNTIME_TAKEN_OVER
+        else:
+            action = AuditAction.RUNTIME_CLAIMED
+        detail = {"runtime_id": runtime_id, "generation": agent.runtime_generation}
+        if taken_from is not None:
+            detail["taken_from"] = taken_from
         record_audit(
             ActorKind.AGENT,
-            AuditAction.RUNTIME_RESUMED if resumed else AuditAction.RUNTIME_CLAIMED,
+            action,
             lobby_name=agent.lobby.name,
             agent_id=agent.agent_id,
             target=agent.agent_id,
-            detail={"runtime_id": runtime_id, "generation": agent.runtime_generation},
+            detail=detail,
         )
     return Claim(agent, agent.runtime_generation, started=True)
+
+
+def _may_take_over(agent: Agent) -> bool:
+    """A binding yields to another conversation only if its conversation never completed
+    ready and nothing of it is connected: a health check (`claude mcp list`) starts the
+    bridge under a throwaway conversation that handshakes and exits. A binding that was
+    ready keeps it whatever its idleness; only the owner's reset hands it over."""
+    if agent.runtime_first_ready_at is not None:
+        return False
+    return not live_connections().filter(agent_id=agent.pk).exists()
 
 
 def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
@@ -120,6 +157,12 @@ def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
             "generation_superseded",
             "this bridge process no longer holds the agent's runtime; its writes are refused",
         )
+
+
+def fence(agent: Agent, caller: RuntimeCaller | None) -> None:
+    """Inside a write's transaction: lock the agent's row, then refuse a superseded runtime."""
+    if caller is not None:
+        check_fence(Agent.objects.select_for_update().get(pk=agent.pk), caller)
 
 
 def ready(
@@ -152,12 +195,14 @@ def ready(
                 )
         now = timezone.now()
         agent.ready_at = now
+        agent.runtime_first_ready_at = agent.runtime_first_ready_at or now
         agent.last_progress_at = now
         agent.notification_attention_required = False
         agent.notify_attempts = 0
         agent.save(
             update_fields=[
                 "ready_at",
+                "runtime_first_ready_at",
                 "last_progress_at",
                 "notification_attention_required",
                 "notify_attempts",

@@ -20,6 +20,7 @@ from lobbies.actions.messages import (
     address_room,
     send,
 )
+from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.errors import BrokerError, bad_request, conflict, not_found
 from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
@@ -76,7 +77,21 @@ def _rule(
         raise bad_request(str(error), code="invalid_schedule") from None
 
 
-def schedule_message(sender: Agent, args: ScheduleMessage) -> tuple[Schedule, bool]:
+def _check_target(sender: Agent, args: ScheduleMessage) -> None:
+    """Refuse at creation what send_message would refuse: an unknown or disabled agent, an
+    unknown room, a room the sender is not in; a schedule that could never deliver is not
+    stored. (Each occurrence is still addressed again when it fires.)"""
+    if args.to is not None:
+        address_direct(sender, args.to)
+    elif args.room_id is not None:
+        address_room(sender, args.room_id, args.addressed_to)
+    else:
+        address_broadcast(sender)
+
+
+def schedule_message(
+    sender: Agent, args: ScheduleMessage, runtime: RuntimeCaller | None = None
+) -> tuple[Schedule, bool]:
     """Store a daily template; answers the original on an identical retry."""
     digest = request_hash(args)
     existing = Schedule.objects.filter(sender=sender, client_request_id=args.client_request_id)
@@ -93,6 +108,7 @@ def schedule_message(sender: Agent, args: ScheduleMessage) -> tuple[Schedule, bo
     zone, times, weekdays = _rule(args)
     if args.broadcast:
         require_permission(sender, "broadcast", "broadcast")
+    _check_target(sender, args)
     now = timezone.now()
     template = args.model_dump(mode="json", include=set(TEMPLATE_FIELDS))
     if args.addressed_to:
@@ -100,6 +116,7 @@ def schedule_message(sender: Agent, args: ScheduleMessage) -> tuple[Schedule, bo
     scope = Scope.ROOM if args.room_id else Scope.BROADCAST if args.broadcast else Scope.DIRECT
     try:
         with transaction.atomic():
+            fence(sender, runtime)
             active = Schedule.objects.select_for_update().filter(
                 sender=sender, status=ScheduleStatus.ACTIVE
             )
@@ -129,11 +146,16 @@ def schedule_message(sender: Agent, args: ScheduleMessage) -> tuple[Schedule, bo
 
 
 def cancel_scheduled(
-    sender: Agent, *, message_id: int | None, schedule_id: int | None
+    sender: Agent,
+    *,
+    message_id: int | None,
+    schedule_id: int | None,
+    runtime: RuntimeCaller | None = None,
 ) -> dict[str, Any]:
     """Cancel a schedule, or a scheduled message before its time. Repeating it finds it again."""
     now = timezone.now()
     with transaction.atomic():
+        fence(sender, runtime)
         if schedule_id is not None:
             schedule = (
                 Schedule.objects.select_for_update().filter(pk=schedule_id, sender=sender).first()
@@ -169,9 +191,12 @@ def cancel_scheduled(
         return {"message_id": message.pk, "status": "cancelled"}
 
 
-def update_scheduled(sender: Agent, args: UpdateScheduled) -> Message:
+def update_scheduled(
+    sender: Agent, args: UpdateScheduled, runtime: RuntimeCaller | None = None
+) -> Message:
     now = timezone.now()
     with transaction.atomic():
+        fence(sender, runtime)
         message = (
             Message.objects.select_for_update().filter(pk=args.message_id, sender=sender).first()
         )

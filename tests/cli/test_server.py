@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,7 +15,10 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from pocolobby.server import confine_sqlite_to_one_thread
-from tests.server import Broker
+from tests.server import REPO_ROOT, Broker, clean_env, free_port
+
+# The `broker_factory` fixture.
+pytest_plugins = ("tests.server_fixtures",)
 
 
 def _thread_after_a_while() -> int:
@@ -66,3 +71,35 @@ def test_the_test_harness_never_mistakes_another_server_on_its_port_for_the_brok
     finally:
         broker.stop()
         squatter.shutdown()
+
+
+@pytest.mark.slow
+def test_a_second_serve_on_the_same_sqlite_store_is_refused_naming_the_first(broker_factory):
+    """Two processes on one SQLite store would both run the timers; the second is refused."""
+    first = broker_factory()  # the harness runs the embedded SQLite store
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pocolobby",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--data-dir",
+            str(first.data_dir),
+        ],
+        cwd=REPO_ROOT,
+        env=clean_env(first.extra_env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert f"pid {first.pid}" in second.stderr and first.url in second.stderr
+    assert "already serves the store" in second.stderr
+    assert "listening on" not in second.stdout
+    assert httpx.get(f"{first.url}/v1/health").json()["service"] == "pocolobby"
+    first.stop()
+    first.start()  # the lock died with the process: a restart takes it at once

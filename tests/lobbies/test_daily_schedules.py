@@ -9,7 +9,7 @@ import time_machine
 
 from lobbies import timers
 from lobbies.actions import operator
-from lobbies.models import Message, ScheduleOccurrence
+from lobbies.models import Message, Schedule, ScheduleOccurrence
 
 
 def _schedule(client, **options):
@@ -159,3 +159,31 @@ def test_an_identical_retry_returns_the_schedule(lead, backend):
         times=["09:00"],
     )
     assert (status, body["error"]["code"]) == (409, "idempotency_conflict")
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [({"to": "ghost"}, "unknown_recipient"), ({"room_id": "nowhere"}, "unknown_room")],
+)
+def test_a_schedule_to_an_agent_or_room_that_does_not_exist_is_refused(lead, target, code):
+    status, body = lead.call(
+        "schedule_message",
+        client_request_id="s-ghost",
+        content="never",
+        time_zone="UTC",
+        times=["09:00"],
+        **target,
+    )
+    assert (status, body["error"]["code"]) == (404, code)
+    assert not Schedule.objects.exists()
+
+
+def test_an_occurrence_to_a_disabled_agent_is_skipped_with_the_reason(lead, backend):
+    with time_machine.travel(datetime(2026, 12, 1, 6, 0, tzinfo=UTC), tick=False):
+        _schedule(lead, to="backend")
+        operator.disable_agent("my-team", "backend")
+    _tick_at(datetime(2026, 12, 1, 8, 0, 1, tzinfo=UTC))
+    occurrence = ScheduleOccurrence.objects.get()
+    assert occurrence.outcome == "skipped" and occurrence.message_id is None
+    assert occurrence.reason.startswith("recipient_disabled")
+    assert not Message.objects.exists()

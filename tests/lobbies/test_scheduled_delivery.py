@@ -9,6 +9,7 @@ import time_machine
 from django.test import override_settings
 
 from lobbies import timers
+from lobbies.actions import operator
 from lobbies.models import Delivery, Message
 from pocolobby.config import Bounds
 
@@ -126,3 +127,16 @@ def test_someone_elses_scheduled_message_cannot_be_cancelled(clock, lead, backen
     sent = lead.send("backend", "x", "r1", deliver_at=_at(10))
     status, body = backend.call("cancel_scheduled", message_id=sent["message_id"])
     assert (status, body["error"]["code"]) == (404, "unknown_message")
+
+
+def test_disabling_the_recipient_holds_its_scheduled_copies_for_good(clock, lead, backend):
+    sent = lead.send("backend", "later", "r-disabled", deliver_at=_at(30))
+    operator.disable_agent("my-team", "backend")
+    clock.move_to(T0 + timedelta(minutes=31))
+    timers.tick()
+    copy = Delivery.objects.get(message_id=sent["message_id"])
+    assert (copy.state, copy.held_reason) == ("held", "recipient_disabled")
+    operator.enable_agent("my-team", "backend")
+    timers.tick()
+    assert Delivery.objects.get(message_id=sent["message_id"]).state == "held"
+    assert backend.ok("get_messages")["messages"] == []

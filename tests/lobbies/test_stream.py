@@ -16,7 +16,7 @@ from lobbies.actions.messages import send_message
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError
-from lobbies.models import BrokerProcess, Delivery, Message, Notice
+from lobbies.models import AuditEvent, BrokerProcess, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
 from lobbies.selectors import list_agents
 from pocolobby.config import Bounds
@@ -158,10 +158,15 @@ async def test_backlog_arrives_as_one_coalesced_bootstrap_notice(lead, backend):
     await stream.disconnect()
 
 
+def _nonce(notice: dict) -> str:
+    return json.loads(notice["content"].split("\n", 1)[1])["nonce"]
+
+
 async def test_another_conversation_gets_runtime_conflict_until_the_owner_resets(backend):
     holder = new_runtime()
     first = await open_stream(backend.token, holder)
-    await bootstrapped(first)
+    _, notice = await bootstrapped(first)
+    await sync(backend.ok)("ready", nonce=_nonce(notice))
     intruder = await open_stream(backend.token, new_runtime())
     error, code = await closed_with(intruder)
     assert (error["code"], code) == ("runtime_conflict", 4409)
@@ -177,6 +182,65 @@ async def test_another_conversation_gets_runtime_conflict_until_the_owner_resets
     await newcomer.disconnect()
     retired = await open_stream(backend.token, holder)
     assert (await closed_with(retired))[0]["code"] == "runtime_retired"
+
+
+async def test_a_binding_never_ready_and_not_connected_yields_to_another_conversation(backend):
+    """`claude mcp list` starts the bridge under a throwaway conversation that handshakes
+    and exits without ready: the user's real session then takes the agent."""
+    health_check = new_runtime()
+    probe = await open_stream(backend.token, health_check)
+    welcome, _ = await bootstrapped(probe)
+    await probe.disconnect()
+
+    session = new_runtime()
+    real = await open_stream(backend.token, session)
+    taken, notice = await bootstrapped(real)
+    assert taken["runtime_id"] == session
+    assert taken["generation"] == welcome["generation"] + 1
+    audit = await sync(lambda: list(AuditEvent.objects.order_by("pk").values("action", "detail")))()
+    assert audit[-1] == {
+        "action": "runtime_taken_over",
+        "detail": {
+            "runtime_id": session,
+            "generation": taken["generation"],
+            "taken_from": health_check,
+        },
+    }
+    # The old runtime is fenced: its writes and its reconnects are refused.
+    fenced = RuntimeCaller(health_check, welcome["generation"])
+    with pytest.raises(BrokerError) as refused:
+        await sync(lambda: acknowledge_messages(backend.agent, [1], fenced))()
+    assert refused.value.code == "generation_superseded"
+    rejoin = await open_stream(backend.token, health_check, generation=welcome["generation"])
+    assert (await closed_with(rejoin))[0]["code"] == "runtime_conflict"
+    # Once this conversation completed ready, the old rule holds again: no takeover.
+    await sync(backend.ok)("ready", nonce=_nonce(notice))
+    await real.disconnect()
+    again = await open_stream(backend.token, new_runtime())
+    assert (await closed_with(again))[0]["code"] == "runtime_conflict"
+
+
+async def test_a_binding_never_ready_but_connected_keeps_the_agent(backend):
+    first = await open_stream(backend.token, new_runtime())
+    await bootstrapped(first)
+    second = await open_stream(backend.token, new_runtime())
+    assert (await closed_with(second))[0]["code"] == "runtime_conflict"
+    await first.disconnect()
+
+
+async def test_a_ready_conversation_keeps_the_agent_across_its_own_restart(backend):
+    """Ready once is ready for the conversation: a restarted process of it that has not
+    confirmed again yet, then lost its socket, still holds the binding."""
+    holder = new_runtime()
+    first = await open_stream(backend.token, holder)
+    _, notice = await bootstrapped(first)
+    await sync(backend.ok)("ready", nonce=_nonce(notice))
+    await first.disconnect()
+    restarted = await open_stream(backend.token, holder)
+    await bootstrapped(restarted)
+    await restarted.disconnect()
+    other = await open_stream(backend.token, new_runtime())
+    assert (await closed_with(other))[0]["code"] == "runtime_conflict"
 
 
 async def test_a_restarted_process_fences_the_earlier_one(lead, backend):
@@ -251,6 +315,7 @@ async def test_bad_frames_get_error_frames_and_change_nothing(lead, backend):
     cases = [
         ("{nope", "invalid_frame"),
         ("[1, 2]", "invalid_frame"),
+        ("[" * 8000 + "]" * 8000, "invalid_frame"),  # nested past the decoder's recursion
         (json.dumps({"type": "launch"}), "unknown_frame_type"),
         (json.dumps({"type": "received", "notice_id": "not-a-uuid"}), "unknown_notice"),
         ("x" * 20_000, "frame_too_large"),
