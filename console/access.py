@@ -7,10 +7,12 @@ nobody any more. Local: the operator's in-memory session opens every lobby.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from django.http import HttpRequest
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from board.models import BoardConfig, Visibility
@@ -104,3 +106,28 @@ def visitor_of(request: HttpRequest, lobby: Lobby) -> Visitor:
     if dashboard_is_public(lobby):
         return Visitor("public")
     return Visitor(None)
+
+
+LOCAL_OPERATOR_USERNAME = "local-operator"
+
+
+def local_operator_user() -> Any:
+    """A staff identity that exists only in this process: no user row, no password."""
+    user = get_user_model()(
+        username=LOCAL_OPERATOR_USERNAME, is_active=True, is_staff=True, is_superuser=True
+    )
+    user.set_unusable_password()
+    return user
+
+
+class LocalOperatorAdmin:
+    """On a local broker, the session `pocolobby settings` opened is also an admin session,
+    with the same 12-hour life, so `/admin/` needs no `createsuperuser`."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/admin/") and operator_signed_in(request):
+            request.user = local_operator_user()
+        return self.get_response(request)

@@ -527,6 +527,8 @@ class AuditAction(models.TextChoices):
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"
     ROLE_SET = "role_set"
+    PERMISSIONS_SET = "permissions_set"
+    NOTIFICATIONS_RETRIED = "notifications_retried"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"
     ROOM_DELETED = "room_deleted"

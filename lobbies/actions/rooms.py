@@ -209,8 +209,12 @@ def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account:
     return room
 
 
-def rest_agents(actor: Agent, agent_ids: list[str], rest: bool, at: datetime | None) -> list[str]:
-    """Rest agents (nothing is pushed to them; messages still queue) or resume them."""
+def rest_agents(
+    actor: Agent | Changer, agent_ids: list[str], rest: bool, at: datetime | None
+) -> list[str]:
+    """Rest agents (nothing is pushed to them; messages still queue) or resume them.
+
+    A coordinator with `manage_rooms` or the operator (CLI, admin API, Django admin)."""
     with transaction.atomic():
         agents = _admitted(actor.lobby_id, agent_ids)
         pks = [a.pk for a in agents]
