@@ -36,6 +36,15 @@ class AuditedAdmin(admin.ModelAdmin):
     """Our audit log records what the admin changes; Django's own history is kept as well,
     except for the local operator's identity, which has no user row to point at."""
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        """An action posted with ids that are not numbers acts on nothing (not a 500)."""
+        if request.method == "POST" and helpers.ACTION_CHECKBOX_NAME in request.POST:
+            post = request.POST.copy()
+            ids = [v for v in post.getlist(helpers.ACTION_CHECKBOX_NAME) if v.isdigit()]
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, ids)
+            request.POST = post  # type: ignore[misc]
+        return super().changelist_view(request, extra_context)
+
     def log_addition(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         if request.user.pk is not None:
             return super().log_addition(request, *args, **kwargs)
