@@ -75,6 +75,10 @@ class ReadOnlyAdmin(AuditedAdmin):
 # ---------------------------------------------------------------- agents: the operator's actions
 
 
+class NothingToChange(Exception):
+    """The agent is already as asked; an admin-side note, never an API answer."""
+
+
 def agent_label(agent: Agent) -> str:
     return f"{agent.agent_id} in {agent.lobby.name}"
 
@@ -95,6 +99,8 @@ def run_per_agent(
             call(agent)
         except BrokerError as exc:
             refused.append(f"{agent_label(agent)}: {exc.message}")
+        except NothingToChange as exc:
+            refused.append(f"{agent_label(agent)}: {exc}")
         else:
             changed.append(agent)
     if changed:
@@ -320,7 +326,7 @@ class AgentAdmin(ReadOnlyAdmin):
         def change(agent: Agent) -> None:
             if agent.resting == resting:
                 state = "resting" if resting else "awake"
-                raise BrokerError(409, "unchanged", f"already {state}")
+                raise NothingToChange(f"already {state}")
             changer = operator.operator_changer(agent.lobby.name, actor)
             rooms.rest_agents(changer, [agent.agent_id], resting, None)
 

@@ -401,7 +401,13 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("name")
     role.add_argument("--role-file", required=True)
     for name in (
-        "disable", "enable", "reset-runtime", "remove", "rest", "resume", "retry-notifications"
+        "disable",
+        "enable",
+        "reset-runtime",
+        "remove",
+        "rest",
+        "resume",
+        "retry-notifications",
     ):
         q = asub.add_parser(name)
         q.add_argument("lobby")

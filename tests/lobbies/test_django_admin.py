@@ -95,7 +95,7 @@ def test_disable_asks_first_then_holds_the_inbox_and_is_audited_as_the_admin_use
 def test_the_admin_and_the_admin_api_disable_with_the_same_outcome(
     operator_browser, lead, backend, make_agent
 ):
-    twin = make_agent("twin")
+    make_agent("twin")
     lead.send("backend", "one", "r-1")
     lead.send("twin", "one", "r-2")
     act(operator_browser, "disable", backend.agent, post="yes")
@@ -129,7 +129,10 @@ def test_an_agent_removed_meanwhile_is_reported_and_nothing_happens(operator_bro
 
 def test_reset_runtime_retires_the_bound_runtime(operator_browser, backend):
     Agent.objects.filter(pk=backend.agent.pk).update(runtime_id="run-1")
-    assert "Reset the runtime" in act(operator_browser, "reset_runtime", backend.agent).content.decode()
+    assert (
+        "Reset the runtime"
+        in act(operator_browser, "reset_runtime", backend.agent).content.decode()
+    )
     act(operator_browser, "reset_runtime", backend.agent, post="yes")
     assert Agent.objects.get(pk=backend.agent.pk).runtime_id is None
     assert RetiredRuntime.objects.filter(agent=backend.agent, runtime_id="run-1").exists()
@@ -214,7 +217,12 @@ def test_set_permissions_grants_what_was_asked_and_keeps_the_rest(operator_brows
 
 def test_set_permissions_with_a_bogus_choice_shows_the_form_again(operator_browser, lead):
     answer = act(
-        operator_browser, "set_permissions", lead.agent, post="yes", broadcast="all", manage_rooms=""
+        operator_browser,
+        "set_permissions",
+        lead.agent,
+        post="yes",
+        broadcast="all",
+        manage_rooms="",
     )
     assert answer.status_code == 200 and "errorlist" in answer.content.decode()
     assert not Agent.objects.get(pk=lead.agent.pk).broadcast
@@ -283,12 +291,14 @@ def test_messages_are_searched_by_content_and_filtered_by_delivery_state(
     lead.send("backend", "about the lexer", "r-2")
     found = operator_browser.get("/admin/lobbies/message/?q=parser").content.decode()
     assert "about the parser" in found and "about the lexer" not in found
-    assert "about the lexer" in operator_browser.get(
-        "/admin/lobbies/message/?delivery_state=pending"
-    ).content.decode()
-    assert "about the lexer" not in operator_browser.get(
-        "/admin/lobbies/message/?delivery_state=seen"
-    ).content.decode()
+    assert (
+        "about the lexer"
+        in operator_browser.get("/admin/lobbies/message/?delivery_state=pending").content.decode()
+    )
+    assert (
+        "about the lexer"
+        not in operator_browser.get("/admin/lobbies/message/?delivery_state=seen").content.decode()
+    )
 
 
 def test_the_audit_list_searches_targets_and_filters_by_actor(operator_browser, backend):
@@ -299,4 +309,6 @@ def test_the_audit_list_searches_targets_and_filters_by_actor(operator_browser, 
     body = page.content.decode()
     assert page.status_code == 200 and "notifications_retried" in body
     assert page.context["cl"].result_count == 1
-    assert operator_browser.get("/admin/lobbies/auditevent/?q=nobody").context["cl"].result_count == 0
+    assert (
+        operator_browser.get("/admin/lobbies/auditevent/?q=nobody").context["cl"].result_count == 0
+    )
