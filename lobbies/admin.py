@@ -444,17 +444,18 @@ def folded(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
+    # What was said and to whom first: on a phone the rest scrolls sideways.
     list_display = (
         "id",
-        "lobby",
-        "sequence",
+        "preview",
+        "recipients",
         "sender_name",
+        "lobby",
         "scope",
         "kind",
         "priority",
-        "preview",
-        "recipients",
         "created_at",
+        "sequence",
     )
     list_filter = ("lobby", "kind", "priority", "scope", DeliveryStateFilter)
     search_fields = ("content", "sender_name", "correlation_id")
