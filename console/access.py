@@ -18,7 +18,7 @@ from django.utils import timezone
 from board.models import BoardConfig, Visibility
 from console import local
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
-from console.web import digest, host_cookie
+from console.web import clear_host_cookie, digest, host_cookie
 from lobbies.models import Lobby
 from pocolobby.hosts import hosted
 
@@ -128,6 +128,12 @@ class LocalOperatorAdmin:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/admin/") and operator_signed_in(request):
-            request.user = local_operator_user()
-        return self.get_response(request)
+        if not (request.path.startswith("/admin/") and operator_signed_in(request)):
+            return self.get_response(request)
+        request.user = local_operator_user()
+        response = self.get_response(request)
+        if request.path == "/admin/logout/" and request.method == "POST":
+            # One sign-in, one sign-out: the admin's "log out" ends the operator's session.
+            local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
+            clear_host_cookie(response, OPERATOR_COOKIE)
+        return response

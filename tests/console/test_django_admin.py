@@ -179,3 +179,25 @@ def test_admin_passwords_are_throttled_like_email_codes(db):
         other.post("/admin/login/", {"username": "bob", "password": "bobs-password"}).status_code
         == 302
     )
+
+
+def test_logging_out_of_the_admin_ends_the_local_operators_session(db):
+    client = Client(HTTP_HOST="127.0.0.1:8787")
+    token = local.redeem_ticket(local.issue_ticket()) or ""
+    client.cookies[f"__Host-{OPERATOR_COOKIE}"] = token
+    assert client.post("/admin/logout/").status_code == 200
+    assert not local.operator_session_valid(token)
+    assert client.get("/admin/").status_code == 302
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/lobbies/lobby/?o=abc",
+        "/admin/lobbies/lobby/99999/delete/",
+        "/admin/lobbies/lobby/abc/change/",
+        "/admin/lobbies/lobby/?q=%00",
+    ],
+)
+def test_odd_lobby_admin_requests_never_fail(admin_browser, lobby, path):
+    assert admin_browser.get(path).status_code < 500

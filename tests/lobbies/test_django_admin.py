@@ -312,3 +312,9 @@ def test_the_audit_list_searches_targets_and_filters_by_actor(operator_browser, 
     assert (
         operator_browser.get("/admin/lobbies/auditevent/?q=nobody").context["cl"].result_count == 0
     )
+
+
+def test_what_an_agent_wrote_about_itself_is_escaped_in_the_agent_list(operator_browser, backend):
+    backend.ok("set_status", status="<img src=x onerror=alert(1)>")
+    body = operator_browser.get(AGENTS).content.decode()
+    assert "<img src=x" not in body and "&lt;img src=x" in body
