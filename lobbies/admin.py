@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import Exists, OuterRef, Prefetch, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 
 from lobbies.actions import continuity, operator, rooms
@@ -37,7 +37,10 @@ class AuditedAdmin(admin.ModelAdmin):
     except for the local operator's identity, which has no user row to point at."""
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        """An action posted with ids that are not numbers acts on nothing (not a 500)."""
+        """A NUL in a filter is refused (PostgreSQL cannot compare it); an action posted with
+        ids that are not numbers acts on nothing (neither is a 500)."""
+        if any("\x00" in value for _, values in request.GET.lists() for value in values):
+            return HttpResponseBadRequest("a filter or search holds a NUL character")
         if request.method == "POST" and helpers.ACTION_CHECKBOX_NAME in request.POST:
             post = request.POST.copy()
             ids = [v for v in post.getlist(helpers.ACTION_CHECKBOX_NAME) if v.isdigit()]

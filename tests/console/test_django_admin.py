@@ -197,6 +197,7 @@ def test_logging_out_of_the_admin_ends_the_local_operators_session(db):
         "/admin/lobbies/lobby/99999/delete/",
         "/admin/lobbies/lobby/abc/change/",
         "/admin/lobbies/lobby/?q=%00",
+        "/admin/lobbies/auditevent/?lobby_name=%00",
     ],
 )
 def test_odd_lobby_admin_requests_never_fail(admin_browser, lobby, path):
