@@ -20,14 +20,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from console.actions import accounts, sign_in
+from console.actions.lobby_settings import Actor, add_viewer
 from console.clients import client_address, client_bucket
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.actions import operator
 from lobbies.admin import AuditedAdmin, admin_actor
-from lobbies.dispatch import live_connections
 from lobbies.errors import BrokerError
+from lobbies.hosts import lobby_origin
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority
-from pocolobby.hosts import lobby_origin
+from lobbies.presence import live_connections
 
 
 class ThrottledAdminLogin(AdminAuthenticationForm):
@@ -63,6 +64,11 @@ def _count_per_lobby(rows: QuerySet[Any], lobby_path: str, counted: str = "pk") 
         .values("n")
     )
     return Coalesce(Subquery(counts, output_field=IntegerField()), Value(0))
+
+
+def _annotated(lobby: Lobby, count: str) -> int:
+    """A count get_queryset annotated onto the row; the model declares no such field."""
+    return int(getattr(lobby, count))
 
 
 def _start_of_today() -> datetime:
@@ -121,23 +127,23 @@ class LobbyAdmin(AuditedAdmin):
 
     @admin.display(description="agents", ordering="agent_count")
     def agents(self, lobby: Lobby) -> int:
-        return lobby.agent_count  # type: ignore[attr-defined]
+        return _annotated(lobby, "agent_count")
 
     @admin.display(description="connected", ordering="connected_count")
     def connected(self, lobby: Lobby) -> int:
-        return lobby.connected_count  # type: ignore[attr-defined]
+        return _annotated(lobby, "connected_count")
 
     @admin.display(description="pending", ordering="pending_count")
     def pending(self, lobby: Lobby) -> int:
-        return lobby.pending_count  # type: ignore[attr-defined]
+        return _annotated(lobby, "pending_count")
 
     @admin.display(description="important pending", ordering="important_count")
     def important_pending(self, lobby: Lobby) -> int:
-        return lobby.important_count  # type: ignore[attr-defined]
+        return _annotated(lobby, "important_count")
 
     @admin.display(description="messages today", ordering="today_count")
     def messages_today(self, lobby: Lobby) -> int:
-        return lobby.today_count  # type: ignore[attr-defined]
+        return _annotated(lobby, "today_count")
 
     @admin.display(description="pages")
     def links(self, lobby: Lobby) -> str:
@@ -217,8 +223,6 @@ class DashboardViewerAdmin(AuditedAdmin):
     def save_model(
         self, request: HttpRequest, obj: DashboardViewer, form: Any, change: bool
     ) -> None:
-        from console.actions.lobby_settings import Actor, add_viewer
-
         if change:
             DashboardViewer.objects.filter(pk=obj.pk).delete()
         add_viewer(Actor.operator(), obj.lobby.pk, obj.email)

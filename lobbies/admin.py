@@ -45,7 +45,7 @@ class AuditedAdmin(admin.ModelAdmin):
             post = request.POST.copy()
             ids = [v for v in post.getlist(helpers.ACTION_CHECKBOX_NAME) if v.isdigit()]
             post.setlist(helpers.ACTION_CHECKBOX_NAME, ids)
-            request.POST = post  # type: ignore[misc]
+            request.POST = post  # type: ignore[assignment]  # the stubs call POST immutable; Django's own views replace it so
         return super().changelist_view(request, extra_context)
 
     def log_addition(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
