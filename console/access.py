@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from django.http import HttpRequest
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from console import local
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
-from console.web import digest, host_cookie
+from console.web import clear_host_cookie, digest, host_cookie
 from lobbies.hosts import hosted
 from lobbies.models import Lobby
 
@@ -106,3 +107,34 @@ def visitor_of(
     if public is not None and public(lobby):
         return Visitor("public")
     return Visitor(None)
+
+
+LOCAL_OPERATOR_USERNAME = "local-operator"
+
+
+def local_operator_user() -> Any:
+    """A staff identity that exists only in this process: no user row, no password."""
+    user = get_user_model()(
+        username=LOCAL_OPERATOR_USERNAME, is_active=True, is_staff=True, is_superuser=True
+    )
+    user.set_unusable_password()
+    return user
+
+
+class LocalOperatorAdmin:
+    """On a local broker, the session `pocolobby settings` opened is also an admin session,
+    with the same 12-hour life, so `/admin/` needs no `createsuperuser`."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not (request.path.startswith("/admin/") and operator_signed_in(request)):
+            return self.get_response(request)
+        request.user = local_operator_user()
+        response = self.get_response(request)
+        if request.path == "/admin/logout/" and request.method == "POST":
+            # One sign-in, one sign-out: the admin's "log out" ends the operator's session.
+            local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
+            clear_host_cookie(response, OPERATOR_COOKIE)
+        return response

@@ -541,6 +541,8 @@ class AuditAction(models.TextChoices):
     RUNTIME_RESUMED = "runtime_resumed"
     RUNTIME_TAKEN_OVER = "runtime_taken_over"
     ROLE_SET = "role_set"
+    PERMISSIONS_SET = "permissions_set"
+    NOTIFICATIONS_RETRIED = "notifications_retried"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"
     ROOM_DELETED = "room_deleted"

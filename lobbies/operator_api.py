@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
 from lobbies import selectors
-from lobbies.actions import continuity, operator
+from lobbies.actions import continuity, operator, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
@@ -94,6 +94,11 @@ class SetRole(Operation):
     role: Annotated[str, bounded_text(32_768)]
 
 
+class SetPermissions(Operation):
+    broadcast: bool | None = None
+    manage_rooms: bool | None = None
+
+
 @api_view(("POST",))
 def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
     require_operator(request)
@@ -117,6 +122,21 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
     if action == "reset-runtime":
         return JsonResponse(
             {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
+        )
+    if action in ("rest", "resume"):
+        resting = action == "rest"
+        rooms.rest_agents(operator.operator_changer(lobby), [agent_id], resting, None)
+        return JsonResponse({"agent": agent_id, "resting": resting})
+    if action == "retry-notifications":
+        operator.retry_notifications(lobby, agent_id)
+        return JsonResponse({"retried": agent_id})
+    if action == "permissions":
+        args = parse_arguments(SetPermissions, json_body(request))
+        agent = operator.set_permissions(
+            lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
+        )
+        return JsonResponse(
+            {"agent": agent_id, "broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}
         )
     raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
 

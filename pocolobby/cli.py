@@ -279,6 +279,13 @@ def agent_cmd(args: argparse.Namespace) -> int:
     elif command == "remove":
         _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
+    elif command == "set-permissions":
+        data = _call(
+            "POST",
+            f"{target}/permissions",
+            {"broadcast": args.broadcast, "manage_rooms": args.manage_rooms},
+        )
+        print(f"set-permissions: {args.name} " + json.dumps(data))
     else:
         data = _call("POST", f"{target}/{command}")
         print(f"{command}: {args.name} " + json.dumps(data))
@@ -417,10 +424,23 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("lobby")
     role.add_argument("name")
     role.add_argument("--role-file", required=True)
-    for name in ("disable", "enable", "reset-runtime", "remove"):
+    for name in (
+        "disable",
+        "enable",
+        "reset-runtime",
+        "remove",
+        "rest",
+        "resume",
+        "retry-notifications",
+    ):
         q = asub.add_parser(name)
         q.add_argument("lobby")
         q.add_argument("name")
+    perms = asub.add_parser("set-permissions", help="grant or withdraw broadcast, manage_rooms")
+    perms.add_argument("lobby")
+    perms.add_argument("name")
+    perms.add_argument("--broadcast", action=argparse.BooleanOptionalAction, default=None)
+    perms.add_argument("--manage-rooms", action=argparse.BooleanOptionalAction, default=None)
     p.set_defaults(func=agent_cmd)
 
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")

@@ -68,7 +68,7 @@ def save_checkpoint(
     return checkpoint, acknowledged
 
 
-def set_role(lobby_name: str, agent_id: str, role: str) -> Agent:
+def set_role(lobby_name: str, agent_id: str, role: str, *, account: str = "") -> Agent:
     """The owner's instructions for an agent; agents cannot change them."""
     if len(role) > MAX_ROLE_CHARS or "\x00" in role:
         raise bad_request(f"a role is text of at most {MAX_ROLE_CHARS} characters without NUL")
@@ -81,6 +81,7 @@ def set_role(lobby_name: str, agent_id: str, role: str) -> Agent:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
             detail={"characters": len(role)},
         )
     agent.role = role

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
+from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
 from lobbies.events import close_sockets_on_commit
 from lobbies.models import (
@@ -46,11 +47,25 @@ def agent_named(lobby_name: str, agent_id: str) -> Agent:
     return agent
 
 
-def create_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = "") -> Lobby:
-    """Create a lobby; an account creating its own (console) is audited as that account."""
+def check_new_lobby_name(name: str) -> str:
+    """The name rules, the reserved names and the retired names; forms check before creating."""
     check_lobby_name(name)
     if DeletedLobby.objects.filter(name=name).exists():
         raise conflict("lobby_name_retired", f"lobby name {name!r} belonged to a deleted lobby")
+    if Lobby.objects.filter(name=name).exists():
+        raise conflict("lobby_exists", f"lobby {name!r} already exists")
+    return name
+
+
+def operator_changer(lobby_name: str, account: str = "") -> Changer:
+    """The operator as the actor of a lobby-wide change (resting agents)."""
+    lobby = lobby_named(lobby_name)
+    return Changer(lobby.pk, lobby.name, OPERATOR, account)
+
+
+def create_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = "") -> Lobby:
+    """Create a lobby; an account creating its own (console) is audited as that account."""
+    check_new_lobby_name(name)
     try:
         with transaction.atomic():
             lobby = Lobby.objects.create(name=name, created_at=timezone.now())
@@ -77,6 +92,11 @@ def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
             account=account,
             detail=counts,
         )
+
+
+def _locked(agent: Agent) -> Agent:
+    """The agent re-read under a row lock, so a check and its change see the same state."""
+    return Agent.objects.select_for_update().select_related("lobby").get(pk=agent.pk)
 
 
 def _issue_credential(agent: Agent) -> str:
@@ -121,7 +141,7 @@ def add_agent(
     return agent, token
 
 
-def rotate_credential(lobby_name: str, agent_id: str) -> str:
+def rotate_credential(lobby_name: str, agent_id: str, *, account: str = "") -> str:
     """Revoke every token of the agent and issue a new one; the binding is released."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
@@ -138,6 +158,7 @@ def rotate_credential(lobby_name: str, agent_id: str) -> str:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
             detail={"revoked": revoked},
         )
     return token
@@ -161,7 +182,7 @@ def _retire_runtime(agent: Agent) -> str | None:
     return retired
 
 
-def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
+def reset_runtime(lobby_name: str, agent_id: str, *, account: str = "") -> str | None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         retired = _retire_runtime(agent)
@@ -172,19 +193,22 @@ def reset_runtime(lobby_name: str, agent_id: str) -> str | None:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
             detail={"runtime_id": retired},
         )
     return retired
 
 
-def disable_agent(lobby_name: str, agent_id: str) -> int:
+def disable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> int:
     """Stop all delivery to the agent; its undelivered copies stay visible as held.
 
     Copies still waiting for their delivery time are held too: the scheduled hold is the only
     one `deliver_due` lifts, so a disabled agent is never handed them later.
     """
     with transaction.atomic():
-        agent = agent_named(lobby_name, agent_id)
+        agent = _locked(agent_named(lobby_name, agent_id))
+        if not agent.enabled:
+            raise conflict("already_disabled", f"agent {agent_id!r} is already disabled")
         held = Delivery.objects.filter(DELIVERABLE, recipient=agent).update(
             state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
         )
@@ -197,14 +221,17 @@ def disable_agent(lobby_name: str, agent_id: str) -> int:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
             detail={"held": held},
         )
     return held
 
 
-def enable_agent(lobby_name: str, agent_id: str) -> None:
+def enable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> None:
     with transaction.atomic():
-        agent = agent_named(lobby_name, agent_id)
+        agent = _locked(agent_named(lobby_name, agent_id))
+        if agent.enabled:
+            raise conflict("already_enabled", f"agent {agent_id!r} is already enabled")
         Agent.objects.filter(pk=agent.pk).update(enabled=True)
         record_audit(
             OPERATOR,
@@ -212,10 +239,11 @@ def enable_agent(lobby_name: str, agent_id: str) -> None:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
         )
 
 
-def remove_agent(lobby_name: str, agent_id: str) -> None:
+def remove_agent(lobby_name: str, agent_id: str, *, account: str = "") -> None:
     """Delete the identity, its tokens and inbox; messages it sent stay under its name."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
@@ -227,4 +255,62 @@ def remove_agent(lobby_name: str, agent_id: str) -> None:
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,
+            account=account,
+        )
+
+
+def set_permissions(
+    lobby_name: str,
+    agent_id: str,
+    *,
+    broadcast: bool | None = None,
+    manage_rooms: bool | None = None,
+    account: str = "",
+) -> Agent:
+    """Grant or withdraw `broadcast` and `manage_rooms`; None leaves a permission as it is."""
+    with transaction.atomic():
+        agent = _locked(agent_named(lobby_name, agent_id))
+        wanted = {
+            "broadcast": agent.broadcast if broadcast is None else broadcast,
+            "manage_rooms": agent.manage_rooms if manage_rooms is None else manage_rooms,
+        }
+        if wanted == {"broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}:
+            raise conflict("permissions_unchanged", f"agent {agent_id!r} already has them")
+        Agent.objects.filter(pk=agent.pk).update(**wanted)
+        record_audit(
+            OPERATOR,
+            AuditAction.PERMISSIONS_SET,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            account=account,
+            detail=wanted,
+        )
+    agent.broadcast, agent.manage_rooms = wanted["broadcast"], wanted["manage_rooms"]
+    return agent
+
+
+def retry_notifications(lobby_name: str, agent_id: str, *, account: str = "") -> None:
+    """The owner's explicit retry: a fresh notification budget, due at the next tick.
+
+    Clears `notification_attention_required`; what is pending stays pending.
+    """
+    with transaction.atomic():
+        agent = _locked(agent_named(lobby_name, agent_id))
+        if not agent.enabled:
+            raise conflict("already_disabled", f"agent {agent_id!r} is disabled; enable it first")
+        Agent.objects.filter(pk=agent.pk).update(
+            notify_attempts=0,
+            notify_next_at=timezone.now(),
+            notification_attention_required=False,
+            bootstrap_attempts=0,
+        )
+        record_audit(
+            OPERATOR,
+            AuditAction.NOTIFICATIONS_RETRIED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            account=account,
+            detail={"attention_was_required": agent.notification_attention_required},
         )

@@ -249,13 +249,15 @@ def _check_rest_at(at: datetime | None, now: datetime) -> None:
 
 
 def rest_agents(
-    actor: Agent,
+    actor: Agent | Changer,
     agent_ids: list[str],
     rest: bool,
     at: datetime | None,
     runtime: RuntimeCaller | None = None,
 ) -> list[str]:
-    """Rest agents (nothing is pushed to them; messages still queue) or resume them."""
+    """Rest agents (nothing is pushed to them; messages still queue) or resume them.
+
+    A coordinator with `manage_rooms` or the operator (CLI, admin API, Django admin)."""
     _check_rest_at(at, timezone.now())
     with transaction.atomic():
         _fence(actor, runtime)

@@ -182,6 +182,26 @@ def test_reset_runtime_and_remove(module_broker: Broker, tmp_path: Path):
     assert listing["agents"] == []
 
 
+def test_rest_resume_retry_and_permissions_from_the_command(module_broker: Broker, tmp_path: Path):
+    broker = module_broker
+    assert broker.cli("lobby", "create", "rest-team").returncode == 0
+    add_agent(broker, "rest-team", "backend", tmp_path)
+    for command in ("rest", "resume", "retry-notifications"):
+        result = broker.cli("agent", command, "rest-team", "backend")
+        assert result.returncode == 0, result.stderr
+    perms = broker.cli("agent", "set-permissions", "rest-team", "backend", "--broadcast")
+    assert perms.returncode == 0, perms.stderr
+    assert json.loads(perms.stdout.split(" ", 2)[2]) == {
+        "agent": "backend",
+        "broadcast": True,
+        "manage_rooms": False,
+    }
+    twice = broker.cli("agent", "disable", "rest-team", "backend")
+    assert twice.returncode == 0
+    again = broker.cli("agent", "disable", "rest-team", "backend")
+    assert again.returncode == 1 and "already disabled" in again.stderr
+
+
 def test_lobby_delete_and_the_name_stays_retired(module_broker: Broker, tmp_path: Path):
     broker = module_broker
     assert broker.cli("lobby", "create", "doomed-team").returncode == 0

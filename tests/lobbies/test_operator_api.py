@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import Client
 
-from lobbies.models import AuditEvent, Credential, Delivery, Lobby, Message
+from lobbies.models import Agent, AuditEvent, Credential, Delivery, Lobby, Message
 
 ADMIN = {"HTTP_AUTHORIZATION": "Bearer pla_test-admin-token"}
 
@@ -102,3 +102,47 @@ def test_reset_runtime_is_audited(backend):
 def test_an_unknown_agent_action_is_404(backend):
     response = admin("post", "/lobbies/my-team/agents/backend/promote")
     assert response.json()["error"]["code"] == "unknown_action"
+
+
+def test_disabling_twice_says_so_and_changes_nothing(backend):
+    assert admin("post", "/lobbies/my-team/agents/backend/disable").status_code == 200
+    again = admin("post", "/lobbies/my-team/agents/backend/disable")
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "already_disabled")
+    enabled = admin("post", "/lobbies/my-team/agents/backend/enable")
+    assert enabled.status_code == 200
+    twice = admin("post", "/lobbies/my-team/agents/backend/enable")
+    assert twice.json()["error"]["code"] == "already_enabled"
+    actions = AuditEvent.objects.filter(agent_id="backend").values_list("action", flat=True)
+    assert sorted(actions) == ["agent_added", "agent_disabled", "agent_enabled"]
+
+
+def test_the_operator_rests_and_resumes_an_agent(backend):
+    rested = admin("post", "/lobbies/my-team/agents/backend/rest")
+    assert rested.json() == {"agent": "backend", "resting": True}
+    assert Agent.objects.get(agent_id="backend").resting
+    assert admin("post", "/lobbies/my-team/agents/backend/resume").json()["resting"] is False
+    assert not Agent.objects.get(agent_id="backend").resting
+    events = AuditEvent.objects.filter(action="agents_rested", actor_kind="operator")
+    assert [e.detail["rest"] for e in events.order_by("id")] == [True, False]
+
+
+def test_retry_notifications_gives_a_fresh_budget(backend):
+    Agent.objects.filter(agent_id="backend").update(
+        notification_attention_required=True, notify_attempts=5
+    )
+    assert admin("post", "/lobbies/my-team/agents/backend/retry-notifications").status_code == 200
+    agent = Agent.objects.get(agent_id="backend")
+    assert not agent.notification_attention_required and agent.notify_attempts == 0
+    assert AuditEvent.objects.filter(action="notifications_retried").exists()
+
+
+def test_permissions_are_granted_withdrawn_and_checked(backend):
+    path = "/lobbies/my-team/agents/backend/permissions"
+    granted = admin("post", path, {"broadcast": True})
+    assert granted.json() == {"agent": "backend", "broadcast": True, "manage_rooms": False}
+    same = admin("post", path, {"broadcast": True})
+    assert (same.status_code, same.json()["error"]["code"]) == (409, "permissions_unchanged")
+    bad = admin("post", path, {"broadcast": "yes please"})
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_arguments")
+    assert Agent.objects.get(agent_id="backend").broadcast
+    assert AuditEvent.objects.filter(action="permissions_set").count() == 1
