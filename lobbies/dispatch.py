@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from lobbies import presentation, store
+from lobbies.actions import restore
 from lobbies.events import DISPATCH_GROUP, agent_group
 from lobbies.models import (
     Agent,
@@ -143,6 +144,7 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
             generation=generation,
             backlog_ids=ids,
             as_of=now,
+            uncertain_ids=restore.uncertain_message_ids(agent_pk),
         )
         agent.bootstrap_sent_at = now
         agent.bootstrap_attempts += 1
@@ -520,10 +522,13 @@ def run_process_cleanup(now: datetime) -> None:
 
 def tick(now: datetime | None = None) -> TickResult:
     """One pass of every timer. Reads first: an idle broker opens no write transaction."""
+    from lobbies.actions.restore import access_closed
     from lobbies.actions.schedules import deliver_due, run_schedules
 
     now = now or timezone.now()
     result = TickResult()
+    if access_closed():
+        return result  # restore mode: nothing moves until the operator finishes it
     deliver_due(now)
     run_schedules(now)
     run_rest_changes(now, result)

@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 
 from lobbies import selectors
-from lobbies.actions import continuity, operator
+from lobbies.actions import continuity, operator, restore
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
@@ -125,7 +125,14 @@ def status(request: HttpRequest) -> JsonResponse:
     name = request.GET.get("lobby") or None
     if name:
         operator.lobby_named(name)
-    return JsonResponse(selectors.status(name))
+    return JsonResponse({**selectors.status(name), "broker": restore.state_entry()})
+
+
+@api_view(("POST",))
+def restore_finish(request: HttpRequest) -> JsonResponse:
+    """`pocolobby restore --finish`: reopen a restored store to agents."""
+    _require_operator(request)
+    return JsonResponse(restore.finish_restore())
 
 
 # ---------------------------------------------------------------- console (accounts, tickets)

@@ -11,6 +11,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, 
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
+    BrokerState,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -471,4 +472,9 @@ def broker_identity() -> dict[str, Any]:
         "process_id": str(PROCESS_ID),
         "version": release,
         "event_version": EVENT_VERSION,
+        # A restore issues a new one: a different history than the bridge may remember.
+        "incarnation": str(
+            BrokerState.objects.filter(pk=1).values_list("incarnation", flat=True).first()
+            or ""
+        ),
     }

@@ -69,4 +69,5 @@ urlpatterns = [
         operator_api.agent_action,
     ),
     path("admin/status", operator_api.status),
+    path("admin/restore/finish", operator_api.restore_finish),
 ]

@@ -32,14 +32,24 @@ def _prepare() -> str:
     django.setup()
     from django.conf import settings
 
+    from lobbies.actions.restore import access_closed, broker_state
     from lobbies.storage import IncompatibleStore, prepare_store
+    from pocolobby.backup import complete_swap
 
     settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    swapped = complete_swap(settings.DATA_DIR)  # a restore interrupted mid-swap
+    if swapped:
+        print(f"completed an interrupted restore: {swapped}", flush=True)
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
         raise StoreRefused(f"refusing to start: {exc}") from None
+    broker_state()
     config.admin_token(settings.DATA_DIR)
+    if access_closed():
+        done += (
+            "; RESTORE MODE: agents refused and dispatch paused until `pocolobby restore --finish`"
+        )
     return f"{done}; data in {settings.DATA_DIR}"
 
 
@@ -273,6 +283,12 @@ def status_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    broker = data.get("broker") or {}
+    if broker.get("restore_mode"):
+        print(
+            f"RESTORE MODE since {broker['restored_at']} (from {broker['restored_from']}): "
+            "agents are refused and dispatch is paused until `pocolobby restore --finish`"
+        )
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
         print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
@@ -340,6 +356,55 @@ def tokens_cmd(args: argparse.Namespace) -> int:
     from pocolobby.agent_reports import send_tokens
 
     return send_tokens(args.config, args.transcripts)
+
+
+def backup_cmd(args: argparse.Namespace) -> int:
+    from pocolobby import backup
+
+    url = os.environ.get("DATABASE_URL", "")
+    destination = Path(args.to).expanduser().resolve() if args.to else None
+    if url and not url.startswith("sqlite"):
+        command = backup.pg_dump_command(url, destination or Path("."))
+        raise CliError(
+            "this broker's store is PostgreSQL: back it up with pg_dump (the password comes from "
+            f"PGPASSWORD or ~/.pgpass): {command}"
+        )
+    if args.keep is not None and args.keep < 1:
+        raise CliError("--keep must be at least 1")
+    data_dir = config.data_dir()
+    try:
+        report = backup.take_backup(data_dir, destination or data_dir / "backups", args.keep)
+    except backup.BackupFailed as exc:
+        raise CliError(str(exc)) from None
+    print(report.lines())
+    return 0
+
+
+def restore_cmd(args: argparse.Namespace) -> int:
+    if args.finish:
+        if args.backup:
+            raise CliError("--finish takes no BACKUP: it reopens the store the broker serves")
+        data = _call("POST", "/restore/finish")
+        print(
+            f"restore finished: agents admitted again (incarnation {data['incarnation']}); "
+            f"{data['uncertain']} pending copies are listed to their agents as uncertain work"
+        )
+        return 0
+    if not args.backup:
+        raise CliError("name the BACKUP to restore, or pass --finish")
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    django.setup()
+    from pocolobby.restore import RestoreRefused, restore
+
+    configs = Path(args.configs_dir or config.data_dir() / "restored-configs").expanduser()
+    try:
+        report = restore(args.backup, configs.resolve(), _broker_url())
+    except RestoreRefused as exc:
+        raise CliError(f"restore refused, nothing changed: {exc}") from None
+    print(report.lines())
+    return 0
 
 
 def manage_cmd(args: argparse.Namespace) -> int:
@@ -433,6 +498,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")
     p.set_defaults(func=tokens_cmd)
+
+    p = sub.add_parser("backup", help="a checked, consistent copy of the store while it serves")
+    p.add_argument("--to", help="directory for backups (default <data dir>/backups)")
+    p.add_argument("--keep", type=int, help="keep only the newest N backups in that directory")
+    p.set_defaults(func=backup_cmd)
+
+    p = sub.add_parser("restore", help="restore a backup into restore mode, or --finish it")
+    p.add_argument("backup", nargs="?", help="a backup directory or store file")
+    p.add_argument("--configs-dir", help="where to write replacement agent configurations")
+    p.add_argument("--finish", action="store_true", help="reopen the restored broker to agents")
+    p.set_defaults(func=restore_cmd)
 
     p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
     p.add_argument("rest", nargs=argparse.REMAINDER)

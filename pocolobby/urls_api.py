@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 
+from pocolobby import readiness
+
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/v1/"):
@@ -25,8 +27,19 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 
 def health(request: HttpRequest) -> JsonResponse:
-    """Readiness for proxies and tests: the process answers; it reads nothing."""
-    return JsonResponse({"ok": True, "service": "pocolobby"})
+    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it."""
+    try:
+        broker = readiness.read_store()
+    except readiness.StoreUnavailable as exc:
+        return JsonResponse(
+            {
+                "ok": False,
+                "service": "pocolobby",
+                "error": {"code": "store_unavailable", "message": str(exc)},
+            },
+            status=503,
+        )
+    return JsonResponse({"ok": True, "service": "pocolobby", **broker})
 
 
 handler400 = bad_request

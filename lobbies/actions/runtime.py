@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
+from lobbies.actions.restore import settle_uncertain
 from lobbies.errors import BrokerError, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint, Lobby, RetiredRuntime
 
@@ -151,6 +152,7 @@ def ready(
                     revision=current,
                 )
         now = timezone.now()
+        settle_uncertain(agent.pk)
         agent.ready_at = now
         agent.last_progress_at = now
         agent.notification_attention_required = False
