@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import sqlite3
 import stat
@@ -276,7 +277,7 @@ def test_a_restore_interrupted_mid_swap_resumes_restore_mode_on_the_next_start(
     source.close()
     target.close()
     (victim / "restore-in-progress.json").write_text(
-        '{"store": "%s", "attachments": null, "aside": "T1"}' % staged
+        json.dumps({"store": str(staged), "attachments": None, "aside": "T1"})
     )
 
     result = cli(victim, "init")

@@ -39,9 +39,11 @@ def test_entering_restore_mode_replaces_every_token_and_retires_every_binding(le
         ("my-team", "lead"),
     ]
     assert restore.broker_state().incarnation != before
-    assert not Credential.objects.filter(revoked_at__isnull=True).exclude(
-        token_hash__in=[hash_token(r.token) for r in replacements]
-    ).exists()
+    assert (
+        not Credential.objects.filter(revoked_at__isnull=True)
+        .exclude(token_hash__in=[hash_token(r.token) for r in replacements])
+        .exists()
+    )
     row = Agent.objects.get(pk=backend.agent.pk)
     assert (row.runtime_id, row.runtime_generation) == (None, 4)
     assert RetiredRuntime.objects.filter(agent=row, runtime_id=runtime).exists()
