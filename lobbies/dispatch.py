@@ -96,13 +96,13 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
         "t.id = %s",
         [agent_pk],
         join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
-        annotations={"lobby_name": "l.name"},
+        annotations={"lobby_name": "l.name", "delivery_paused": "l.delivery_paused"},
         for_update=True,
     )
     if agent is None or not agent.enabled or agent.runtime_generation != generation:
         return None
-    if agent.resting and not resting_too:
-        return None
+    if (agent.resting or agent.delivery_paused) and not resting_too:
+        return None  # resting, or the owner paused the lobby's delivery (maintenance)
     return agent
 
 

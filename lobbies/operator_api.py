@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 
 from lobbies import selectors
-from lobbies.actions import continuity, operator, restore
+from lobbies.actions import continuity, operator, owner, restore
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
@@ -100,6 +100,37 @@ def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
     return JsonResponse({"agent": agent.agent_id, "role_characters": len(agent.role)})
 
 
+class SetPermissions(Operation):
+    broadcast: bool | None = None
+    manage_rooms: bool | None = None
+
+
+class SetDelivery(Operation):
+    paused: bool
+
+
+class CancelScheduled(Operation):
+    message_id: int
+
+
+@api_view(("POST",))
+def lobby_delivery(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Pause or resume every push in the lobby (maintenance)."""
+    _require_operator(request)
+    args = parse_arguments(SetDelivery, json_body(request))
+    return JsonResponse(
+        {"lobby": lobby, "delivery_paused": owner.set_delivery_paused(lobby, args.paused)}
+    )
+
+
+@api_view(("POST",))
+def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonResponse:
+    """The owner's cancel of any scheduled message in the lobby."""
+    _require_operator(request)
+    args = parse_arguments(CancelScheduled, json_body(request))
+    return JsonResponse(owner.cancel_lobby_scheduled(lobby, args.message_id))
+
+
 @api_view(("POST",))
 def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
     _require_operator(request)
@@ -112,6 +143,24 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
     if action == "enable":
         operator.enable_agent(lobby, agent_id)
         return JsonResponse({"enabled": agent_id})
+    if action in ("rest", "resume"):
+        return JsonResponse(
+            {"agent": agent_id, "resting": owner.rest_agent(lobby, agent_id, action == "rest")}
+        )
+    if action == "retry-notifications":
+        return JsonResponse(owner.retry_notifications(lobby, agent_id))
+    if action == "cancel-scheduled":
+        return JsonResponse({"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)})
+    if action == "permissions":
+        args = parse_arguments(SetPermissions, json_body(request))
+        return JsonResponse(
+            {
+                "agent": agent_id,
+                **owner.set_permissions(
+                    lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
+                ),
+            }
+        )
     if action == "reset-runtime":
         return JsonResponse(
             {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}

@@ -215,6 +215,21 @@ def lobby_cmd(args: argparse.Namespace) -> int:
     if args.lobby_command == "create":
         _call("POST", "/lobbies", {"name": args.name})
         print(f"created lobby {args.name}")
+    elif args.lobby_command in ("pause", "resume"):
+        paused = args.lobby_command == "pause"
+        _call("POST", f"/lobbies/{_segment(args.name)}/delivery", {"paused": paused})
+        print(
+            f"delivery in {args.name} paused: sends queue, nothing is pushed until resume"
+            if paused
+            else f"delivery in {args.name} resumed"
+        )
+    elif args.lobby_command == "cancel-scheduled":
+        data = _call(
+            "POST",
+            f"/lobbies/{_segment(args.name)}/cancel-scheduled",
+            {"message_id": args.message_id},
+        )
+        print(f"scheduled message {data['message_id']}: {data['status']}")
     elif args.lobby_command == "delete":
         _call("DELETE", f"/lobbies/{_segment(args.name)}")
         print(f"deleted lobby {args.name} and everything in it")
@@ -269,6 +284,16 @@ def agent_cmd(args: argparse.Namespace) -> int:
         role = _read_role(args.role_file)
         _call("POST", f"{target}/role", {"role": role})
         print(f"set {args.name}'s role ({len(role)} characters); its next get_context shows it")
+    elif command == "permissions":
+        body = {
+            "broadcast": None if args.broadcast is None else args.broadcast == "yes",
+            "manage_rooms": None if args.manage_rooms is None else args.manage_rooms == "yes",
+        }
+        data = _call("POST", f"{target}/permissions", body)
+        print(
+            f"{args.name}: broadcast {'yes' if data['broadcast'] else 'no'}, "
+            f"manage_rooms {'yes' if data['manage_rooms'] else 'no'}"
+        )
     elif command == "remove":
         _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
@@ -435,6 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     lsub.add_parser("create").add_argument("name")
     lsub.add_parser("delete").add_argument("name")
     lsub.add_parser("list").add_argument("--json", action="store_true")
+    lsub.add_parser("pause", help="pause every push in the lobby (sends still queue)").add_argument(
+        "name"
+    )
+    lsub.add_parser("resume", help="resume the lobby's pushes").add_argument("name")
+    cancel = lsub.add_parser("cancel-scheduled", help="cancel any scheduled message by id")
+    cancel.add_argument("name")
+    cancel.add_argument("message_id", type=int)
     p.set_defaults(func=lobby_cmd)
 
     p = sub.add_parser("agent", help="provision and manage agents")
@@ -458,7 +490,21 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("lobby")
     role.add_argument("name")
     role.add_argument("--role-file", required=True)
-    for name in ("disable", "enable", "reset-runtime", "remove"):
+    perms = asub.add_parser("permissions", help="grant or withdraw broadcast / manage_rooms")
+    perms.add_argument("lobby")
+    perms.add_argument("name")
+    perms.add_argument("--broadcast", choices=("yes", "no"))
+    perms.add_argument("--manage-rooms", choices=("yes", "no"))
+    for name in (
+        "disable",
+        "enable",
+        "reset-runtime",
+        "remove",
+        "rest",
+        "resume",
+        "retry-notifications",
+        "cancel-scheduled",
+    ):
         q = asub.add_parser(name)
         q.add_argument("lobby")
         q.add_argument("name")
