@@ -57,5 +57,5 @@ def check_send(sender: Agent, scope: str, recipients: int) -> None:
             507,
             "lobby_capacity",
             f"this lobby stores {bounds.lobby_messages} messages, its limit "
-            "(POCOLOBBY_LOBBY_MESSAGES); nothing was stored until retention or the owner frees some",
+            "(POCOLOBBY_LOBBY_MESSAGES); nothing was stored; retention or the owner must free some",
         )
