@@ -75,7 +75,7 @@ def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
     if connection.vendor != "sqlite":
         raise RestoreRefused(
             "this broker uses PostgreSQL: restore it with pg_restore (docs/OPERATIONS.md), then "
-            "run `pocolobby restore --in-place --configs-dir D` to enter restore mode"
+            "rotate every agent token before reopening access (docs/OPERATIONS.md)"
         )
     if broker_answers(url):
         raise RestoreRefused(f"a broker answers at {url}; stop it before restoring")
