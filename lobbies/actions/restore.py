@@ -31,7 +31,7 @@ from lobbies.models import (
     DeliveryState,
     UncertainWork,
 )
-from lobbies.selectors import iso
+from lobbies.wire import iso
 
 # This process's last reading: True once the store was seen open. A store only enters restore
 # mode while no broker serves it (the restore command refuses otherwise), so an open reading

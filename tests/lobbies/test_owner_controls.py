@@ -6,12 +6,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from lobbies import dispatch
+from lobbies import push
 from lobbies.models import Agent, AuditEvent, Delivery, Lobby, Message, Schedule
-from pocolobby import config
+from lobbies.secret_files import admin_token
 
 
 def admin(path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -19,7 +20,7 @@ def admin(path: str, body: dict | None = None) -> tuple[int, dict]:
         f"/v1/admin/lobbies/my-team{path}",
         data=json.dumps(body or {}),
         content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {config.admin_token()}",
+        HTTP_AUTHORIZATION=f"Bearer {admin_token(settings.DATA_DIR)}",
     )
     return response.status_code, response.json()
 
@@ -100,12 +101,12 @@ def test_a_paused_lobby_queues_sends_and_pushes_nothing_until_resumed(lead, back
         {"lobby": "my-team", "delivery_paused": True},
     )
     sent = lead.send("backend", "during maintenance", "p-1")["message_id"]
-    assert dispatch.push_frame(backend.agent.pk, 1) is None
+    assert push.push_frame(backend.agent.pk, 1) is None
     assert Delivery.objects.get(message_id=sent).state == "pending"
     assert audited("delivery_paused").lobby_name == "my-team"
 
     assert admin("/delivery", {"paused": False})[0] == 200
-    frame = dispatch.push_frame(backend.agent.pk, 1)
+    frame = push.push_frame(backend.agent.pk, 1)
     assert frame is not None and frame["message_ids"] == [sent]
     assert Lobby.objects.get(name="my-team").delivery_paused is False
     assert audited("delivery_resumed").lobby_name == "my-team"

@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions import restore
 from lobbies.models import Agent, AuditEvent, Credential, Delivery, RetiredRuntime
+from lobbies.secret_files import admin_token
 from lobbies.tokens import hash_token
-from pocolobby import config
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +63,7 @@ def test_timers_wait_for_finish_then_catch_up_and_pending_work_is_uncertain(lead
     scheduled = lead.send("backend", "later", "r-2", deliver_at=later)["message_id"]
     replacements = restore.enter_restore_mode("/backups/b2", timezone.now())
 
-    dispatch.tick(timezone.now() + timedelta(minutes=10))
+    timers.tick(timezone.now() + timedelta(minutes=10))
     assert Delivery.objects.get(message_id=scheduled).state == "held"
 
     answer = restore.finish_restore()
@@ -88,7 +89,7 @@ def test_timers_wait_for_finish_then_catch_up_and_pending_work_is_uncertain(lead
 def test_finish_outside_restore_mode_is_a_conflict(db):
     client = Client()
     response = client.post(
-        "/v1/admin/restore/finish", HTTP_AUTHORIZATION=f"Bearer {config.admin_token()}"
+        "/v1/admin/restore/finish", HTTP_AUTHORIZATION=f"Bearer {admin_token(settings.DATA_DIR)}"
     )
     assert (response.status_code, response.json()["error"]["code"]) == (
         409,
