@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from lobbies import selectors
 from lobbies.actions import agents as agent_actions
-from lobbies.actions import continuity
+from lobbies.actions import continuity, restore
 from lobbies.actions import messages as message_actions
 from lobbies.actions import receipts as receipt_actions
 from lobbies.actions import rooms as room_actions
@@ -289,6 +289,7 @@ def _get_context(caller: Caller, args: GetContext) -> Result:
         "guidance": _guidance(agent, checkpoint, uncertain, inbox),
         "tool_guide": _tool_guide(agent),
         "broker": selectors.broker_identity(),
+        "restored": restore.restore_entry(agent),
     }
 
 

@@ -20,6 +20,8 @@ class Lobby(models.Model):
     created_at = models.DateTimeField()
     # Highest message sequence handed out in this lobby; bumped in the send transaction.
     message_sequence = models.BigIntegerField(default=0)
+    # Maintenance: the owner paused all pushes in this lobby; sends are still accepted.
+    delivery_paused = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "lobbies"
@@ -93,6 +95,7 @@ class Agent(models.Model):
         # callers: lobbies/push.py, lobbies/tokens.py). Declared for the type checker; no
         # columns. (QuerySet.annotate() results are typed by django-stubs itself.)
         lobby_name: str
+        delivery_paused: bool
         token_hash: str
         token_revoked: bool
 
@@ -541,8 +544,6 @@ class AuditAction(models.TextChoices):
     RUNTIME_RESUMED = "runtime_resumed"
     RUNTIME_TAKEN_OVER = "runtime_taken_over"
     ROLE_SET = "role_set"
-    PERMISSIONS_SET = "permissions_set"
-    NOTIFICATIONS_RETRIED = "notifications_retried"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"
     ROOM_DELETED = "room_deleted"
@@ -561,6 +562,13 @@ class AuditAction(models.TextChoices):
     NOTES_SOURCE_CHANGED = "notes_source_changed"
     REPOSITORY_APPROVED = "repository_approved"
     REPOSITORY_WITHDRAWN = "repository_withdrawn"
+    RESTORE_STARTED = "restore_started"
+    RESTORE_FINISHED = "restore_finished"
+    PERMISSIONS_CHANGED = "permissions_changed"
+    NOTIFICATIONS_RETRIED = "notifications_retried"
+    SCHEDULED_CANCELLED = "scheduled_cancelled"
+    DELIVERY_PAUSED = "delivery_paused"
+    DELIVERY_RESUMED = "delivery_resumed"
 
 
 class AuditEvent(models.Model):
@@ -588,3 +596,41 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target}"
+
+
+class BrokerState(models.Model):
+    """The store's one row of broker-wide state: which history this is, and restore mode.
+
+    A restore issues a new incarnation, so a bridge that reconnects can tell it meets a
+    different history; while `restore_mode` holds, agents are refused and timers are paused.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    incarnation = models.UUIDField()
+    restore_mode = models.BooleanField(default=False)
+    restored_from = models.CharField(max_length=300, blank=True, default="")
+    backup_taken_at = models.DateTimeField(null=True, blank=True)
+    restored_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="broker_state_one_row")]
+
+    def __str__(self) -> str:
+        return f"incarnation {self.incarnation}"
+
+
+class UncertainWork(models.Model):
+    """A copy pending when a restore finished: the agent may already have acted on it."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="uncertain_work")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    restored_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "message"], name="uncertain_work_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"uncertain {self.message_id} for {self.agent_id}"

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
 from lobbies import selectors
-from lobbies.actions import continuity, operator, rooms
+from lobbies.actions import continuity, operator, owner, restore, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import api_view, bearer_token, json_body
@@ -107,6 +107,32 @@ def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
     return JsonResponse({"agent": agent.agent_id, "role_characters": len(agent.role)})
 
 
+class SetDelivery(Operation):
+    paused: bool
+
+
+class CancelScheduled(Operation):
+    message_id: int
+
+
+@api_view(("POST",))
+def lobby_delivery(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Pause or resume every push in the lobby (maintenance)."""
+    require_operator(request)
+    args = parse_arguments(SetDelivery, json_body(request))
+    return JsonResponse(
+        {"lobby": lobby, "delivery_paused": owner.set_delivery_paused(lobby, args.paused)}
+    )
+
+
+@api_view(("POST",))
+def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonResponse:
+    """The owner's cancel of any scheduled message in the lobby."""
+    require_operator(request)
+    args = parse_arguments(CancelScheduled, json_body(request))
+    return JsonResponse(owner.cancel_lobby_scheduled(lobby, args.message_id))
+
+
 @api_view(("POST",))
 def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
     require_operator(request)
@@ -119,6 +145,8 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
     if action == "enable":
         operator.enable_agent(lobby, agent_id)
         return JsonResponse({"enabled": agent_id})
+    if action == "cancel-scheduled":
+        return JsonResponse({"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)})
     if action == "reset-runtime":
         return JsonResponse(
             {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
@@ -147,4 +175,11 @@ def status(request: HttpRequest) -> JsonResponse:
     name = request.GET.get("lobby") or None
     if name:
         operator.lobby_named(name)
-    return JsonResponse(selectors.status(name))
+    return JsonResponse({**selectors.status(name), "broker": restore.state_entry()})
+
+
+@api_view(("POST",))
+def restore_finish(request: HttpRequest) -> JsonResponse:
+    """`pocolobby restore --finish`: reopen a restored store to agents."""
+    require_operator(request)
+    return JsonResponse(restore.finish_restore())

@@ -182,6 +182,7 @@ def bootstrap_notice(
     generation: int,
     backlog_ids: Sequence[int],
     as_of: datetime,
+    uncertain_ids: Sequence[int] = (),
 ) -> Presentation:
     """The first notice of a new runtime: load context, then prove the Channel with `ready`."""
     headline = (
@@ -199,6 +200,12 @@ def bootstrap_notice(
         "as_of": _iso(as_of),
         "backlog": {"count": len(backlog_ids), "message_ids": list(backlog_ids)},
     }
+    if uncertain_ids:
+        headline += (
+            f" This broker was restored from a backup: {len(uncertain_ids)} of these may already "
+            "have been acted on (uncertain_message_ids); check before repeating any work."
+        )
+        payload["restored"] = {"uncertain_message_ids": list(uncertain_ids)}
     return Presentation(
         _compose(headline, payload),
         {"priority": "important", "agent_id": recipient, "lobby_id": lobby, "scope": "bootstrap"},

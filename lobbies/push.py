@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from lobbies import presentation, store
+from lobbies.actions import restore
 from lobbies.models import Agent, Delivery, DeliveryState, Message, Notice, NoticeKind, Priority
 from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
 
@@ -70,13 +71,13 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
         "t.id = %s",
         [agent_pk],
         join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
-        annotations={"lobby_name": "l.name"},
+        annotations={"lobby_name": "l.name", "delivery_paused": "l.delivery_paused"},
         for_update=True,
     )
     if agent is None or not agent.enabled or agent.runtime_generation != generation:
         return None
-    if agent.resting and not resting_too:
-        return None
+    if (agent.resting or agent.delivery_paused) and not resting_too:
+        return None  # resting, or the owner paused the lobby's delivery (maintenance)
     return agent
 
 
@@ -114,6 +115,7 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
             generation=generation,
             backlog_ids=ids,
             as_of=now,
+            uncertain_ids=restore.uncertain_message_ids(agent_pk),
         )
         agent.bootstrap_sent_at = now
         agent.bootstrap_attempts += 1

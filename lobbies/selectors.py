@@ -13,6 +13,7 @@ from lobbies import wire
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
+    BrokerState,
     Checkpoint,
     Delivery,
     DeliveryState,
@@ -441,4 +442,9 @@ def broker_identity() -> dict[str, Any]:
         "process_id": str(PROCESS_ID),
         "version": release,
         "event_version": EVENT_VERSION,
+        # A restore issues a new one: a different history than the bridge may remember.
+        "incarnation": str(
+            BrokerState.objects.filter(pk=1).values_list("incarnation", flat=True).first()
+            or ""
+        ),
     }

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from lobbies.actions.restore import access_closed
 from lobbies.actions.retention import sweep
 from lobbies.actions.schedules import deliver_due, run_schedules
 from lobbies.events import agent_group
@@ -247,6 +248,7 @@ def run_retention(now: datetime, sweeps: Sequence[Sweep] = ()) -> None:
 def tick(now: datetime | None = None, sweeps: Sequence[Sweep] = ()) -> TickResult:
     """One pass of every timer. Reads first: an idle broker opens no write transaction.
 
+    0. In restore mode nothing runs (the operator's `restore --finish` reopens the store).
     1. Deliver scheduled messages now due, then fire daily schedules.
     2. Apply due rests and resumptions.
     3. Retry unresolved notifications, then unanswered bootstraps.
@@ -256,6 +258,8 @@ def tick(now: datetime | None = None, sweeps: Sequence[Sweep] = ()) -> TickResul
     """
     now = now or timezone.now()
     result = TickResult()
+    if access_closed():
+        return result  # restore mode: nothing moves until the operator finishes it
     deliver_due(now)
     run_schedules(now)
     run_rest_changes(now, result)

@@ -24,6 +24,8 @@ urlpatterns = [
     path("me/ready", api.operation_route("ready", "POST")),
     path("admin/lobbies", operator_api.lobbies),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
+    path("admin/lobbies/<str:lobby>/delivery", operator_api.lobby_delivery),
+    path("admin/lobbies/<str:lobby>/cancel-scheduled", operator_api.lobby_cancel_scheduled),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>/role", operator_api.agent_role),
@@ -32,4 +34,5 @@ urlpatterns = [
         operator_api.agent_action,
     ),
     path("admin/status", operator_api.status),
+    path("admin/restore/finish", operator_api.restore_finish),
 ]

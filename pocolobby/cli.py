@@ -33,15 +33,25 @@ def _prepare() -> str:
     # local: settings and the store are usable only after django.setup() above
     from django.conf import settings
 
+    from lobbies.actions.restore import access_closed, broker_state
     from lobbies.secret_files import admin_token
     from lobbies.storage import IncompatibleStore, prepare_store
+    from pocolobby.backup import complete_swap
 
     settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    swapped = complete_swap(settings.DATA_DIR)  # a restore interrupted mid-swap
+    if swapped:
+        print(f"completed an interrupted restore: {swapped}", flush=True)
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
         raise StoreRefused(f"refusing to start: {exc}") from None
+    broker_state()
     admin_token(settings.DATA_DIR)
+    if access_closed():
+        done += (
+            "; RESTORE MODE: agents refused and dispatch paused until `pocolobby restore --finish`"
+        )
     return f"{done}; data in {settings.DATA_DIR}"
 
 
@@ -222,6 +232,21 @@ def lobby_cmd(args: argparse.Namespace) -> int:
     if args.lobby_command == "create":
         _call("POST", "/lobbies", {"name": args.name})
         print(f"created lobby {args.name}")
+    elif args.lobby_command in ("pause", "resume"):
+        paused = args.lobby_command == "pause"
+        _call("POST", f"/lobbies/{_segment(args.name)}/delivery", {"paused": paused})
+        print(
+            f"delivery in {args.name} paused: sends queue, nothing is pushed until resume"
+            if paused
+            else f"delivery in {args.name} resumed"
+        )
+    elif args.lobby_command == "cancel-scheduled":
+        data = _call(
+            "POST",
+            f"/lobbies/{_segment(args.name)}/cancel-scheduled",
+            {"message_id": args.message_id},
+        )
+        print(f"scheduled message {data['message_id']}: {data['status']}")
     elif args.lobby_command == "delete":
         _call("DELETE", f"/lobbies/{_segment(args.name)}")
         print(f"deleted lobby {args.name} and everything in it")
@@ -276,16 +301,19 @@ def agent_cmd(args: argparse.Namespace) -> int:
         role = _read_role(args.role_file)
         _call("POST", f"{target}/role", {"role": role})
         print(f"set {args.name}'s role ({len(role)} characters); its next get_context shows it")
+    elif command == "permissions":
+        body = {
+            "broadcast": None if args.broadcast is None else args.broadcast == "yes",
+            "manage_rooms": None if args.manage_rooms is None else args.manage_rooms == "yes",
+        }
+        data = _call("POST", f"{target}/permissions", body)
+        print(
+            f"{args.name}: broadcast {'yes' if data['broadcast'] else 'no'}, "
+            f"manage_rooms {'yes' if data['manage_rooms'] else 'no'}"
+        )
     elif command == "remove":
         _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
-    elif command == "set-permissions":
-        data = _call(
-            "POST",
-            f"{target}/permissions",
-            {"broadcast": args.broadcast, "manage_rooms": args.manage_rooms},
-        )
-        print(f"set-permissions: {args.name} " + json.dumps(data))
     else:
         data = _call("POST", f"{target}/{command}")
         print(f"{command}: {args.name} " + json.dumps(data))
@@ -297,6 +325,12 @@ def status_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    broker = data.get("broker") or {}
+    if broker.get("restore_mode"):
+        print(
+            f"RESTORE MODE since {broker['restored_at']} (from {broker['restored_from']}): "
+            "agents are refused and dispatch is paused until `pocolobby restore --finish`"
+        )
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
         print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
@@ -372,6 +406,55 @@ def tokens_cmd(args: argparse.Namespace) -> int:
     return send_tokens(args.config, args.transcripts)
 
 
+def backup_cmd(args: argparse.Namespace) -> int:
+    from pocolobby import backup
+
+    url = os.environ.get("DATABASE_URL", "")
+    destination = Path(args.to).expanduser().resolve() if args.to else None
+    if url and not url.startswith("sqlite"):
+        command = backup.pg_dump_command(url, destination or Path("."))
+        raise CliError(
+            "this broker's store is PostgreSQL: back it up with pg_dump (the password comes from "
+            f"PGPASSWORD or ~/.pgpass): {command}"
+        )
+    if args.keep is not None and args.keep < 1:
+        raise CliError("--keep must be at least 1")
+    data_dir = config.data_dir()
+    try:
+        report = backup.take_backup(data_dir, destination or data_dir / "backups", args.keep)
+    except backup.BackupFailed as exc:
+        raise CliError(str(exc)) from None
+    print(report.lines())
+    return 0
+
+
+def restore_cmd(args: argparse.Namespace) -> int:
+    if args.finish:
+        if args.backup:
+            raise CliError("--finish takes no BACKUP: it reopens the store the broker serves")
+        data = _call("POST", "/restore/finish")
+        print(
+            f"restore finished: agents admitted again (incarnation {data['incarnation']}); "
+            f"{data['uncertain']} pending copies are listed to their agents as uncertain work"
+        )
+        return 0
+    if not args.backup:
+        raise CliError("name the BACKUP to restore, or pass --finish")
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    django.setup()
+    from pocolobby.restore import RestoreRefused, restore
+
+    configs = Path(args.configs_dir or config.data_dir() / "restored-configs").expanduser()
+    try:
+        report = restore(args.backup, configs.resolve(), _broker_url())
+    except RestoreRefused as exc:
+        raise CliError(f"restore refused, nothing changed: {exc}") from None
+    print(report.lines())
+    return 0
+
+
 def manage_cmd(args: argparse.Namespace) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     # local: Django loads only for the commands that run it, after the settings module is set
@@ -401,6 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
     lsub.add_parser("create").add_argument("name")
     lsub.add_parser("delete").add_argument("name")
     lsub.add_parser("list").add_argument("--json", action="store_true")
+    lsub.add_parser("pause", help="pause every push in the lobby (sends still queue)").add_argument(
+        "name"
+    )
+    lsub.add_parser("resume", help="resume the lobby's pushes").add_argument("name")
+    cancel = lsub.add_parser("cancel-scheduled", help="cancel any scheduled message by id")
+    cancel.add_argument("name")
+    cancel.add_argument("message_id", type=int)
     p.set_defaults(func=lobby_cmd)
 
     p = sub.add_parser("agent", help="provision and manage agents")
@@ -424,6 +514,11 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("lobby")
     role.add_argument("name")
     role.add_argument("--role-file", required=True)
+    perms = asub.add_parser("permissions", help="grant or withdraw broadcast / manage_rooms")
+    perms.add_argument("lobby")
+    perms.add_argument("name")
+    perms.add_argument("--broadcast", choices=("yes", "no"))
+    perms.add_argument("--manage-rooms", choices=("yes", "no"))
     for name in (
         "disable",
         "enable",
@@ -432,15 +527,11 @@ def build_parser() -> argparse.ArgumentParser:
         "rest",
         "resume",
         "retry-notifications",
+        "cancel-scheduled",
     ):
         q = asub.add_parser(name)
         q.add_argument("lobby")
         q.add_argument("name")
-    perms = asub.add_parser("set-permissions", help="grant or withdraw broadcast, manage_rooms")
-    perms.add_argument("lobby")
-    perms.add_argument("name")
-    perms.add_argument("--broadcast", action=argparse.BooleanOptionalAction, default=None)
-    perms.add_argument("--manage-rooms", action=argparse.BooleanOptionalAction, default=None)
     p.set_defaults(func=agent_cmd)
 
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
@@ -482,6 +573,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")
     p.set_defaults(func=tokens_cmd)
+
+    p = sub.add_parser("backup", help="a checked, consistent copy of the store while it serves")
+    p.add_argument("--to", help="directory for backups (default <data dir>/backups)")
+    p.add_argument("--keep", type=int, help="keep only the newest N backups in that directory")
+    p.set_defaults(func=backup_cmd)
+
+    p = sub.add_parser("restore", help="restore a backup into restore mode, or --finish it")
+    p.add_argument("backup", nargs="?", help="a backup directory or store file")
+    p.add_argument("--configs-dir", help="where to write replacement agent configurations")
+    p.add_argument("--finish", action="store_true", help="reopen the restored broker to agents")
+    p.set_defaults(func=restore_cmd)
 
     p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
     p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -64,6 +64,10 @@ class Bounds:
     receipt_wait_seconds: float = 2
     receipt_spacing_seconds: float = 30
     receipts_per_event: int = 20
+    # Capacity guards (issue 16): refused before anything is stored.
+    disk_reserve_bytes: int = 256 * 1024 * 1024
+    lobby_messages: int = 500_000
+    broadcast_fanout: int = 100
 
     @classmethod
     def from_env(cls) -> Bounds:
@@ -81,6 +85,9 @@ class Bounds:
             checkpoint_bytes=_int_env("POCOLOBBY_CHECKPOINT_BYTES", cls.checkpoint_bytes),
             late_after_seconds=_int_env("POCOLOBBY_LATE_AFTER_SECONDS", cls.late_after_seconds),
             push_batch_ms=_int_env("POCOLOBBY_PUSH_BATCH_MS", cls.push_batch_ms),
+            disk_reserve_bytes=_int_env("POCOLOBBY_DISK_RESERVE_BYTES", cls.disk_reserve_bytes),
+            lobby_messages=_int_env("POCOLOBBY_LOBBY_MESSAGES", cls.lobby_messages),
+            broadcast_fanout=_int_env("POCOLOBBY_BROADCAST_FANOUT", cls.broadcast_fanout),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),

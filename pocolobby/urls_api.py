@@ -14,11 +14,23 @@ from django.urls import include, path
 from board import api as board_api
 from console import operator_api
 from lobbies.http import handle_bad_request, handle_not_found
+from pocolobby import readiness
 
 
 def health(request: HttpRequest) -> JsonResponse:
-    """Readiness for proxies and tests: the process answers; it reads nothing."""
-    return JsonResponse({"ok": True, "service": "pocolobby"})
+    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it."""
+    try:
+        broker = readiness.read_store()
+    except readiness.StoreUnavailable as exc:
+        return JsonResponse(
+            {
+                "ok": False,
+                "service": "pocolobby",
+                "error": {"code": "store_unavailable", "message": str(exc)},
+            },
+            status=503,
+        )
+    return JsonResponse({"ok": True, "service": "pocolobby", **broker})
 
 
 handler400 = handle_bad_request

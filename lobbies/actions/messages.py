@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from lobbies import store
+from lobbies import capacity, store
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
@@ -313,6 +313,7 @@ def _accept(
     late: bool,
 ) -> SendOutcome:
     addressing = resolve()
+    capacity.check_send(sender, addressing.scope, len(addressing.recipients))
     _check_reply_to(sender, args.reply_to)
     _check_supersedes(sender, args.supersedes)
     content_bytes = len(args.content.encode("utf-8"))

@@ -279,7 +279,7 @@ def set_permissions(
         Agent.objects.filter(pk=agent.pk).update(**wanted)
         record_audit(
             OPERATOR,
-            AuditAction.PERMISSIONS_SET,
+            AuditAction.PERMISSIONS_CHANGED,
             lobby_name=lobby_name,
             agent_id=agent_id,
             target=agent_id,

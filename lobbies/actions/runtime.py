@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
+from lobbies.actions.restore import settle_uncertain
 from lobbies.errors import BrokerError, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint, Lobby, RetiredRuntime
 from lobbies.presence import live_connections
@@ -194,6 +195,7 @@ def ready(
                     revision=current,
                 )
         now = timezone.now()
+        settle_uncertain(agent.pk)
         agent.ready_at = now
         agent.runtime_first_ready_at = agent.runtime_first_ready_at or now
         agent.last_progress_at = now

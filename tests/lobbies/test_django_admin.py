@@ -211,7 +211,7 @@ def test_set_permissions_grants_what_was_asked_and_keeps_the_rest(operator_brows
     )
     agent = Agent.objects.get(pk=lead.agent.pk)
     assert agent.broadcast and agent.manage_rooms
-    [event] = audited("permissions_set", "lead")
+    [event] = audited("permissions_changed", "lead")
     assert event.detail == {"broadcast": True, "manage_rooms": True}
 
 

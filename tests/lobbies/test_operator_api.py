@@ -145,4 +145,4 @@ def test_permissions_are_granted_withdrawn_and_checked(backend):
     bad = admin("post", path, {"broadcast": "yes please"})
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_arguments")
     assert Agent.objects.get(agent_id="backend").broadcast
-    assert AuditEvent.objects.filter(action="permissions_set").count() == 1
+    assert AuditEvent.objects.filter(action="permissions_changed").count() == 1

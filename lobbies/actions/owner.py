@@ -1,0 +1,96 @@
+"""Owner controls (seed section 7): what the operator does to agents without a coordinator.
+
+Each is one audited transaction and sets the same state the agent-side tool would: resting is
+`rest_agents`'s, cancelling is `cancel_scheduled`'s. A lobby's delivery pause stops pushes
+(sends are still accepted and queue); resuming wakes every agent of the lobby.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from lobbies.actions.audit import record_audit
+from lobbies.actions.operator import agent_named, lobby_named
+from lobbies.actions.schedules import cancel_scheduled
+from lobbies.errors import not_found
+from lobbies.events import wake_recipients_on_commit
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditAction,
+    Lobby,
+    Message,
+    Schedule,
+    ScheduleStatus,
+)
+
+OPERATOR = ActorKind.OPERATOR
+
+
+def _audit(
+    action: AuditAction, lobby: str, agent_id: str = "", detail: dict[str, Any] | None = None
+) -> None:
+    record_audit(
+        OPERATOR,
+        action,
+        lobby_name=lobby,
+        agent_id=agent_id,
+        target=agent_id or lobby,
+        detail=detail,
+    )
+
+
+def cancel_agent_scheduled(lobby_name: str, agent_id: str) -> dict[str, int]:
+    """Cancel every scheduled message and active daily schedule the agent set."""
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        messages = list(
+            Message.objects.filter(sender=agent, scheduled_pending=True).values_list(
+                "pk", flat=True
+            )
+        )
+        schedules = list(
+            Schedule.objects.filter(sender=agent, status=ScheduleStatus.ACTIVE).values_list(
+                "pk", flat=True
+            )
+        )
+        for message_id in messages:
+            cancel_scheduled(agent, message_id=message_id, schedule_id=None)
+        for schedule_id in schedules:
+            cancel_scheduled(agent, message_id=None, schedule_id=schedule_id)
+        counts = {"messages": len(messages), "schedules": len(schedules)}
+        _audit(AuditAction.SCHEDULED_CANCELLED, lobby_name, agent_id, counts)
+    return counts
+
+
+def cancel_lobby_scheduled(lobby_name: str, message_id: int) -> dict[str, Any]:
+    """The owner's cancel of any agent's scheduled message in the lobby."""
+    with transaction.atomic():
+        lobby = lobby_named(lobby_name)
+        message = (
+            Message.objects.select_related("sender").filter(pk=message_id, lobby=lobby).first()
+        )
+        if message is None or message.sender is None:
+            raise not_found("unknown_message", f"no message {message_id} in lobby {lobby_name!r}")
+        answer = cancel_scheduled(message.sender, message_id=message_id, schedule_id=None)
+        _audit(
+            AuditAction.SCHEDULED_CANCELLED,
+            lobby_name,
+            message.sender.agent_id,
+            {"message_id": message_id},
+        )
+    return answer
+
+
+def set_delivery_paused(lobby_name: str, paused: bool) -> bool:
+    """Maintenance: pause or resume every push in the lobby; resuming wakes its agents."""
+    with transaction.atomic():
+        lobby = lobby_named(lobby_name)
+        Lobby.objects.filter(pk=lobby.pk).update(delivery_paused=paused)
+        if not paused:
+            pks = Agent.objects.filter(lobby=lobby).values_list("pk", flat=True)
+            wake_recipients_on_commit([(pk, "info") for pk in pks])
+        _audit(AuditAction.DELIVERY_PAUSED if paused else AuditAction.DELIVERY_RESUMED, lobby_name)
+    return paused

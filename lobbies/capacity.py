@@ -1,0 +1,61 @@
+"""Capacity guards on the send path (seed section 5): refuse before anything is stored.
+
+Each refusal names the setting that bounds it. Previously accepted work is kept: a guard
+only stops new sends. Each check is one cheap read (a statvfs, two indexed lookups).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from lobbies import store
+from lobbies.errors import BrokerError
+from lobbies.models import Agent, Scope
+
+_LOBBY_SPAN_SQL = (
+    "SELECT l.message_sequence, (SELECT MIN(m.sequence) FROM lobbies_message m "
+    "WHERE m.lobby_id = l.id) FROM lobbies_lobby l WHERE l.id = %s"
+)
+
+
+def free_disk_bytes() -> int | None:
+    """Free bytes on the SQLite store's volume; None on a database server."""
+    if connection.vendor != "sqlite":
+        return None
+    return shutil.disk_usage(Path(connection.settings_dict["NAME"]).parent).free
+
+
+def stored_messages(lobby_pk: int) -> int:
+    """Messages the lobby keeps, from its sequence span (retention removes the oldest)."""
+    last, first = store.scalar_row(_LOBBY_SPAN_SQL, [lobby_pk])
+    return 0 if first is None else int(last) - int(first) + 1
+
+
+def check_send(sender: Agent, scope: str, recipients: int) -> None:
+    bounds = settings.BOUNDS
+    if scope == Scope.BROADCAST and recipients > bounds.broadcast_fanout:
+        raise BrokerError(
+            413,
+            "fanout_too_large",
+            f"a broadcast would reach {recipients} agents; the limit is "
+            f"{bounds.broadcast_fanout} (POCOLOBBY_BROADCAST_FANOUT): use a room",
+        )
+    free = free_disk_bytes()
+    if free is not None and free < bounds.disk_reserve_bytes:
+        raise BrokerError(
+            507,
+            "storage_capacity",
+            f"the store's volume has {free} bytes free, under the reserve of "
+            f"{bounds.disk_reserve_bytes} (POCOLOBBY_DISK_RESERVE_BYTES); nothing was stored",
+        )
+    if stored_messages(sender.lobby_id) >= bounds.lobby_messages:
+        raise BrokerError(
+            507,
+            "lobby_capacity",
+            f"this lobby stores {bounds.lobby_messages} messages, its limit "
+            "(POCOLOBBY_LOBBY_MESSAGES); nothing was stored; retention or the owner must free some",
+        )

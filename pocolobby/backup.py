@@ -1,0 +1,296 @@
+"""`pocolobby backup` and the file side of `pocolobby restore`.
+
+A backup is a directory `pocolobby-backup-<UTC time>` holding `store.sqlite3` (SQLite's online
+backup API, one step, so one read snapshot: every commit before it, no part of any later one),
+`attachments/` when the data directory has one (copied after the snapshot: attachments are
+written before the rows naming them, so every one the copy names is there), and
+`manifest.json`. It is assembled under a temporary name and renamed into place once checked.
+
+A restore prepares the restored store beside the live one, in restore mode, before anything
+is replaced; a marker file then covers the two renames, and the next `serve`/`init`
+finishes an interrupted swap (lobbies/actions/restore.py says what restore mode is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+
+STORE_NAME = "pocolobby.sqlite3"
+BACKUP_STORE = "store.sqlite3"
+MANIFEST = "manifest.json"
+ATTACHMENTS = "attachments"
+PREFIX = "pocolobby-backup-"
+MARKER = "restore-in-progress.json"
+
+
+class BackupFailed(Exception):
+    """A backup or restore step failed; nothing was put in place."""
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for directory, _, files in os.walk(root):
+        for name in files:
+            _fsync_path(Path(directory) / name)
+        _fsync_path(Path(directory))
+
+
+def integrity(path: Path) -> str:
+    """PRAGMA integrity_check's answer for the file ("ok" when sound), read-only."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        conn.close()
+    return "; ".join(str(r[0]) for r in rows[:5])
+
+
+def contents(path: Path) -> dict[str, Any]:
+    """What a store file holds: each lobby's last message sequence and the newest message id."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        lobbies = dict(
+            conn.execute("SELECT name, message_sequence FROM lobbies_lobby ORDER BY name")
+        )
+        last_id, count = conn.execute("SELECT MAX(id), COUNT(*) FROM lobbies_message").fetchone()
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    finally:
+        conn.close()
+    return {
+        "application_id": application_id,
+        "lobbies": lobbies,
+        "last_message_id": last_id or 0,
+        "messages": count,
+    }
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    path: Path
+    bytes: int
+    store_bytes: int
+    attachment_files: int
+    seconds: float
+    lobbies: dict[str, int]
+    last_message_id: int
+    removed: list[Path]
+
+    def lines(self) -> str:
+        sequences = ", ".join(f"{name} {seq}" for name, seq in self.lobbies.items()) or "none"
+        text = (
+            f"backup {self.path}: {self.bytes} bytes (store {self.store_bytes}, "
+            f"{self.attachment_files} attachment files) in {self.seconds:.2f} s; "
+            f"integrity_check ok\n"
+            f"last message sequence per lobby: {sequences}; last message id {self.last_message_id}"
+        )
+        for old in self.removed:
+            text += f"\nremoved old backup {old}"
+        return text
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupReport:
+    """Copy the live store (and attachments) into `destination`, checked, then rotate."""
+    source = data_dir / STORE_NAME
+    if not source.is_file():
+        raise BackupFailed(f"no store at {source}; is --data-dir right?")
+    destination.mkdir(mode=0o700, parents=True, exist_ok=True)
+    name = PREFIX + _stamp()
+    temp = destination / f".{name}.tmp-{os.getpid()}"
+    final = destination / name
+    began = time.monotonic()
+    temp.mkdir(mode=0o700)
+    try:
+        store = temp / BACKUP_STORE
+        src = sqlite3.connect(source, timeout=30)
+        try:
+            if src.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                raise BackupFailed(f"{source} is not a PocoLobby store (application_id)")
+            dst = sqlite3.connect(store)
+            try:
+                src.backup(dst)  # pages=-1: the whole file in one step, under one snapshot
+                # A rollback-journal file: a copy opened read-only leaves no -wal/-shm beside it.
+                dst.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        attachments = data_dir / ATTACHMENTS
+        files = 0
+        if attachments.is_dir():
+            shutil.copytree(attachments, temp / ATTACHMENTS)
+            files = sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
+        verdict = integrity(store)
+        if verdict != "ok":
+            raise BackupFailed(f"the copy failed its integrity check: {verdict}")
+        held = contents(store)
+        manifest = {
+            "format": "pocolobby-backup",
+            "store_format": FORMAT_VERSION,
+            "taken_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "store_bytes": store.stat().st_size,
+            "attachment_files": files,
+            "lobbies": held["lobbies"],
+            "last_message_id": held["last_message_id"],
+            "messages": held["messages"],
+            "integrity_check": verdict,
+        }
+        (temp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _fsync_tree(temp)
+        os.replace(temp, final)
+        _fsync_path(destination)
+    except BaseException as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise BackupFailed(f"backup failed: {exc}") from None
+        raise
+    seconds = time.monotonic() - began
+    size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
+    removed = rotate(destination, keep) if keep else []
+    return BackupReport(
+        final,
+        size,
+        manifest["store_bytes"],
+        files,
+        seconds,
+        held["lobbies"],
+        held["last_message_id"],
+        removed,
+    )
+
+
+def rotate(destination: Path, keep: int) -> list[Path]:
+    """Remove all but the newest `keep` complete backups (their names sort by time)."""
+    complete = sorted(p for p in destination.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+    old = complete[:-keep] if keep > 0 else []
+    for path in old:
+        shutil.rmtree(path)
+    return old
+
+
+def pg_dump_command(url: str, destination: Path) -> str:
+    """The command an operator runs instead on PostgreSQL (password left out of the URL)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    safe = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    target = destination / "pocolobby-$(date -u +%Y%m%dT%H%M%SZ).dump"
+    return f"pg_dump --format=custom --file={target} '{safe}'"
+
+
+# ---------------------------------------------------------------- restore (file side)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A backup to restore: its store file, attachments (if any) and when it was taken."""
+
+    store: Path
+    attachments: Path | None
+    taken_at: datetime | None
+
+
+def locate(raw: str) -> Source:
+    """A backup directory (with manifest) or a bare store file (for example a `.backup` copy)."""
+    path = Path(raw).expanduser().resolve()
+    if path.is_dir():
+        store = path / BACKUP_STORE
+        if not store.is_file():
+            raise BackupFailed(f"{path} holds no {BACKUP_STORE}; it is not a PocoLobby backup")
+        taken = None
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            stamp = json.loads((path / MANIFEST).read_text())["taken_at"]
+            taken = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        attachments = path / ATTACHMENTS
+        return Source(store, attachments if attachments.is_dir() else None, taken)
+    if path.is_file():
+        taken = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        return Source(path, None, taken)
+    raise BackupFailed(f"{path} does not exist")
+
+
+def copy_store(source: Path, target: Path) -> None:
+    """Copy a store file with the backup API (never a file copy), then fsync it."""
+    src = sqlite3.connect(f"{source.as_uri()}?mode=ro", uri=True)
+    try:
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    _fsync_path(target)
+
+
+def write_marker(data_dir: Path, staged_store: Path, staged_attachments: Path | None) -> None:
+    marker = data_dir / MARKER
+    temp = marker.with_suffix(".tmp")
+    temp.write_text(
+        json.dumps(
+            {
+                "store": str(staged_store),
+                "attachments": str(staged_attachments) if staged_attachments else None,
+                "aside": _stamp(),
+            }
+        )
+    )
+    _fsync_path(temp)
+    os.replace(temp, marker)
+    _fsync_path(data_dir)
+
+
+def complete_swap(data_dir: Path) -> str | None:
+    """Put a prepared restore in place (again, if interrupted); None when none is pending.
+
+    Idempotent: each step checks whether it already happened. The live store (with its WAL)
+    and attachments are kept beside, renamed `*.pre-restore-<time>`, never deleted.
+    """
+    marker = data_dir / MARKER
+    if not marker.exists():
+        return None
+    plan = json.loads(marker.read_text())
+    staged = Path(plan["store"])
+    live = data_dir / STORE_NAME
+    aside = plan["aside"]
+    if staged.exists():
+        for suffix in ("", "-wal", "-shm"):
+            current = data_dir / (STORE_NAME + suffix)
+            if current.exists():
+                os.replace(current, data_dir / f"{STORE_NAME}{suffix}.pre-restore-{aside}")
+        os.replace(staged, live)
+    staged_attachments = Path(plan["attachments"]) if plan["attachments"] else None
+    attachments = data_dir / ATTACHMENTS
+    if staged_attachments is not None and staged_attachments.exists():
+        if attachments.exists():
+            os.replace(attachments, data_dir / f"{ATTACHMENTS}.pre-restore-{aside}")
+        os.replace(staged_attachments, attachments)
+    _fsync_path(data_dir)
+    marker.unlink()
+    _fsync_path(data_dir)
+    return f"restored store put in place at {live} (the previous one kept as *.pre-restore-{aside})"

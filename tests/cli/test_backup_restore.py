@@ -1,0 +1,289 @@
+"""`pocolobby backup` and `pocolobby restore` with real broker subprocesses and the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.bridge_client import Bridge, payload, send_message
+from tests.server import REPO_ROOT, AgentConfig, Broker, BrokerFactory, clean_env
+
+pytest_plugins = ("tests.server_fixtures",)
+pytestmark = pytest.mark.slow
+
+
+def backup_path(stdout: str) -> Path:
+    return Path(re.search(r"^backup (\S+):", stdout, re.M).group(1))
+
+
+def last_message_id(stdout: str) -> int:
+    return int(re.search(r"last message id (\d+)", stdout).group(1))
+
+
+def _until(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None):
+    """The CLI without a broker: only the data directory."""
+    return subprocess.run(
+        [sys.executable, "-m", "pocolobby", *args],
+        cwd=REPO_ROOT,
+        env=clean_env({"POCOLOBBY_DATA_DIR": str(data_dir), **(env or {})}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_backup_under_send_load_holds_exactly_the_sends_answered_before_it(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    broker = broker_factory(env={"POCOLOBBY_SENDS_PER_MINUTE": "100000"})
+    configs = broker.provision("load", ["alpha", "beta"], tmp_path / "configs")
+    answered: list[tuple[float, int]] = []
+    refusals: list[str] = []
+    stop = threading.Event()
+
+    def sender(worker: int) -> None:
+        with httpx.Client(base_url=broker.url, headers=configs["alpha"].headers) as client:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                response = client.post(
+                    "/v1/messages",
+                    json={"to": "beta", "content": f"m{n}", "client_request_id": f"{worker}-{n}"},
+                )
+                if response.status_code != 200:
+                    refusals.append(response.text)
+                    return
+                answered.append((time.monotonic(), response.json()["message_id"]))
+
+    threads = [threading.Thread(target=sender, args=(w,)) for w in range(3)]
+    for thread in threads:
+        thread.start()
+    _until(lambda: len(answered) >= 30 or bool(refusals))
+    began = time.monotonic()
+    result = broker.cli("backup", "--to", str(tmp_path / "backups"))
+    ended = len(answered)
+    _until(lambda: len(answered) >= ended + 10 or bool(refusals))
+    stop.set()
+    for thread in threads:
+        thread.join()
+
+    assert result.returncode == 0, result.stderr
+    assert refusals == []
+    assert "integrity_check ok" in result.stdout
+    before = {mid for at, mid in answered if at < began}
+    last = last_message_id(result.stdout)
+    copy = backup_path(result.stdout) / "store.sqlite3"
+    conn = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        held = {row[0] for row in conn.execute("SELECT id FROM lobbies_message")}
+        copies = dict(
+            conn.execute("SELECT message_id, COUNT(*) FROM lobbies_delivery GROUP BY message_id")
+        )
+        sequence = conn.execute(
+            "SELECT message_sequence FROM lobbies_lobby WHERE name = 'load'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    all_answered = {mid for _, mid in answered}
+    assert len(before) >= 30 and len(all_answered) > len(held)  # sends ran on both sides
+    assert before <= held
+    assert held == {mid for mid in all_answered if mid <= last}
+    assert f"load {sequence}" in result.stdout and sequence == len(held)
+    assert all(copies.get(mid) == 1 for mid in held)  # every message with its inbox row
+
+
+def test_backup_rotates_and_fails_loudly_without_a_store_or_on_postgresql(tmp_path: Path):
+    data = tmp_path / "data"
+    assert cli(data, "init").returncode == 0
+    for _ in range(3):
+        result = cli(data, "backup", "--to", str(tmp_path / "b"), "--keep", "2")
+        assert result.returncode == 0, result.stderr
+    assert "removed old backup" in result.stdout
+    assert len([p for p in (tmp_path / "b").iterdir() if p.name.startswith("pocolobby-")]) == 2
+
+    missing = cli(tmp_path / "nothing-here", "backup")
+    assert missing.returncode == 1 and "no store at" in missing.stderr
+
+    pg = cli(data, "backup", env={"DATABASE_URL": "postgres://ops:secret@db:5432/poco"})
+    assert pg.returncode == 1
+    assert "pg_dump --format=custom" in pg.stderr and "'postgres://ops@db:5432/poco'" in pg.stderr
+    assert "secret" not in pg.stderr
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_restore_refuses_what_is_not_a_sound_store_of_this_release(tmp_path: Path):
+    data = tmp_path / "data"
+    assert cli(data, "init").returncode == 0
+    store = data / "pocolobby.sqlite3"
+    before = _digest(store)
+
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not a database at all" * 100)
+    newer = tmp_path / "newer.sqlite3"
+    conn = sqlite3.connect(newer)
+    conn.execute(f"PRAGMA application_id = {0x506F4C62}")  # ours
+    conn.execute("PRAGMA user_version = 99")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    damaged = tmp_path / "damaged.sqlite3"
+    backup = cli(data, "backup", "--to", str(tmp_path / "b"))
+    source = backup_path(backup.stdout) / "store.sqlite3"
+    raw = bytearray(source.read_bytes())
+    page = 4096
+    for offset in range(8 * page, min(len(raw), 40 * page), page):
+        raw[offset + 100 : offset + 400] = b"\xff" * 300
+    damaged.write_bytes(bytes(raw))
+
+    for path, reason in [
+        (junk, "not a SQLite database"),
+        (newer, "newer PocoLobby"),
+        (damaged, "malformed"),  # the diagnosis or integrity_check, whichever reads it first
+        (tmp_path / "absent", "does not exist"),
+    ]:
+        result = cli(data, "restore", str(path), env={"POCOLOBBY_URL": "http://127.0.0.1:9"})
+        assert result.returncode == 1, (path, result.stdout, result.stderr)
+        assert "restore refused, nothing changed" in result.stderr and reason in result.stderr
+    assert _digest(store) == before
+    assert sorted(p.name for p in data.iterdir() if "restore" in p.name) == []
+
+
+def test_restore_refuses_while_a_broker_serves(broker: Broker, tmp_path: Path):
+    backup = broker.cli("backup", "--to", str(tmp_path / "b"))
+    result = broker.cli("restore", str(backup_path(backup.stdout)))
+    assert result.returncode == 1 and "stop it before restoring" in result.stderr
+
+
+def status_of(broker: Broker, token: str) -> tuple[int, str]:
+    response = httpx.get(
+        f"{broker.url}/v1/agents", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    return response.status_code, response.json().get("error", {}).get("code", "")
+
+
+async def _bootstrap_after_finish(broker: Broker, token: str) -> tuple[dict, dict]:
+    async with await Bridge.connect(broker.url, token) as bridge:
+        _, bootstrap = await bridge.bootstrapped()
+        await bridge.nothing(1.0)  # nothing pushed again with its body
+        return bootstrap, payload(bootstrap)
+
+
+async def _refused_bridge(broker: Broker, token: str) -> int | None:
+    bridge = await Bridge.connect(broker.url, token)
+    _, code = await bridge.refused()
+    return code
+
+
+def test_restore_end_to_end_closes_access_until_finish_and_lists_uncertain_work(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    broker = broker_factory(name="restored")
+    first = broker.provision("ops", ["alpha", "beta"], tmp_path / "configs")
+    m1 = asyncio.run(send_message(broker.url, first["alpha"].token, "beta", "one", "e-1"))
+    m2 = asyncio.run(send_message(broker.url, first["alpha"].token, "beta", "two", "e-2"))
+    incarnation = httpx.get(f"{broker.url}/v1/health").json()["incarnation"]
+    backup = broker.cli("backup", "--to", str(tmp_path / "backups"))
+    assert backup.returncode == 0, backup.stderr
+    rotated_path = tmp_path / "rotated-alpha.json"
+    broker.cli_ok("agent", "rotate", "ops", "alpha", "--config", str(rotated_path))
+    rotated = AgentConfig.read(rotated_path)
+    m3 = asyncio.run(send_message(broker.url, rotated.token, "beta", "three", "e-3"))
+    broker.stop()
+
+    configs_dir = tmp_path / "new-configs"
+    result = broker.cli(
+        "restore", str(backup_path(backup.stdout)), "--configs-dir", str(configs_dir)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "restore --finish" in result.stdout
+    fresh = {p.stem: AgentConfig.read(p) for p in configs_dir.glob("*.json")}
+    assert set(fresh) == {"ops-alpha", "ops-beta"}
+    for config in fresh.values():
+        assert stat.S_IMODE(config.path.stat().st_mode) == 0o600
+        assert config.url == broker.url
+        assert config.token not in result.stdout
+
+    broker.start()
+    health = httpx.get(f"{broker.url}/v1/health").json()
+    assert health["restore_mode"] is True and health["incarnation"] != incarnation
+    assert "RESTORE MODE" in broker.cli_ok("status").stdout
+    assert status_of(broker, fresh["ops-beta"].token) == (503, "restore_mode")
+    assert asyncio.run(_refused_bridge(broker, fresh["ops-beta"].token)) == 4503
+    for old in (first["alpha"].token, first["beta"].token):
+        assert status_of(broker, old) == (401, "token_revoked")
+    assert status_of(broker, rotated.token) == (401, "invalid_token")  # not in that history
+
+    finish = broker.cli("restore", "--finish")
+    assert finish.returncode == 0, finish.stderr
+    assert "2 pending copies" in finish.stdout
+    assert httpx.get(f"{broker.url}/v1/health").json()["restore_mode"] is False
+    for old in (first["alpha"].token, first["beta"].token):
+        assert status_of(broker, old) == (401, "token_revoked")
+    assert status_of(broker, rotated.token) == (401, "invalid_token")
+    assert status_of(broker, fresh["ops-alpha"].token) == (200, "")
+
+    bootstrap, shown = asyncio.run(_bootstrap_after_finish(broker, fresh["ops-beta"].token))
+    assert shown["backlog"]["message_ids"] == [m1, m2]
+    assert shown["restored"] == {"uncertain_message_ids": [m1, m2]}
+    assert "restored from a backup" in bootstrap["content"]
+    context = httpx.post(
+        f"{broker.url}/v1/tools/get_context", json={}, headers=fresh["ops-beta"].headers
+    ).json()
+    assert context["restored"]["uncertain_message_ids"] == [m1, m2]
+    assert context["broker"]["incarnation"] == health["incarnation"]
+    history = httpx.get(
+        f"{broker.url}/v1/messages", params={"view": "history"}, headers=fresh["ops-beta"].headers
+    ).json()
+    assert m3 not in [m["message_id"] for m in history["messages"]]
+
+
+def test_a_restore_interrupted_mid_swap_resumes_restore_mode_on_the_next_start(
+    tmp_path: Path,
+):
+    donor, victim = tmp_path / "donor", tmp_path / "victim"
+    assert cli(donor, "init").returncode == 0
+    backup = cli(donor, "backup", "--to", str(tmp_path / "b"))
+    env = {"POCOLOBBY_URL": "http://127.0.0.1:9"}
+    assert cli(donor, "restore", str(backup_path(backup.stdout)), env=env).returncode == 0
+    # The victim crashed after staging its restored copy and writing the marker.
+    assert cli(victim, "init").returncode == 0
+    staged = victim / ".restore-1.sqlite3"
+    source = sqlite3.connect(donor / "pocolobby.sqlite3")
+    target = sqlite3.connect(staged)
+    source.backup(target)
+    source.close()
+    target.close()
+    (victim / "restore-in-progress.json").write_text(
+        json.dumps({"store": str(staged), "attachments": None, "aside": "T1"})
+    )
+
+    result = cli(victim, "init")
+
+    assert result.returncode == 0, result.stderr
+    assert "completed an interrupted restore" in result.stdout
+    assert "RESTORE MODE" in result.stdout
+    assert (victim / "pocolobby.sqlite3.pre-restore-T1").exists()
+    assert not (victim / "restore-in-progress.json").exists()
