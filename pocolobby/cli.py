@@ -25,22 +25,41 @@ class CliError(Exception):
 
 
 def _prepare() -> str:
-    """Set Django up and check, initialise or upgrade the store; CliError if refused."""
+    """Set Django up and check, initialise or upgrade the store; CliError if refused.
+
+    Everything the broker creates is private (umask 0077): the store, its -wal and -shm,
+    the secret files. A data directory others could read is tightened, saying so once; a
+    refused start takes back the secret files it created, leaving nothing new behind.
+    """
+    os.umask(0o077)
+    directory = config.data_dir()
+    existed = directory.exists()
+    config.private_directory(directory)
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
-    from django.conf import settings
-
     from lobbies.storage import IncompatibleStore, prepare_store
 
-    settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    loosened = config.make_private(directory)
+    if loosened:
+        print(
+            f"pocolobby: warning: {directory} was open to other users ({len(loosened)} "
+            "entries); made it 0700 and its files 0600",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
+        for path in config.CREATED_SECRETS:
+            path.unlink(missing_ok=True)
+        if not existed:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
         raise StoreRefused(f"refusing to start: {exc}") from None
-    config.admin_token(settings.DATA_DIR)
-    return f"{done}; data in {settings.DATA_DIR}"
+    config.admin_token(directory)
+    return f"{done}; data in {directory}"
 
 
 class StoreRefused(CliError):
@@ -77,7 +96,9 @@ def serve(args: argparse.Namespace) -> int:
         "then give that session backend.json (see README.md, 'Connect an agent').",
         flush=True,
     )
-    server.run(application, args.host, args.port, listening)
+    from django.conf import settings
+
+    server.run(application, args.host, args.port, listening, settings.BOUNDS.header_seconds)
     return 0
 
 
@@ -280,24 +301,22 @@ def status_cmd(args: argparse.Namespace) -> int:
 
 
 def settings_cmd(args: argparse.Namespace) -> int:
-    """Open this broker's pages as its operator through a one-minute, single-use link."""
-    import webbrowser
+    """Print a one-minute, single-use link that opens this broker's pages as its operator.
+
+    Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
+    its command line, which every local user can read (docs/DECISIONS.md).
+    """
     from urllib.parse import urlsplit
 
     ticket = _call("POST", "/settings-ticket")["ticket"]
     parts = urlsplit(_broker_url())
     port = parts.port or config.DEFAULT_PORT
-    link = f"http://127.0.0.1:{port}/#ticket={ticket}"
-    print(link)
-    if not args.print_only and _has_display():
-        webbrowser.open(link)
+    print(
+        "Open this link in a browser on this machine; it works once, for one minute "
+        "(run `pocolobby settings` again for another):"
+    )
+    print(f"http://127.0.0.1:{port}/#ticket={ticket}")
     return 0
-
-
-def _has_display() -> bool:
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def bridge_cmd(args: argparse.Namespace) -> int:
@@ -343,6 +362,7 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 
 def manage_cmd(args: argparse.Namespace) -> int:
+    os.umask(0o077)  # whatever it creates in the data directory stays private
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     from django.core.management import execute_from_command_line
 
@@ -404,10 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=status_cmd)
 
-    p = sub.add_parser("settings", help="open this broker's dashboards and settings as operator")
-    p.add_argument(
-        "--print", dest="print_only", action="store_true", help="print the link, open no browser"
+    p = sub.add_parser(
+        "settings", help="print a one-minute link to this broker's dashboards and settings"
     )
+    p.add_argument("--print", dest="print_only", action="store_true", help="(the default)")
     p.set_defaults(func=settings_cmd)
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
