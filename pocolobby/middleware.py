@@ -11,6 +11,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from console.clients import note_forwarded_for
 from pocolobby.hosts import HostRefused, hosted, site_for
 
 
@@ -107,6 +108,8 @@ class HostRouting:
                 status=403,
                 content_type="text/plain; charset=utf-8",
             )
+        if hosted():
+            note_forwarded_for(request)
         request.site = site  # type: ignore[attr-defined]
         request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
         if site.base:
