@@ -17,6 +17,7 @@ from lobbies.models import (
     HeldReason,
     Lobby,
     Message,
+    Priority,
     ReceiptEvent,
     Room,
     RoomMember,
@@ -343,6 +344,13 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
         Agent.objects.filter(lobby=lobby)
         .annotate(
             pending=Count("deliveries", filter=Q(deliveries__state=DeliveryState.PENDING)),
+            important=Count(
+                "deliveries",
+                filter=Q(
+                    deliveries__state=DeliveryState.PENDING,
+                    deliveries__message__priority=Priority.IMPORTANT,
+                ),
+            ),
             held=Count("deliveries", filter=Q(deliveries__state=DeliveryState.HELD)),
         )
         .order_by("agent_id")
@@ -352,6 +360,7 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
             **agent_entry(a),
             "enabled": a.enabled,
             "pending": a.pending,
+            "important": a.important,
             "held": a.held,
             "runtime_id": a.runtime_id,
             "runtime_generation": a.runtime_generation,

@@ -289,6 +289,20 @@ def agent_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+# Each agent's connection and its pending and important (pending, priority important) counts.
+STATUS_COLUMNS = [
+    "agent_id",
+    "enabled",
+    "connected",
+    "pending",
+    "important",
+    "held",
+    "last_message_at",
+    "runtime_id",
+    "notification_attention_required",
+]
+
+
 def status_cmd(args: argparse.Namespace) -> int:
     data = _call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
     if args.json:
@@ -296,7 +310,7 @@ def status_cmd(args: argparse.Namespace) -> int:
         return 0
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
-        print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
+        print(_table(lobby["agents"], STATUS_COLUMNS))
     return 0
 
 
