@@ -71,6 +71,15 @@ def init(args: argparse.Namespace) -> int:
     return 0
 
 
+# What `serve` prints; README.md's "Connect an agent" gives the same commands (a test holds it).
+NEXT_STEPS = """Next, from another terminal (README.md, "Connect an agent"):
+  pocolobby lobby create my-team
+  pocolobby agent add my-team backend --config ~/backend.json
+  pocolobby status
+then, in the project the agent's Claude Code session runs in:
+  pocolobby connect --config ~/backend.json"""
+
+
 def serve(args: argparse.Namespace) -> int:
     # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
@@ -89,13 +98,7 @@ def serve(args: argparse.Namespace) -> int:
 
     url = f"http://{args.host}:{args.port}"
     print(f"PocoLobby broker on {url} ({done})", flush=True)
-    print(
-        "Provision an agent from another terminal:\n"
-        "  pocolobby lobby create my-team\n"
-        "  pocolobby agent add my-team backend --config backend.json\n"
-        "then give that session backend.json (see README.md, 'Connect an agent').",
-        flush=True,
-    )
+    print(NEXT_STEPS, flush=True)
     from django.conf import settings
 
     server.run(application, args.host, args.port, listening, settings.BOUNDS.header_seconds)
