@@ -31,7 +31,7 @@ from console.web import (
     set_host_cookie,
 )
 from lobbies.actions import operator
-from pocolobby.hosts import hosted, lobby_origin
+from lobbies.hosts import hosted, lobby_origin
 
 ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
 # Names the browser that asked for a sign-in code; the code is bound to it.

@@ -10,10 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
+from lobbies import secret_files
 from pocolobby import config
 
 
@@ -34,14 +35,15 @@ def _prepare() -> str:
     os.umask(0o077)
     directory = config.data_dir()
     existed = directory.exists()
-    config.private_directory(directory)
-    import django
+    secret_files.private_directory(directory)
+    import django  # local: commands that only talk HTTP to a broker never load Django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
+    # local: the store is usable only after django.setup() above
     from lobbies.storage import IncompatibleStore, prepare_store
 
-    loosened = config.make_private(directory)
+    loosened = secret_files.make_private(directory)
     if loosened:
         print(
             f"pocolobby: warning: {directory} was open to other users ({len(loosened)} "
@@ -52,13 +54,13 @@ def _prepare() -> str:
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
-        for path in config.CREATED_SECRETS:
+        for path in secret_files.CREATED_SECRETS:
             path.unlink(missing_ok=True)
         if not existed:
             with contextlib.suppress(OSError):
                 directory.rmdir()
         raise StoreRefused(f"refusing to start: {exc}") from None
-    config.admin_token(directory)
+    secret_files.admin_token(directory)
     return f"{done}; data in {directory}"
 
 
@@ -81,19 +83,21 @@ then, in the project the agent's Claude Code session runs in:
 
 
 def serve(args: argparse.Namespace) -> int:
-    # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
+    # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
-    from lobbies import dispatch
+    # local: these read the models and settings, usable only after _prepare set Django up
+    from lobbies.presence import register_process
+    from pocolobby import loops as serve_loops
     from pocolobby import server
     from pocolobby.asgi import application
 
-    dispatch.register_process()
+    register_process()
     loops: list[object] = []
 
     def listening() -> None:
         server.confine_sqlite_to_one_thread()
-        loops.extend(dispatch.start_loops())
+        loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 
     url = f"http://{args.host}:{args.port}"
@@ -140,7 +144,7 @@ def _call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[st
                 "running, and is POCOLOBBY_URL right?"
             ) from None
     try:
-        data = response.json()
+        data: dict[str, Any] = response.json()
     except ValueError:
         raise CliError(f"the broker answered {response.status_code} without JSON") from None
     if response.is_error:
@@ -323,8 +327,6 @@ def settings_cmd(args: argparse.Namespace) -> int:
     Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
     its command line, which every local user can read (docs/DECISIONS.md).
     """
-    from urllib.parse import urlsplit
-
     ticket = _call("POST", "/settings-ticket")["ticket"]
     parts = urlsplit(_broker_url())
     port = parts.port or config.DEFAULT_PORT
@@ -338,12 +340,14 @@ def settings_cmd(args: argparse.Namespace) -> int:
 
 def bridge_cmd(args: argparse.Namespace) -> int:
     """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
+    # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config)
+    return bridge_main(args.config, verbose=args.verbose)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
+    # local: as bridge_cmd, the bridge's modules load only for the commands that use them
     from pocolobby.bridge.connect import ConnectError, connect
 
     try:
@@ -355,6 +359,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
 
 def statusline_cmd(args: argparse.Namespace) -> int:
     """Claude Code's status line: prints one line, reports plan usage; always exits 0."""
+    # local: the status line runs every few seconds; it loads only what it uses
     from pocolobby.agent_reports import statusline
 
     statusline(args.config, sys.stdin.read())
@@ -363,6 +368,7 @@ def statusline_cmd(args: argparse.Namespace) -> int:
 
 def hook_cmd(args: argparse.Namespace) -> int:
     """Claude Code's UserPromptSubmit and Stop hooks: silent, always exits 0."""
+    # local: a hook runs on every prompt; it loads only what it uses
     from pocolobby.agent_reports import hook
 
     try:
@@ -373,6 +379,7 @@ def hook_cmd(args: argparse.Namespace) -> int:
 
 
 def tokens_cmd(args: argparse.Namespace) -> int:
+    # local: as statusline_cmd, an agent-side command loads only what it uses
     from pocolobby.agent_reports import send_tokens
 
     return send_tokens(args.config, args.transcripts)
@@ -381,6 +388,7 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 def manage_cmd(args: argparse.Namespace) -> int:
     os.umask(0o077)  # whatever it creates in the data directory stays private
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    # local: Django loads only for the commands that run it, after the settings module is set
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["pocolobby manage", *args.rest])
@@ -449,6 +457,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="log connections and catalog revisions to stderr, not only what is wrong",
+    )
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
-from pocolobby.hosts import HostRefused, hosted, site_for
+from lobbies.hosts import HostRefused, hosted, site_for
 
 
 def loopback_peer(address: str) -> bool:
@@ -64,7 +64,7 @@ class StaticFilesMiddleware:
 
 
 class HostRouting:
-    """Send each request to its place's URLs (pocolobby/hosts.py) or refuse a foreign Host.
+    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host.
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
     resolved as `/settings` with `request.site.base == "/team"`.
@@ -110,8 +110,9 @@ class HostRouting:
             )
         if hosted():
             note_forwarded_for(request)
-        request.site = site  # type: ignore[attr-defined]
-        request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
+        # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
+        request.site = site  # type: ignore[assignment]
+        request.urlconf = self.URLCONFS[site.place]
         if site.base:
             request.path_info = request.path_info[len(site.base) :] or "/"
         return None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pocolobby import cli, config
+from lobbies import secret_files
+from pocolobby import cli
 from tests.lobbies.test_storage import embedded_env, make_sqlite
 from tests.server import Broker
 
@@ -115,15 +116,15 @@ def test_a_secret_is_never_left_empty_by_a_failed_write(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(OSError):
-        config.write_secret_file(path, "pla_secret")
+        secret_files.write_secret_file(path, "pla_secret")
     monkeypatch.undo()
     assert list(path.parent.iterdir()) == []
-    assert config.read_or_create_secret(path, prefix="pla_").startswith("pla_")
+    assert secret_files.read_or_create_secret(path, prefix="pla_").startswith("pla_")
 
 
 def test_an_empty_secret_file_is_replaced_not_used(tmp_path):
     path = tmp_path / "secret-key"
     path.touch()
-    value = config.read_or_create_secret(path)
+    value = secret_files.read_or_create_secret(path)
     assert len(value) > 30 and path.read_text().strip() == value
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -14,7 +14,9 @@ README = (ROOT / "README.md").read_text()
 def test_every_file_readme_names_is_in_the_clone():
     named = set(re.findall(r"`((?:\.\./|docs/|tests/|benchmarks/|\.ci/)[^`\s]*)`", README))
     assert named, "README names no files: the pattern is wrong"
-    missing = [name for name in sorted(named) if not (ROOT / name.split("#")[0]).exists()]
+    # A placeholder such as `tests/lobbies/test_<tool>.py` must match at least one file.
+    patterns = {re.sub(r"<[^>]+>", "*", name.split("#")[0]) for name in named}
+    missing = [name for name in sorted(patterns) if not list(ROOT.glob(name))]
     assert missing == []
     assert "../" not in README
 
