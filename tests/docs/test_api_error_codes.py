@@ -105,8 +105,11 @@ def codes_in_source() -> tuple[set[str], list[str]]:
                     else:
                         unresolved.append(f"{relative}:{node.lineno}")
                 elif isinstance(node, ast.Dict):
-                    keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
-                            if isinstance(k, ast.Constant)}
+                    keys = {
+                        k.value: v
+                        for k, v in zip(node.keys, node.values, strict=True)
+                        if isinstance(k, ast.Constant)
+                    }
                     if {"code", "message"} <= keys.keys():
                         code = keys["code"]
                         if isinstance(code, ast.Constant) and isinstance(code.value, str):
