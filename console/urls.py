@@ -19,5 +19,6 @@ urlpatterns = [
     path("sign-out", views.sign_out),
     path("open/<str:lobby>", views.open_lobby),
     path("ticket", views.redeem_ticket),
+    path("admin/login/", views.admin_login),  # sign-in's limits, before admin's own route
     path("admin/", admin.site.urls),
 ]

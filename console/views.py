@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 
@@ -21,8 +23,10 @@ from console.models import Account, SessionPlace
 from console.pages import account_page, end_visit
 from console.web import (
     PageRefusal,
+    clear_host_cookie,
     host_cookie,
     json_ok,
+    new_secret,
     parse_json_post,
     set_host_cookie,
 )
@@ -30,6 +34,9 @@ from lobbies.actions import operator
 from lobbies.hosts import hosted, lobby_origin
 
 ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
+# Names the browser that asked for a sign-in code; the code is bound to it.
+SIGN_IN_COOKIE = "pocolobby-sign-in"
+SIGN_IN_COOKIE_SECONDS = int(sign_in.CODE_LIFETIME.total_seconds())
 # A pending open kept through sign-in: only this shape, so `next` can never leave the site.
 PENDING_OPEN = re.compile(
     r"^/open/[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?\?verifier_hash=[0-9a-f]{64}"
@@ -112,11 +119,15 @@ def sign_in_page(request: HttpRequest, account: Account | None) -> HttpResponse:
     if request.method == "POST":
         with sign_in_floor():
             form = parse_json_post(request, EmailForm)
-            sign_in.request_code(form.email, client_bucket(client_address(request)))
+            browser = host_cookie(request, SIGN_IN_COOKIE) or new_secret()[0]
+            sign_in.request_code(form.email, client_bucket(client_address(request)), browser)
         query = {"email": sign_in.normalise_email(form.email)}
         if _pending(form.next):
             query["next"] = form.next
-        return json_ok(message=CODE_SENT, redirect=f"/sign-in/code?{urlencode(query)}")
+        response = json_ok(message=CODE_SENT, redirect=f"/sign-in/code?{urlencode(query)}")
+        # The code works only in the browser that asked for it (console/actions/sign_in.py).
+        set_host_cookie(response, SIGN_IN_COOKIE, browser, SIGN_IN_COOKIE_SECONDS)
+        return response
     return render(
         request,
         "console/sign_in.html",
@@ -131,9 +142,13 @@ def sign_in_code(request: HttpRequest, account: Account | None) -> HttpResponse:
         with sign_in_floor():
             form = parse_json_post(request, CodeForm)
             signed = sign_in.verify_code(
-                form.email, form.code, client_bucket(client_address(request))
+                form.email,
+                form.code,
+                client_bucket(client_address(request)),
+                host_cookie(request, SIGN_IN_COOKIE),
             )
         response = json_ok(redirect=_pending(form.next) or "/")
+        clear_host_cookie(response, SIGN_IN_COOKIE)
         set_host_cookie(response, ACCOUNT_COOKIE, signed.token, ACCOUNT_SESSION_SECONDS)
         return response
     return render(
@@ -190,4 +205,24 @@ def redeem_ticket(request: HttpRequest, account: Account | None) -> JsonResponse
         )
     response = json_ok(redirect="/")
     set_host_cookie(response, OPERATOR_COOKIE, token, local.SESSION_SECONDS)
+    return response
+
+
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """The Django admin's login under sign-in's limits: per network, and per (user, network)
+    for wrong passwords, so a guesser elsewhere cannot lock the operator out."""
+    if request.method != "POST":
+        return admin.site.login(request)
+    client = client_bucket(client_address(request))
+    username = request.POST.get("username", "")[:254]
+    with transaction.atomic():
+        refused = sign_in.guesses_refused("admin", username, client)
+    if refused is not None:
+        return HttpResponse(
+            f"{refused}\n", status=refused.status, content_type="text/plain; charset=utf-8"
+        )
+    response = admin.site.login(request)
+    if response.status_code == 200:  # the form again: the password was not right
+        with transaction.atomic():
+            sign_in.count_wrong_guess("admin", username, client)
     return response

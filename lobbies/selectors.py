@@ -20,6 +20,7 @@ from lobbies.models import (
     HeldReason,
     Lobby,
     Message,
+    Priority,
     ReceiptEvent,
     Room,
     RoomMember,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         last_received_at: datetime | None
         online: bool  # board.selectors.shown_agents
         pending: int
+        important: int  # pending and important (operator_agents)
         held: int
 
 else:
@@ -320,6 +322,13 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
         Agent.objects.filter(lobby=lobby)
         .annotate(
             pending=Count("deliveries", filter=Q(deliveries__state=DeliveryState.PENDING)),
+            important=Count(
+                "deliveries",
+                filter=Q(
+                    deliveries__state=DeliveryState.PENDING,
+                    deliveries__message__priority=Priority.IMPORTANT,
+                ),
+            ),
             held=Count("deliveries", filter=Q(deliveries__state=DeliveryState.HELD)),
         )
         .order_by("agent_id")
@@ -329,6 +338,7 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
             **agent_entry(a),
             "enabled": a.enabled,
             "pending": a.pending,
+            "important": a.important,
             "held": a.held,
             "runtime_id": a.runtime_id,
             "runtime_generation": a.runtime_generation,

@@ -48,6 +48,10 @@ def diagnose(path: Path) -> Diagnosis:
         raise IncompatibleStore(f"{path}: cannot be read ({exc.strerror})") from None
     if not header.startswith(b"SQLite format 3\x00"):
         raise IncompatibleStore(f"{path} is not a SQLite database; refusing to touch it")
+    # A read-only look at a file in WAL mode still makes its -wal and -shm; take back the
+    # ones this look made, so a refused file's directory is left as it was.
+    companions = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    made = [companion for companion in companions if not companion.exists()]
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -68,6 +72,8 @@ def diagnose(path: Path) -> Diagnosis:
         raise IncompatibleStore(f"{path}: cannot be read as a database ({exc})") from None
     finally:
         conn.close()
+        for companion in made:
+            companion.unlink(missing_ok=True)
 
     if application_id == 0:
         if tables:

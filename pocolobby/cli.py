@@ -10,10 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
+from lobbies import secret_files
 from pocolobby import config, store_lock
 
 
@@ -25,34 +26,53 @@ class CliError(Exception):
 
 
 def _prepare() -> str:
-    """Set Django up and check, initialise or upgrade the store; CliError if refused."""
+    """Set Django up and check, initialise or upgrade the store; CliError if refused.
+
+    Everything the broker creates is private (umask 0077): the store, its -wal and -shm,
+    the secret files. A data directory others could read is tightened, saying so once; a
+    refused start takes back the secret files it created, leaving nothing new behind.
+    """
+    os.umask(0o077)
+    directory = config.data_dir()
+    existed = directory.exists()
+    secret_files.private_directory(directory)
     import django  # local: commands that only talk HTTP to a broker never load Django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
-    # local: settings and the store are usable only after django.setup() above
-    from django.conf import settings
-
+    # local: the store and its models are usable only after django.setup() above
     from lobbies.actions.restore import access_closed, broker_state
-    from lobbies.secret_files import admin_token
     from lobbies.storage import IncompatibleStore, prepare_store
     from pocolobby.backup import complete_swap
 
-    settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    swapped = complete_swap(settings.DATA_DIR)  # a restore interrupted mid-swap
+    swapped = complete_swap(directory)  # a restore interrupted mid-swap
     if swapped:
         print(f"completed an interrupted restore: {swapped}", flush=True)
+
+    loosened = secret_files.make_private(directory)
+    if loosened:
+        print(
+            f"pocolobby: warning: {directory} was open to other users ({len(loosened)} "
+            "entries); made it 0700 and its files 0600",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
+        for path in secret_files.CREATED_SECRETS:
+            path.unlink(missing_ok=True)
+        if not existed:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
         raise StoreRefused(f"refusing to start: {exc}") from None
     broker_state()
-    admin_token(settings.DATA_DIR)
+    secret_files.admin_token(directory)
     if access_closed():
         done += (
             "; RESTORE MODE: agents refused and dispatch paused until `pocolobby restore --finish`"
         )
-    return f"{done}; data in {settings.DATA_DIR}"
+    return f"{done}; data in {directory}"
 
 
 class StoreRefused(CliError):
@@ -74,6 +94,14 @@ def _own_the_store(url: str) -> None:
         store_lock.hold(Path(connection.settings_dict["NAME"]), f"on {url}")
     except store_lock.StoreInUse as exc:
         raise CliError(str(exc)) from None
+
+# What `serve` prints; README.md's "Connect an agent" gives the same commands (a test holds it).
+NEXT_STEPS = """Next, from another terminal (README.md, "Connect an agent"):
+  pocolobby lobby create my-team
+  pocolobby agent add my-team backend --config ~/backend.json
+  pocolobby status
+then, in the project the agent's Claude Code session runs in:
+  pocolobby connect --config ~/backend.json"""
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -97,14 +125,10 @@ def serve(args: argparse.Namespace) -> int:
         print(f"listening on {url}", flush=True)
 
     print(f"PocoLobby broker on {url} ({done})", flush=True)
-    print(
-        "Provision an agent from another terminal:\n"
-        "  pocolobby lobby create my-team\n"
-        "  pocolobby agent add my-team backend --config backend.json\n"
-        "then give that session backend.json (see README.md, 'Connect an agent').",
-        flush=True,
-    )
-    server.run(application, args.host, args.port, listening)
+    print(NEXT_STEPS, flush=True)
+    from django.conf import settings
+
+    server.run(application, args.host, args.port, listening, settings.BOUNDS.header_seconds)
     return 0
 
 
@@ -320,6 +344,20 @@ def agent_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+# Each agent's connection and its pending and important (pending, priority important) counts.
+STATUS_COLUMNS = [
+    "agent_id",
+    "enabled",
+    "connected",
+    "pending",
+    "important",
+    "held",
+    "last_message_at",
+    "runtime_id",
+    "notification_attention_required",
+]
+
+
 def status_cmd(args: argparse.Namespace) -> int:
     data = _call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
     if args.json:
@@ -333,30 +371,25 @@ def status_cmd(args: argparse.Namespace) -> int:
         )
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
-        print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
+        print(_table(lobby["agents"], STATUS_COLUMNS))
     return 0
 
 
 def settings_cmd(args: argparse.Namespace) -> int:
-    """Open this broker's pages as its operator through a one-minute, single-use link."""
-    # local: only this command opens a browser
-    import webbrowser
-    from urllib.parse import urlsplit
+    """Print a one-minute, single-use link that opens this broker's pages as its operator.
 
+    Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
+    its command line, which every local user can read (docs/DECISIONS.md).
+    """
     ticket = _call("POST", "/settings-ticket")["ticket"]
     parts = urlsplit(_broker_url())
     port = parts.port or config.DEFAULT_PORT
-    link = f"http://127.0.0.1:{port}/#ticket={ticket}"
-    print(link)
-    if not args.print_only and _has_display():
-        webbrowser.open(link)
+    print(
+        "Open this link in a browser on this machine; it works once, for one minute "
+        "(run `pocolobby settings` again for another):"
+    )
+    print(f"http://127.0.0.1:{port}/#ticket={ticket}")
     return 0
-
-
-def _has_display() -> bool:
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def bridge_cmd(args: argparse.Namespace) -> int:
@@ -456,6 +489,7 @@ def restore_cmd(args: argparse.Namespace) -> int:
 
 
 def manage_cmd(args: argparse.Namespace) -> int:
+    os.umask(0o077)  # whatever it creates in the data directory stays private
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     # local: Django loads only for the commands that run it, after the settings module is set
     from django.core.management import execute_from_command_line
@@ -539,10 +573,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=status_cmd)
 
-    p = sub.add_parser("settings", help="open this broker's dashboards and settings as operator")
-    p.add_argument(
-        "--print", dest="print_only", action="store_true", help="print the link, open no browser"
+    p = sub.add_parser(
+        "settings", help="print a one-minute link to this broker's dashboards and settings"
     )
+    p.add_argument("--print", dest="print_only", action="store_true", help="(the default)")
     p.set_defaults(func=settings_cmd)
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")

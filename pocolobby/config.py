@@ -69,6 +69,9 @@ class Bounds:
     lobby_messages: int = 500_000
     broadcast_fanout: int = 100
 
+    # A connection's request headers must all arrive within this (pocolobby/server.py).
+    header_seconds: int = 10
+
     @classmethod
     def from_env(cls) -> Bounds:
         return cls(
@@ -88,6 +91,8 @@ class Bounds:
             disk_reserve_bytes=_int_env("POCOLOBBY_DISK_RESERVE_BYTES", cls.disk_reserve_bytes),
             lobby_messages=_int_env("POCOLOBBY_LOBBY_MESSAGES", cls.lobby_messages),
             broadcast_fanout=_int_env("POCOLOBBY_BROADCAST_FANOUT", cls.broadcast_fanout),
+
+            header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),

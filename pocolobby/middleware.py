@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -10,7 +11,19 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from lobbies.hosts import HostRefused, site_for
+from console.clients import note_forwarded_for
+from lobbies.hosts import HostRefused, hosted, site_for
+
+
+def loopback_peer(address: str) -> bool:
+    """A peer on this machine: what a local broker's pages answer, whatever Host says."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 class StaticFilesMiddleware:
@@ -84,6 +97,19 @@ class HostRouting:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
             )
+        if (
+            site.place != "api"
+            and not hosted()
+            and not loopback_peer(request.META.get("REMOTE_ADDR", ""))
+        ):
+            # `serve --host 0.0.0.0` shares the API; the local pages stay on this machine.
+            return HttpResponse(
+                "pages on this broker answer only on this machine\n",
+                status=403,
+                content_type="text/plain; charset=utf-8",
+            )
+        if hosted():
+            note_forwarded_for(request)
         # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
         request.site = site  # type: ignore[assignment]
         request.urlconf = self.URLCONFS[site.place]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 # Frames a bridge sends are a few hundred bytes (receipts, heartbeats); a megabyte is a
 # bound no honest bridge meets, and the server closes the socket (1009) past it.
@@ -25,6 +26,58 @@ GRACEFUL_SECONDS = 5
 # 5 s, uvicorn's own default): a server closing at the same moment a client reuses the
 # connection would lose a request in flight.
 KEEP_ALIVE_SECONDS = 75
+
+
+class HeaderDeadline(HttpToolsProtocol):
+    """httptools' protocol, closing a connection that takes too long to send its headers.
+
+    uvicorn arms no timer while a request's headers arrive (its keep-alive timer is cancelled
+    by any byte), so a client sending half a request line held a connection forever. Each
+    request gets `seconds` from its connection or its first byte to its last header.
+    """
+
+    seconds: float = 10.0
+    _deadline: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._deadline is None:
+            self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # Idle between requests is the keep-alive timer's; the next byte re-arms this one.
+        self._disarm()
+
+
+def _header_deadline(seconds: float) -> type[HeaderDeadline]:
+    return type("BoundHeaderDeadline", (HeaderDeadline,), {"seconds": seconds})
 
 
 class BrokerServer(uvicorn.Server):
@@ -44,14 +97,20 @@ class BrokerServer(uvicorn.Server):
             self.on_listening()
 
 
-def run(application: Any, host: str, port: int, on_listening: Callable[[], None]) -> None:
+def run(
+    application: Any,
+    host: str,
+    port: int,
+    on_listening: Callable[[], None],
+    header_seconds: float = HeaderDeadline.seconds,
+) -> None:
     """Serve until SIGINT or SIGTERM; `on_listening` runs on the server's event loop."""
     config = uvicorn.Config(
         application,
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=_header_deadline(header_seconds),
         ws="websockets-sansio",
         ws_max_size=WS_MAX_BYTES,
         lifespan="off",

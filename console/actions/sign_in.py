@@ -1,8 +1,13 @@
-"""Email-code sign-in: six digits, ten minutes, five tries, stored only as address-bound MACs.
+"""Email-code sign-in: six digits, ten minutes, five tries, stored only as MACs.
 
 Known, unknown and disabled addresses take the same path, write the same rows and get the same
 answers; only a known, enabled address is mailed. An unknown address gets a code row too (a
 random code nobody receives), so trying a code reveals nothing either.
+
+Nobody on another network can keep an owner out (docs/DECISIONS.md, "Sign-in limits"): a code
+belongs to the address *and the browser that asked for it* (a cookie), so another browser's
+requests neither replace it nor spend its tries, and the hourly limits on codes and wrong
+guesses count per (address, client network), never per address alone.
 """
 
 from __future__ import annotations
@@ -56,8 +61,13 @@ def _mac(message: str) -> str:
     return hmac.new(key, message.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
-def address_mac(email: str) -> str:
-    return _mac(f"address\0{email}")
+def code_key(email: str, browser: str) -> str:
+    """Where the live code for this address asked for by this browser is kept."""
+    return _mac(f"code for\0{email}\0{browser}")
+
+
+def _per_network(purpose: str, email: str, network: str) -> str:
+    return _mac(f"{purpose}\0{email}\0{network}")
 
 
 def code_mac(email: str, code: str) -> str:
@@ -88,16 +98,18 @@ def _new_code() -> str:
     return f"{secrets.randbelow(1_000_000):06d}"
 
 
-def request_code(email: str, client: str) -> None:
-    """Count the request, store a fresh code for the address and mail it if it may sign in.
+def request_code(email: str, client: str, browser: str) -> None:
+    """Count the request, store a fresh code for the address and this browser, and mail it if
+    the address may sign in.
 
-    Refusals (throttles, mail not configured) read the same for every address.
+    `client` is the client's network (console/clients.py), `browser` the random value of the
+    asking browser's sign-in cookie. Refusals read the same for every address.
     """
     problem = mail.mail_problem()
     if problem:
         raise PageRefusal(503, problem, "mail_not_configured")
     email = normalise_email(email)
-    address = address_mac(email)
+    sent_key = _per_network("sent", email, client)
     client_key = _client_key("code", client)
     now = timezone.now()
     with transaction.atomic():
@@ -107,23 +119,23 @@ def request_code(email: str, client: str) -> None:
                 "too many codes were asked for from your network this hour; try later",
                 "throttled",
             )
-        if _count(ThrottleKind.CODE_SENT, address, timedelta(minutes=1)) >= CODES_PER_MINUTE:
+        if _count(ThrottleKind.CODE_SENT, sent_key, timedelta(minutes=1)) >= CODES_PER_MINUTE:
             raise PageRefusal(
                 429,
                 "a code was sent to this address less than a minute ago; wait a minute",
                 "throttled",
             )
-        if _count(ThrottleKind.CODE_SENT, address, HOUR) >= CODES_PER_HOUR:
+        if _count(ThrottleKind.CODE_SENT, sent_key, HOUR) >= CODES_PER_HOUR:
             raise PageRefusal(
                 429,
                 "five codes were sent to this address in the last hour; try again later",
                 "throttled",
             )
         _record(ThrottleKind.CLIENT, client_key)
-        _record(ThrottleKind.CODE_SENT, address)
+        _record(ThrottleKind.CODE_SENT, sent_key)
         code = _new_code()
         SignInCode.objects.update_or_create(
-            address_mac=address,
+            address_mac=code_key(email, browser),
             defaults={
                 "code_mac": code_mac(email, code),
                 "expires_at": now + CODE_LIFETIME,
@@ -141,31 +153,57 @@ def request_code(email: str, client: str) -> None:
             raise PageRefusal(502, str(failure), "mail_failed") from None
 
 
+def guesses_refused(purpose: str, name: str, client: str) -> PageRefusal | None:
+    """The refusal due before checking one more secret for `name` from `client`, if any.
+
+    Counts the attempt against the network; sign-in codes and the Django admin's passwords
+    share these limits.
+    """
+    client_key = _client_key(purpose, client)
+    if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_VERIFY_ATTEMPTS_PER_HOUR:
+        return PageRefusal(
+            429, "too many sign-in attempts from your network this hour; try later", "throttled"
+        )
+    _record(ThrottleKind.CLIENT, client_key)
+    if _count(ThrottleKind.WRONG_CODE, _per_network(purpose, name, client), HOUR) >= (
+        WRONG_CODES_PER_HOUR
+    ):
+        return PageRefusal(
+            429,
+            "too many wrong tries for this address from your network in the last hour; "
+            "try again later",
+            "throttled",
+        )
+    return None
+
+
+def count_wrong_guess(purpose: str, name: str, client: str) -> None:
+    _record(ThrottleKind.WRONG_CODE, _per_network(purpose, name, client))
+
+
 @dataclass(frozen=True)
 class SignedIn:
     account: Account
     token: str
 
 
-def _outcome(email: str, code: str, client: str) -> SignedIn | PageRefusal:
+def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | PageRefusal:
     """One verification in one transaction; a refusal is returned so its counts commit."""
-    address = address_mac(email)
-    client_key = _client_key("verify", client)
     now = timezone.now()
-    if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_VERIFY_ATTEMPTS_PER_HOUR:
-        return PageRefusal(
-            429, "too many sign-in attempts from your network this hour; try later", "throttled"
-        )
-    _record(ThrottleKind.CLIENT, client_key)
-    if _count(ThrottleKind.WRONG_CODE, address, HOUR) >= WRONG_CODES_PER_HOUR:
-        return PageRefusal(
-            429,
-            "too many wrong codes for this address in the last hour; try again later",
-            "throttled",
-        )
-    live = SignInCode.objects.select_for_update().filter(address_mac=address).first()
+    refused = guesses_refused("verify", email, client)
+    if refused is not None:
+        return refused
+    live = (
+        SignInCode.objects.select_for_update().filter(address_mac=code_key(email, browser)).first()
+        if browser
+        else None
+    )
     if live is None:
-        return PageRefusal(400, "there is no code for this address; ask for one first", "no_code")
+        return PageRefusal(
+            400,
+            "there is no code for this address in this browser; ask for one here first",
+            "no_code",
+        )
     if live.expires_at <= now:
         live.delete()
         return PageRefusal(400, "that code has expired; ask for a new one", "code_expired")
@@ -176,7 +214,7 @@ def _outcome(email: str, code: str, client: str) -> SignedIn | PageRefusal:
     right = hmac.compare_digest(live.code_mac, code_mac(email, code)) and may_sign_in(email)
     if not right:
         SignInCode.objects.filter(pk=live.pk).update(tries=live.tries + 1)
-        _record(ThrottleKind.WRONG_CODE, address)
+        count_wrong_guess("verify", email, client)
         left = TRIES_PER_CODE - live.tries - 1
         return PageRefusal(
             400,
@@ -190,14 +228,14 @@ def _outcome(email: str, code: str, client: str) -> SignedIn | PageRefusal:
     return SignedIn(account, WebSession.open(account, None, now, SESSION_LIFETIME))
 
 
-def verify_code(email: str, code: str, client: str) -> SignedIn:
-    """Consume a right code and start an account-area session, in one transaction."""
+def verify_code(email: str, code: str, client: str, browser: str) -> SignedIn:
+    """Consume a right code this browser asked for and start an account-area session."""
     email = normalise_email(email)
     code = code.strip()
     if not (len(code) == 6 and code.isascii() and code.isdigit()):
         raise PageRefusal(400, "the code is the six digits from the mail", "invalid_field")
     with transaction.atomic():
-        outcome = _outcome(email, code, client)
+        outcome = _outcome(email, code, client, browser)
     if isinstance(outcome, PageRefusal):
         raise outcome
     return outcome

@@ -271,3 +271,37 @@ def test_a_killed_broker_cannot_be_reached(broker_factory: BrokerFactory):
     broker = broker_factory()
     broker.kill9()
     assert_one_line_error(broker.cli("status"), "cannot reach the broker")
+
+
+def test_status_shows_each_agents_connection_and_pending_and_important_counts(
+    module_broker: Broker, tmp_path: Path
+):
+    broker = module_broker
+    assert broker.cli("lobby", "create", "count-team").returncode == 0
+    sender = add_agent(broker, "count-team", "lead", tmp_path)
+    add_agent(broker, "count-team", "backend", tmp_path)
+    for n, priority in enumerate(["info", "important", "important"]):
+        sent = httpx.post(
+            f"{broker.url}/v1/messages",
+            headers=sender.headers,
+            json={
+                "to": "backend",
+                "content": f"note {n}",
+                "client_request_id": f"r{n}",
+                "priority": priority,
+            },
+        )
+        assert sent.status_code == 200, sent.text
+
+    status = broker.cli("status", "count-team")
+    assert status.returncode == 0, status.stderr
+    header, *rows = status.stdout.splitlines()[1:]
+    columns = header.split()
+    assert columns[:6] == ["agent_id", "enabled", "connected", "pending", "important", "held"]
+    table = {row.split()[0]: dict(zip(columns, row.split(), strict=False)) for row in rows}
+    assert table["backend"]["connected"] == "False"
+    assert (table["backend"]["pending"], table["backend"]["important"]) == ("3", "2")
+    assert (table["lead"]["pending"], table["lead"]["important"]) == ("0", "0")
+    as_json = json.loads(broker.cli("status", "count-team", "--json").stdout)
+    backend = next(a for a in as_json["lobbies"][0]["agents"] if a["agent_id"] == "backend")
+    assert (backend["connected"], backend["pending"], backend["important"]) == (False, 3, 2)

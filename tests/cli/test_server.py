@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import socket
 import subprocess
 import sys
 import threading
@@ -103,3 +104,40 @@ def test_a_second_serve_on_the_same_sqlite_store_is_refused_naming_the_first(bro
     assert httpx.get(f"{first.url}/v1/health").json()["service"] == "pocolobby"
     first.stop()
     first.start()  # the lock died with the process: a restart takes it at once
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """True if the server closes `sock` (EOF or reset) within `seconds`."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_connection_sending_half_a_request_line_is_closed(tmp_path):
+    """A client that never finishes its headers (slowloris) no longer holds a connection
+    forever; one that sends nothing at all is closed the same way."""
+    broker = Broker(tmp_path / "data", env={"POCOLOBBY_HEADER_SECONDS": "1"})
+    broker.start()
+    try:
+        with socket.create_connection(("127.0.0.1", broker.port)) as half:
+            half.sendall(b"GET /v1/hea")
+            assert _closed_within(half, 10)
+        with socket.create_connection(("127.0.0.1", broker.port)) as silent:
+            assert _closed_within(silent, 10)
+        with socket.create_connection(("127.0.0.1", broker.port)) as headers_only:
+            headers_only.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: b\r\n")
+            assert _closed_within(headers_only, 10)
+        # A whole request is answered, and the kept-alive connection is not cut at the bound.
+        with socket.create_connection(("127.0.0.1", broker.port)) as honest:
+            request = f"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{broker.port}\r\n\r\n"
+            honest.sendall(request.encode())
+            assert honest.recv(4096).startswith(b"HTTP/1.1 200")
+            assert not _closed_within(honest, 2)
+            honest.sendall(request.encode())
+            assert honest.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        broker.stop()

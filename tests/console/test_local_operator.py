@@ -4,12 +4,16 @@ session, loopback Hosts only, and never the API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
+import httpx
 import pytest
 from django.test import Client
 
 from console import local
+from lobbies.actions import operator
 from lobbies.models import Lobby
 from tests.console.conftest import LOCAL_HOST, browser_at, post_json
 
@@ -117,10 +121,79 @@ def test_a_hosted_broker_issues_no_tickets(hosted, db):
 
 
 @pytest.mark.slow
-def test_pocolobby_settings_prints_a_working_link(broker_factory):
+def test_pocolobby_settings_prints_a_working_link_and_starts_no_browser(broker_factory, tmp_path):
+    """The ticket never reaches another process's command line (which any local user can
+    read): even with a display and $BROWSER set, the link is only printed."""
     broker = broker_factory()
-    result = broker.cli("settings", "--print")
+    opened = tmp_path / "browser-was-started"
+    recorder = tmp_path / "browser.sh"
+    recorder.write_text(f'#!/bin/sh\necho "$@" > {opened}\n')
+    recorder.chmod(0o700)
+    result = broker.cli("settings", env={"DISPLAY": ":0", "BROWSER": str(recorder)})
     assert result.returncode == 0, result.stderr
-    link = result.stdout.strip()
+    explanation, link = result.stdout.strip().splitlines()
+    assert "works once, for one minute" in explanation
     port = broker.url.rsplit(":", 1)[1]
     assert link.startswith(f"http://127.0.0.1:{port}/#ticket=")
+    assert not opened.exists()
+    redeemed = httpx.post(
+        f"http://127.0.0.1:{port}/ticket",
+        json={"ticket": link.split("#ticket=", 1)[1]},
+        headers={"Origin": f"http://127.0.0.1:{port}"},
+    )
+    assert redeemed.status_code == 200, redeemed.text
+
+
+async def _asgi_get(path: str, peer: str) -> tuple[int, bytes]:
+    """One request through the real ASGI application, from `peer` as the server saw it."""
+    from pocolobby.asgi import application  # imported here: it sets Django's ASGI handler up
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", LOCAL_HOST.encode())],
+        "client": (peer, 50000),
+        "server": ("192.0.2.2", 8787),
+    }
+    sent: list[dict[str, Any]] = []
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await application(scope, receive, send)
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], body
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/", "/my-team/", "/my-team/settings"])
+def test_local_pages_refuse_a_peer_on_another_machine_whatever_its_host_header(path):
+    """`serve --host 0.0.0.0` shares the API with the network, not the operator's pages."""
+    operator.create_lobby("my-team")
+    status, body = asyncio.run(_asgi_get(path, "192.0.2.9"))
+    assert status == 403 and b"only on this machine" in body
+    for peer in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
+        status, body = asyncio.run(_asgi_get(path, peer))
+        assert b"only on this machine" not in body and status < 500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_still_answers_a_peer_on_another_machine():
+    status, _ = asyncio.run(_asgi_get("/v1/health", "192.0.2.9"))
+    assert status == 200

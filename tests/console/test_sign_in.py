@@ -76,7 +76,8 @@ def test_codes_are_stored_only_as_macs_bound_to_the_address(browser, alice):
     code = last_code("alice@example.com")
     row = SignInCode.objects.get()
     assert code not in row.code_mac and "alice" not in row.address_mac
-    assert row.address_mac == codes.address_mac("alice@example.com")
+    asking = browser.cookies["__Host-pocolobby-sign-in"].value
+    assert row.address_mac == codes.code_key("alice@example.com", asking)
     assert row.code_mac == codes.code_mac("alice@example.com", code)
     assert row.code_mac != codes.code_mac("bob@example.com", code)
     assert row.expires_at - row.created_at == timedelta(minutes=10)
@@ -130,7 +131,7 @@ def test_the_eleventh_wrong_code_in_an_hour_is_refused_across_new_codes(browser,
         right = last_code("alice@example.com")
         eleventh = verify(browser, "alice@example.com", right)
         assert eleventh.status_code == 429
-        assert "too many wrong codes" in eleventh.json()["error"]["message"]
+        assert "too many wrong tries" in eleventh.json()["error"]["message"]
         assert not WebSession.objects.exists()
         clock.shift(timedelta(minutes=57))
         assert ask(browser, "alice@example.com").status_code == 200
@@ -166,18 +167,20 @@ def test_unknown_and_disabled_addresses_get_the_same_answer_and_rows_but_no_mail
     make_account, alice
 ):
     make_account("off@example.com", enabled=False)
-    answers = {}
-    for email in ("alice@example.com", "nobody@example.com", "off@example.com"):
-        answer = ask(browser_at(ACCOUNT_HOST), email)
+    answers, browsers = {}, {}
+    for n, email in enumerate(("alice@example.com", "nobody@example.com", "off@example.com")):
+        browsers[email] = browser_at(ACCOUNT_HOST)
+        answer = ask(browsers[email], email)
         answers[email] = (answer.status_code, answer.json()["message"])
-        assert SignInThrottle.objects.filter(key=codes.address_mac(email)).count() == 1
-        assert SignInCode.objects.filter(address_mac=codes.address_mac(email)).exists()
+        assert SignInThrottle.objects.filter(kind="code_sent").count() == n + 1
+        asking = browsers[email].cookies["__Host-pocolobby-sign-in"].value
+        assert SignInCode.objects.filter(address_mac=codes.code_key(email, asking)).exists()
     assert len(set(answers.values())) == 1
     assert [m.to for m in mail.outbox] == [["alice@example.com"]]
     # Trying a code reads the same too: an unknown address has a code nobody received.
-    unknown = verify(browser_at(ACCOUNT_HOST), "nobody@example.com", "123456")
+    unknown = verify(browsers["nobody@example.com"], "nobody@example.com", "123456")
     known = verify(
-        browser_at(ACCOUNT_HOST), "alice@example.com", wrong(last_code("alice@example.com"))
+        browsers["alice@example.com"], "alice@example.com", wrong(last_code("alice@example.com"))
     )
     assert unknown.json() == known.json()
     assert not Account.objects.filter(email="nobody@example.com").exists()
@@ -304,3 +307,88 @@ def test_a_local_broker_has_no_email_sign_in(settings, db):
     answer = post_json(client, "/sign-in", {"email": "a@example.com"})
     assert answer.status_code == 404 and "pocolobby settings" in answer.json()["error"]["message"]
     assert not SignInThrottle.objects.exists()
+
+
+def test_a_guesser_on_another_network_cannot_stop_the_owner_signing_in(alice):
+    """Codes and wrong guesses are counted per (address, network), and a code belongs to the
+    browser that asked for it: another network's requests neither replace the owner's code
+    nor spend its tries, and its wrong guesses do not count against the owner."""
+    owner = browser_at(ACCOUNT_HOST, REMOTE_ADDR="192.0.2.10")
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        assert ask(owner, "alice@example.com").status_code == 200
+        mailed = last_code("alice@example.com")
+        for n in range(2):  # two hostile networks, each at every limit for Alice
+            guesser = browser_at(ACCOUNT_HOST, REMOTE_ADDR=f"198.51.100.{n + 1}")
+            answers = []
+            for _ in range(4):  # 4 codes and 12 guesses: past the 10 wrong ones allowed
+                answers.append(ask(guesser, "alice@example.com").status_code)
+                for _ in range(3):
+                    answers.append(verify(guesser, "alice@example.com", wrong(mailed)).status_code)
+                clock.shift(timedelta(seconds=61))
+            assert answers[-1] == 429
+            # A guess without the owner's browser finds no code of the owner's to try.
+            stranger = browser_at(ACCOUNT_HOST, REMOTE_ADDR=f"198.51.100.{n + 1}")
+            assert verify(stranger, "alice@example.com", mailed).status_code in (400, 429)
+        signed = verify(owner, "alice@example.com", mailed)
+    assert signed.status_code == 200, signed.content
+    assert WebSession.objects.filter(account=alice).count() == 1
+
+
+def test_a_code_works_only_in_the_browser_that_asked_for_it(alice):
+    asking = browser_at(ACCOUNT_HOST)
+    ask(asking, "alice@example.com")
+    code = last_code("alice@example.com")
+    elsewhere = verify(browser_at(ACCOUNT_HOST), "alice@example.com", code)
+    assert elsewhere.status_code == 400 and elsewhere.json()["error"]["code"] == "no_code"
+    assert SignInCode.objects.get().tries == 0
+    signed = verify(asking, "alice@example.com", code)
+    assert signed.status_code == 200
+    assert signed.cookies["__Host-pocolobby-sign-in"].value == ""
+
+
+def test_wrong_guesses_are_limited_per_address_and_network(alice):
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        here = browser_at(ACCOUNT_HOST, REMOTE_ADDR="192.0.2.7")
+        for _ in range(2):
+            ask(here, "alice@example.com")
+            for _ in range(5):
+                verify(here, "alice@example.com", wrong(last_code("alice@example.com")))
+            clock.shift(timedelta(minutes=2))
+        ask(here, "alice@example.com")
+        refused = verify(here, "alice@example.com", last_code("alice@example.com"))
+        assert refused.status_code == 429
+        assert "from your network" in refused.json()["error"]["message"]
+        there = browser_at(ACCOUNT_HOST, REMOTE_ADDR="203.0.113.5")
+        ask(there, "alice@example.com")
+        assert verify(there, "alice@example.com", last_code("alice@example.com")).status_code == 200
+
+
+def test_the_django_admin_login_has_the_same_limits_per_user_and_network(db):
+    from django.contrib.auth.models import User  # the admin's own users, only here
+
+    User.objects.create_superuser("operator", "op@example.com", "right-password")
+
+    def log_in(address: str, password: str):
+        return browser_at(ACCOUNT_HOST, REMOTE_ADDR=address).post(
+            "/admin/login/",
+            {"username": "operator", "password": password, "next": "/admin/"},
+        )
+
+    for _ in range(10):
+        assert log_in("198.51.100.9", "guess").status_code == 200
+    refused = log_in("198.51.100.9", "right-password")
+    assert refused.status_code == 429 and b"from your network" in refused.content
+    assert log_in("192.0.2.10", "right-password").status_code == 302
+
+
+def test_x_forwarded_for_without_a_trusted_proxy_is_named_once_in_the_log(caplog, db):
+    from console import clients  # its once-per-process flag, reset for this test
+
+    clients._said_forwarded = False
+    forwarded = browser_at(ACCOUNT_HOST, HTTP_X_FORWARDED_FOR="203.0.113.9")
+    with caplog.at_level("WARNING", logger="pocolobby.sign_in"):
+        forwarded.get("/sign-in")
+        forwarded.get("/sign-in")
+    said = [r for r in caplog.records if "X-Forwarded-For" in r.getMessage()]
+    assert len(said) == 1
+    assert "POCOLOBBY_TRUSTED_PROXY_HOPS is 0" in said[0].getMessage()
