@@ -158,7 +158,9 @@ def _github() -> httpx.Client:
 
 
 def _read_start(source_id: int) -> _Start | None:
-    source = NotesSource.objects.select_related("room").filter(pk=source_id).first()
+    source = (
+        NotesSource.objects.select_related("room").filter(pk=source_id, room__isnull=False).first()
+    )
     if source is None:
         return None
     snapshot = NotesSnapshot.objects.filter(source_id=source_id).first()

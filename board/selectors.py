@@ -4,7 +4,8 @@ Chips come from live facts alone, never from a summary, by this fixed precedence
 that holds wins):
 
 1. Resting         - the owner rested the agent (Agent.resting).
-2. Offline         - no live connection for the agent's current runtime generation.
+2. Away            - its bridge is offline: no live connection for the current generation
+                     (a direct message to a gone session would otherwise look recent).
 3. Not responding  - notified messages it has not acknowledged since (unseen_notified_count).
 4. Working         - a turn is open, or the last one ended under 2 minutes ago (hooks).
 5. Away            - no message sent or direct message received in 30 minutes.
@@ -52,7 +53,6 @@ class Chip(Enum):
     """(css class, words on the page)."""
 
     RESTING = ("resting", "Resting")
-    OFFLINE = ("offline", "Offline")
     NOT_RESPONDING = ("not-responding", "Not responding")
     WORKING = ("working", "Working")
     AWAY = ("away", "Away")
@@ -82,7 +82,7 @@ def chip_for(facts: ChipFacts, now: datetime) -> Chip:
     if facts.resting:
         return Chip.RESTING
     if not facts.online:
-        return Chip.OFFLINE
+        return Chip.AWAY
     if facts.unseen_notified > 0:
         return Chip.NOT_RESPONDING
     if facts.turn_open or (

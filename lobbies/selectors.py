@@ -273,8 +273,11 @@ def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
     # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
     # index steps per agent, where an aggregate read every delivery the agent ever had.
+    # Its own daily schedules' occurrences aside: a reminder does not make an idle agent active.
     last_sent = (
-        Message.objects.filter(sender=OuterRef("pk")).order_by("-created_at").values("created_at")
+        Message.objects.filter(sender=OuterRef("pk"), schedule__isnull=True)
+        .order_by("-created_at")
+        .values("created_at")
     )
     last_received = (
         Delivery.objects.filter(

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from board.models import AgentAppearance, BoardConfig, Effort, NotesSource, SummaryModel, Visibility
-from console.actions.accounts import checked_email
+from console.actions.accounts import approve_repository, checked_email
 from console.models import ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.actions import operator
 from lobbies.actions import rooms as room_actions
@@ -204,7 +204,10 @@ def set_notes_source(
             source.delete()
             _audit(actor, AuditAction.NOTES_SOURCE_CHANGED, lobby, room_id, repository=None)
             return
-        if not ApprovedRepository.objects.filter(lobby=lobby, repository=repository).exists():
+        if actor.kind == ActorKind.OPERATOR:
+            # The operator approves repositories, so its own source setting approves this one.
+            approve_repository(lobby.name, repository)
+        elif not ApprovedRepository.objects.filter(lobby=lobby, repository=repository).exists():
             raise forbidden(
                 "repository_not_approved",
                 f"{repository!r} is not approved for this lobby; ask the operator to approve it",

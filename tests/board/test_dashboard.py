@@ -148,7 +148,7 @@ def test_a_summary_cannot_add_a_waiting_item_or_change_a_chip(
         },
     )
     page = client.get("/my-team/").content.decode()
-    assert chips(page) == before == {"lead": "Idle", "backend": "Offline"}
+    assert chips(page) == before == {"lead": "Idle", "backend": "Away"}
     waiting = client.get("/my-team/parts/waiting").content.decode()
     assert "Nothing waits on you" in waiting
     assert "ghost" not in chips(page)

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import time_machine
+
+from lobbies import dispatch
 from lobbies.actions import operator
 
 
@@ -25,6 +30,23 @@ def test_last_message_at_counts_sends_and_direct_receipts(make_agent, lead, back
     assert agents["lead"]["last_message_at"] == sent["created_at"]
     assert agents["backend"]["last_message_at"] == sent["created_at"]
     assert agents["idle"]["last_message_at"] is None
+
+
+def test_last_message_at_leaves_out_the_agents_own_schedule_occurrences(lead, backend):
+    with time_machine.travel(datetime(2026, 12, 1, 6, 0, tzinfo=UTC), tick=False):
+        lead.ok(
+            "schedule_message",
+            client_request_id="s1",
+            to="backend",
+            content="daily check",
+            time_zone="UTC",
+            times=["08:00"],
+        )
+    with time_machine.travel(datetime(2026, 12, 1, 8, 0, 1, tzinfo=UTC), tick=False):
+        dispatch.tick()
+        agents = _by_name(backend.ok("list_agents"))
+    assert agents["lead"]["last_message_at"] is None  # a reminder is not the sender speaking
+    assert agents["backend"]["last_message_at"] == "2026-12-01T08:00:01.000Z"  # delivered then
 
 
 def test_an_agent_without_a_bridge_reads_disconnected_and_quiet(lead):
