@@ -7,10 +7,10 @@ are read from the lobby's own tables at render time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
-
-from typing import Any
 
 from lobbies.models import Agent, ArchivedRoom, Lobby, Room, closed_set
 
