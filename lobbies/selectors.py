@@ -299,7 +299,18 @@ def last_message_at(agent: Agent) -> datetime | None:
     return max(times) if times else None
 
 
-def agent_entry(agent: Agent) -> dict[str, Any]:
+def last_activity_at(agent: Agent) -> datetime | None:
+    """The latest of sent, received and acknowledged (seed 000's activity); None if none."""
+    times = [t for t in (last_message_at(agent), agent.last_receipt_at) if t is not None]
+    return max(times) if times else None
+
+
+def idle_seconds(activity: datetime | None, now: datetime) -> int | None:
+    return None if activity is None else max(0, int((now - activity).total_seconds()))
+
+
+def agent_entry(agent: Agent, now: datetime | None = None) -> dict[str, Any]:
+    activity = last_activity_at(agent)
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -315,6 +326,8 @@ def agent_entry(agent: Agent) -> dict[str, Any]:
         if agent.owner_request_count
         else None,
         "last_message_at": iso(last_message_at(agent)),
+        "last_activity_at": iso(activity),
+        "idle_seconds": idle_seconds(activity, now or datetime.now(UTC)),
         "connected": agent.connected,
         "last_heartbeat_at": iso(agent.heartbeat_at),
         "last_receipt_at": iso(agent.last_receipt_at),
@@ -335,7 +348,7 @@ def list_agents(viewer: Agent) -> dict[str, Any]:
     return {
         "lobby": viewer.lobby.name,
         "agents": [
-            {**agent_entry(a), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
+            {**agent_entry(a, now), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
         ],
     }
 
@@ -358,6 +371,7 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
             "held": a.held,
             "runtime_id": a.runtime_id,
             "runtime_generation": a.runtime_generation,
+            "loaded_checkpoint_revision": a.loaded_checkpoint_revision,
             "active_credentials": a.credentials.filter(revoked_at__isnull=True).count(),
         }
         for a in agents

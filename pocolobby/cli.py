@@ -275,7 +275,8 @@ def status_cmd(args: argparse.Namespace) -> int:
         return 0
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
-        print(_table(lobby["agents"], [*AGENT_COLUMNS, "notification_attention_required"]))
+        columns = [*AGENT_COLUMNS, "loaded_checkpoint_revision", "idle_seconds"]
+        print(_table(lobby["agents"], [*columns, "notification_attention_required"]))
     return 0
 
 

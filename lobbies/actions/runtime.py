@@ -74,6 +74,8 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         agent.backlog_sequence = Lobby.objects.values_list("message_sequence", flat=True).get(
             pk=agent.lobby_id
         )
+        agent.backlog_bound_at = now
+        agent.loaded_checkpoint_revision = None
         agent.bootstrap_nonce = secrets.token_urlsafe(12)
         agent.bootstrap_sent_at = None
         agent.bootstrap_attempts = 0
@@ -87,6 +89,8 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "runtime_generation",
                 "runtime_bound_at",
                 "backlog_sequence",
+                "backlog_bound_at",
+                "loaded_checkpoint_revision",
                 "bootstrap_nonce",
                 "bootstrap_sent_at",
                 "bootstrap_attempts",
@@ -138,11 +142,10 @@ def ready(
                 "stale_nonce",
                 "this nonce is not the current bootstrap's; read the latest bootstrap notice",
             )
+        current = (
+            Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first() or 0
+        )
         if checkpoint_revision is not None:
-            current = (
-                Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first()
-                or 0
-            )
             if current != checkpoint_revision:
                 raise conflict(
                     "stale_checkpoint",
@@ -152,12 +155,15 @@ def ready(
                 )
         now = timezone.now()
         agent.ready_at = now
+        # What it says it loaded; without a revision, what it could have loaded.
+        agent.loaded_checkpoint_revision = current
         agent.last_progress_at = now
         agent.notification_attention_required = False
         agent.notify_attempts = 0
         agent.save(
             update_fields=[
                 "ready_at",
+                "loaded_checkpoint_revision",
                 "last_progress_at",
                 "notification_attention_required",
                 "notify_attempts",

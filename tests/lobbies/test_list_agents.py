@@ -95,3 +95,30 @@ def test_owner_requests_are_cleared_when_the_owner_resets_the_runtime(lead, back
     backend.ok("set_owner_requests", count=1, line="approve")
     operator.reset_runtime("my-team", "backend")
     assert _by_name(lead.ok("list_agents"))["backend"]["owner_requests"] is None
+
+
+def test_activity_is_the_latest_of_sent_received_and_acknowledged_with_idle_seconds(
+    make_agent, lead, backend
+):
+    quiet = make_agent("quiet")
+    with time_machine.travel(datetime(2026, 12, 1, 8, 0, tzinfo=UTC), tick=False):
+        message_id = lead.send("backend", "hello", "r-1")["message_id"]
+    with time_machine.travel(datetime(2026, 12, 1, 8, 5, tzinfo=UTC), tick=False):
+        backend.ok("acknowledge_messages", message_ids=[message_id])
+    with time_machine.travel(datetime(2026, 12, 1, 8, 10, tzinfo=UTC), tick=False):
+        agents = _by_name(quiet.ok("list_agents"))
+        (status,) = operator_status()
+    assert agents["lead"]["last_activity_at"] == "2026-12-01T08:00:00.000Z"
+    assert agents["lead"]["idle_seconds"] == 600
+    assert agents["backend"]["last_message_at"] == "2026-12-01T08:00:00.000Z"
+    assert agents["backend"]["last_activity_at"] == "2026-12-01T08:05:00.000Z"  # its receipt
+    assert agents["backend"]["idle_seconds"] == 300
+    assert agents["quiet"]["last_activity_at"] is None and agents["quiet"]["idle_seconds"] is None
+    by_name = {a["agent_id"]: a for a in status["agents"]}
+    assert by_name["backend"]["idle_seconds"] == 300
+
+
+def operator_status() -> list[dict]:
+    from lobbies import selectors
+
+    return selectors.status("my-team")["lobbies"]

@@ -128,3 +128,17 @@ def test_someone_elses_scheduled_message_cannot_be_cancelled(clock, lead, backen
     sent = lead.send("backend", "x", "r1", deliver_at=_at(10))
     status, body = backend.call("cancel_scheduled", message_id=sent["message_id"])
     assert (status, body["error"]["code"]) == (404, "unknown_message")
+
+
+def test_a_scheduled_message_due_after_the_binding_is_pushed_with_its_body(clock, lead, backend):
+    from lobbies.actions.runtime import claim_runtime
+
+    waited = lead.send("backend", "was waiting", "r0")["message_id"]
+    due = lead.send("backend", "falls due later", "r1", deliver_at=_at(10))["message_id"]
+    claim = claim_runtime(backend.agent, "0b9c7a3e-7c2f-4d7e-9a55-3f8f1c0d2e11", None)
+    clock.move_to(T0 + timedelta(minutes=10, seconds=1))
+    dispatch.tick()  # delivered after the session bound, though accepted before it
+    bootstrap = dispatch.bootstrap_frame(backend.agent.pk, claim.generation)
+    assert bootstrap["message_ids"] == [waited]  # the backlog is what waited at binding
+    pushed = dispatch.push_frame(backend.agent.pk, claim.generation)
+    assert pushed["message_ids"] == [due] and "falls due later" in pushed["content"]
