@@ -37,7 +37,12 @@ from board import usage
 from board.models import AgentAppearance, TokenSession, WorkStretch, shown_name
 from lobbies.dispatch import live_connections
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
-from lobbies.selectors import _with_last_message_at, last_message_at
+from lobbies.selectors import (
+    _with_last_message_at,
+    idle_seconds,
+    last_activity_at,
+    last_message_at,
+)
 
 if TYPE_CHECKING:
     from board.refresh import Picture
@@ -254,6 +259,13 @@ class AgentRow:
     next_text: str | None
     cells: list[Cell]
     active_minutes: int
+    # The latest of sent, received and acknowledged, and the seconds since (None: none yet).
+    last_activity_at: datetime | None = None
+    idle_seconds: int | None = None
+
+    @property
+    def idle(self) -> timedelta | None:
+        return None if self.idle_seconds is None else timedelta(seconds=self.idle_seconds)
 
 
 @dataclass(frozen=True)
@@ -370,6 +382,8 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 next_text=summary.next if summary and summary.next else None,
                 cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
                 active_minutes=int(turn.active_today.total_seconds() // 60),
+                last_activity_at=last_activity_at(agent),
+                idle_seconds=idle_seconds(last_activity_at(agent), now),
             )
         )
     return rows

@@ -145,14 +145,13 @@ def ready(
         current = (
             Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first() or 0
         )
-        if checkpoint_revision is not None:
-            if current != checkpoint_revision:
-                raise conflict(
-                    "stale_checkpoint",
-                    f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
-                    "call get_context again, then ready with the revision it shows",
-                    revision=current,
-                )
+        if checkpoint_revision is not None and current != checkpoint_revision:
+            raise conflict(
+                "stale_checkpoint",
+                f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
+                "call get_context again, then ready with the revision it shows",
+                revision=current,
+            )
         now = timezone.now()
         agent.ready_at = now
         # What it says it loaded; without a revision, what it could have loaded.

@@ -214,7 +214,9 @@ def test_the_owner_sets_the_role_and_it_is_audited(backend):
 
 def test_ready_records_the_revision_the_session_loaded(backend):
     first = Session(backend)
-    first.ok("save_checkpoint", expected_revision=0, checkpoint=CHECKPOINT, covers_receipts_through=0)
+    first.ok(
+        "save_checkpoint", expected_revision=0, checkpoint=CHECKPOINT, covers_receipts_through=0
+    )
     second = Session(backend, first.runtime_id)  # the conversation resumed: a new generation
     context = second.ok("get_context")
     assert context["runtime"]["loaded_checkpoint_revision"] is None  # not ready yet
