@@ -528,6 +528,7 @@ class AuditAction(models.TextChoices):
     AGENT_DISABLED = "agent_disabled"
     AGENT_ENABLED = "agent_enabled"
     CREDENTIAL_ROTATED = "credential_rotated"
+    PERMISSIONS_CHANGED = "permissions_changed"
     RUNTIME_RESET = "runtime_reset"
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"

@@ -100,6 +100,26 @@ def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
     return JsonResponse({"agent": agent.agent_id, "role_characters": len(agent.role)})
 
 
+class SetPermissions(Operation):
+    manage_rooms: bool | None = None
+    broadcast: bool | None = None
+
+
+@api_view(("POST",))
+def agent_permissions(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    _require_operator(request)
+    args = parse_arguments(SetPermissions, json_body(request))
+    agent = operator.set_permissions(
+        lobby, agent_id, manage_rooms=args.manage_rooms, broadcast=args.broadcast
+    )
+    return JsonResponse(
+        {
+            "agent": agent.agent_id,
+            "permissions": {"manage_rooms": agent.manage_rooms, "broadcast": agent.broadcast},
+        }
+    )
+
+
 @api_view(("POST",))
 def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
     _require_operator(request)

@@ -65,6 +65,10 @@ urlpatterns = [
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>/role", operator_api.agent_role),
     path(
+        "admin/lobbies/<str:lobby>/agents/<str:agent_id>/permissions",
+        operator_api.agent_permissions,
+    ),
+    path(
         "admin/lobbies/<str:lobby>/agents/<str:agent_id>/<str:action>",
         operator_api.agent_action,
     ),

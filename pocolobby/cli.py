@@ -259,6 +259,11 @@ def agent_cmd(args: argparse.Namespace) -> int:
         role = _read_role(args.role_file)
         _call("POST", f"{target}/role", {"role": role})
         print(f"set {args.name}'s role ({len(role)} characters); its next get_context shows it")
+    elif command == "permissions":
+        wanted = {"manage_rooms": args.manage_rooms, "broadcast": args.broadcast}
+        body = {k: v == "on" for k, v in wanted.items() if v is not None}
+        data = _call("POST", f"{target}/permissions", body)
+        print(f"{args.name} may now: " + json.dumps(data["permissions"]))
     elif command == "remove":
         _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
@@ -394,6 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("lobby")
     role.add_argument("name")
     role.add_argument("--role-file", required=True)
+    perms = asub.add_parser(
+        "permissions", help="grant or withdraw manage_rooms and broadcast (bridges reload tools)"
+    )
+    perms.add_argument("lobby")
+    perms.add_argument("name")
+    perms.add_argument("--manage-rooms", choices=["on", "off"])
+    perms.add_argument("--broadcast", choices=["on", "off"])
     for name in ("disable", "enable", "reset-runtime", "remove"):
         q = asub.add_parser(name)
         q.add_argument("lobby")

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.errors import conflict, not_found
-from lobbies.events import close_sockets_on_commit
+from lobbies.events import announce_catalog_on_commit, close_sockets_on_commit
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -118,6 +118,34 @@ def add_agent(
             detail={"manage_rooms": manage_rooms, "broadcast": broadcast},
         )
     return agent, token
+
+
+def set_permissions(
+    lobby_name: str, agent_id: str, *, manage_rooms: bool | None, broadcast: bool | None
+) -> Agent:
+    """Grant or withdraw manage_rooms and broadcast; the agent's bridges are told the tools
+    changed (a catalog frame), so they reload them without reconnecting."""
+    with transaction.atomic():
+        agent = agent_named(lobby_name, agent_id)
+        before = {"manage_rooms": agent.manage_rooms, "broadcast": agent.broadcast}
+        if manage_rooms is not None:
+            agent.manage_rooms = manage_rooms
+        if broadcast is not None:
+            agent.broadcast = broadcast
+        after = {"manage_rooms": agent.manage_rooms, "broadcast": agent.broadcast}
+        if after == before:
+            return agent
+        agent.save(update_fields=["manage_rooms", "broadcast"])
+        announce_catalog_on_commit(agent.pk)
+        record_audit(
+            OPERATOR,
+            AuditAction.PERMISSIONS_CHANGED,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail=after,
+        )
+    return agent
 
 
 def rotate_credential(lobby_name: str, agent_id: str) -> str:

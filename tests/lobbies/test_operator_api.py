@@ -102,3 +102,22 @@ def test_reset_runtime_is_audited(backend):
 def test_an_unknown_agent_action_is_404(backend):
     response = admin("post", "/lobbies/my-team/agents/backend/promote")
     assert response.json()["error"]["code"] == "unknown_action"
+
+
+def test_permissions_are_granted_and_withdrawn_audited_and_bad_values_refused(team):
+    assert admin("post", "/lobbies/my-team/agents", {"agent_id": "lead"}).status_code == 201
+    path = "/lobbies/my-team/agents/lead/permissions"
+    granted = admin("post", path, {"manage_rooms": True})
+    assert granted.json()["permissions"] == {"manage_rooms": True, "broadcast": False}
+    refused = admin("post", path, {"broadcast": "maybe"})
+    assert refused.status_code == 400 and "broadcast" in refused.json()["error"]["message"]
+    assert admin("post", path, {"surprise": True}).status_code == 400
+    withdrawn = admin("post", path, {"manage_rooms": False, "broadcast": True})
+    assert withdrawn.json()["permissions"] == {"manage_rooms": False, "broadcast": True}
+    changes = AuditEvent.objects.filter(action="permissions_changed").order_by("id")
+    assert [e.detail for e in changes] == [
+        {"manage_rooms": True, "broadcast": False},
+        {"manage_rooms": False, "broadcast": True},
+    ]
+    missing = admin("post", "/lobbies/my-team/agents/nobody/permissions", {"broadcast": True})
+    assert missing.status_code == 404
