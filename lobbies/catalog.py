@@ -398,7 +398,8 @@ TOOLS: dict[str, Tool] = {
             _get_context,
             guidance=(
                 "Read it first in a new session: it says what to do next (guidance) and lists "
-                "every operation's arguments (tool_guide)."
+                "every operation's arguments (tool_guide); runtime.hello_request_id is the "
+                "retry key for a greeting, so a resumed conversation's repeat is deduplicated."
             ),
         ),
         Tool(
