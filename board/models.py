@@ -85,7 +85,7 @@ def _follow_the_room(collector: Any, field: Any, sub_objs: Any, using: str) -> N
     room before deleting the ArchivedRoom, so the successor of the same name exists here.
     """
     keep: dict[tuple[str, int], list[Any]] = {}
-    gone = []
+    gone: list[NotesSource] = []
     for source in sub_objs:
         successor = _successor(field.name, source)
         if successor is None:
@@ -96,17 +96,20 @@ def _follow_the_room(collector: Any, field: Any, sub_objs: Any, using: str) -> N
         collector.add_field_update(field.model._meta.get_field(name), pk, sources)
         collector.add_field_update(field, None, sources)
     if gone:
-        models.CASCADE(collector, field, gone, using)
+        models.CASCADE(collector, field, gone, using)  # type: ignore[arg-type]  # stubs want a QuerySet; Django's collector takes any list of rows
 
 
 def _successor(leaving: str, source: NotesSource) -> tuple[str, int] | None:
     """The same-named room on the other side (archived or live), if it exists now."""
     here: type[models.Model]
     there: type[models.Model]
+    pk: int | None
     if leaving == "room":
         here, there, name, pk = Room, ArchivedRoom, "archived_room", source.room_id
     else:
         here, there, name, pk = ArchivedRoom, Room, "room", source.archived_room_id
+    if pk is None:
+        return None
     place = here.objects.filter(pk=pk).values("lobby_id", "room_id").first()
     found = there.objects.filter(**place).values_list("pk", flat=True).first() if place else None
     return (name, found) if found else None
@@ -147,6 +150,13 @@ class NotesSource(models.Model):
 
     def __str__(self) -> str:
         return f"notes of {self.room or self.archived_room}: {self.repository}"
+
+    @property
+    def live_room(self) -> Room:
+        """The room it serves, for reads that selected sources by their live room."""
+        if self.room is None:
+            raise ValueError(f"notes source {self.pk} is archived; it serves no room")
+        return self.room
 
 
 class NotesSnapshot(models.Model):

@@ -172,7 +172,7 @@ def _read_start(source_id: int) -> _Start | None:
                 files_by_sha[str(entry["sha"])] = entry
     return _Start(
         source_id=source.pk,
-        lobby_id=source.room.lobby_id,
+        lobby_id=source.live_room.lobby_id,
         repository=source.repository,
         ref=source.ref or "main",
         paths=[str(p) for p in source.paths] if isinstance(source.paths, list) else [],

@@ -149,12 +149,12 @@ def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
             else []
         )
         problem = source.last_error
-        if not problem and missing:
+        if not problem and missing and snapshot is not None:
             named = ", ".join(missing)
             problem = f"No notes found at {named} in commit {snapshot.commit[:7]}."
         statuses.append(
             SourceStatus(
-                room=source.room.room_id,
+                room=source.live_room.room_id,
                 repository=source.repository,
                 commit=snapshot.commit if snapshot else "",
                 fetched_at=snapshot.fetched_at if snapshot else None,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import views
-from pocolobby.urls_api import bad_request, not_found
+from board import settings_views, views
+from lobbies.http import handle_bad_request, handle_not_found
 
-handler400 = bad_request
-handler404 = not_found
+handler400 = handle_bad_request
+handler404 = handle_not_found
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -16,5 +16,10 @@ urlpatterns = [
     path("parts/agents", views.agents_part, name="dashboard-agents"),
     path("parts/accounts", views.accounts_part, name="dashboard-accounts"),
     path("tokens", views.tokens, name="dashboard-tokens"),
+    path("settings", settings_views.settings_page),
+    path("settings/visibility", settings_views.visibility),
+    path("settings/agents/appearance", settings_views.appearance),
+    path("settings/summary", settings_views.summary),
+    path("settings/notes-source", settings_views.notes_source),
     path("", include("console.lobby_urls")),
 ]

@@ -114,12 +114,15 @@ def _expected_shape(applied: set[tuple[str, str]]) -> dict[str, tuple[list[str],
         meta = model._meta
         if not meta.managed or meta.proxy:
             continue
-        columns = [f.column for f in meta.local_concrete_fields]
-        names = [i.name for i in meta.indexes] + [c.name for c in meta.constraints]
+        fields = [f for f in meta.local_concrete_fields if f.column]
+        columns = [str(f.column) for f in fields]
+        names = [str(i.name) for i in meta.indexes] + [str(c.name) for c in meta.constraints]
         names += [
-            namer._create_index_name(meta.db_table, [f.column], suffix="")
-            for f in meta.local_concrete_fields
-            if f.db_index and not f.unique and not f.primary_key
+            # Django's private naming rule (absent from the stubs), the one migrations use.
+            str(namer._create_index_name(meta.db_table, [f.column], suffix=""))  # type: ignore[attr-defined]
+            for f in fields
+            # db_index is absent from the stubs' Field; every concrete field has it.
+            if getattr(f, "db_index", False) and not f.unique and not f.primary_key
         ]
         shape[meta.db_table] = (columns, names)
     return shape

@@ -10,7 +10,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from pocolobby.hosts import HostRefused, site_for
+from lobbies.hosts import HostRefused, site_for
 
 
 class StaticFilesMiddleware:
@@ -51,7 +51,7 @@ class StaticFilesMiddleware:
 
 
 class HostRouting:
-    """Send each request to its place's URLs (pocolobby/hosts.py) or refuse a foreign Host.
+    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host.
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
     resolved as `/settings` with `request.site.base == "/team"`.
@@ -84,8 +84,9 @@ class HostRouting:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
             )
-        request.site = site  # type: ignore[attr-defined]
-        request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
+        # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
+        request.site = site  # type: ignore[assignment]
+        request.urlconf = self.URLCONFS[site.place]
         if site.base:
             request.path_info = request.path_info[len(site.base) :] or "/"
         return None

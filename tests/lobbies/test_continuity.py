@@ -8,7 +8,8 @@ import uuid
 import pytest
 from django.test import Client
 
-from lobbies import dispatch, selectors
+from lobbies import push, selectors
+from lobbies.actions.continuity import set_role
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import AuditEvent, Checkpoint, ReceiptEvent
 from tests.conftest import AgentClient
@@ -147,8 +148,6 @@ def test_bad_checkpoints_are_refused_naming_why(backend, checkpoint, expected):
 
 
 def test_context_carries_role_checkpoint_inbox_and_uncertain_work(lead, backend):
-    from lobbies.actions.continuity import set_role
-
     set_role("my-team", "backend", "You own the API. Never deploy on Fridays.")
     session = Session(backend)
     ids = [lead.send("backend", f"task {n}", f"r-{n}")["message_id"] for n in range(30)]
@@ -231,7 +230,7 @@ def test_the_bootstrap_notice_says_to_save_a_checkpoint_after_ready(lead, backen
     first = Session(backend)
     first.ok("acknowledge_messages", message_ids=ids)
     second = Session(backend, first.runtime_id)
-    notice = dispatch.bootstrap_frame(backend.agent.pk, second.generation)
+    notice = push.bootstrap_frame(backend.agent.pk, second.generation)
     assert f"ready with nonce {second.nonce}" in notice["content"]
     assert "then save a checkpoint with covers_receipts_through 2" in notice["content"]
 

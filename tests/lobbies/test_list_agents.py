@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import time_machine
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions import operator
 
 
@@ -43,7 +43,7 @@ def test_last_message_at_leaves_out_the_agents_own_schedule_occurrences(lead, ba
             times=["08:00"],
         )
     with time_machine.travel(datetime(2026, 12, 1, 8, 0, 1, tzinfo=UTC), tick=False):
-        dispatch.tick()
+        timers.tick()
         agents = _by_name(backend.ok("list_agents"))
     assert agents["lead"]["last_message_at"] is None  # a reminder is not the sender speaking
     assert agents["backend"]["last_message_at"] == "2026-12-01T08:00:01.000Z"  # delivered then
