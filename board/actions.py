@@ -22,11 +22,12 @@ from board.models import (
     Visibility,
     WorkStretch,
 )
+from console.actions.accounts import approve_repository
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import ApprovedRepository
 from lobbies.actions import rooms as room_actions
 from lobbies.errors import bad_request, forbidden, not_found
-from lobbies.models import Agent, AuditAction, Lobby
+from lobbies.models import ActorKind, Agent, AuditAction, Lobby
 
 MAX_PATHS = 20
 REF = re.compile(r"^[A-Za-z0-9._/-]{1,200}$")
@@ -174,7 +175,10 @@ def set_notes_source(
             source.delete()
             audit(actor, AuditAction.NOTES_SOURCE_CHANGED, lobby, room_id, repository=None)
             return
-        if not ApprovedRepository.objects.filter(lobby=lobby, repository=repository).exists():
+        if actor.kind == ActorKind.OPERATOR:
+            # The operator approves repositories, so its own source setting approves this one.
+            approve_repository(lobby.name, repository)
+        elif not ApprovedRepository.objects.filter(lobby=lobby, repository=repository).exists():
             raise forbidden(
                 "repository_not_approved",
                 f"{repository!r} is not approved for this lobby; ask the operator to approve it",

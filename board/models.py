@@ -7,10 +7,12 @@ are read from the lobby's own tables at render time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
-from lobbies.models import Agent, Lobby, Room, closed_set
+from lobbies.models import Agent, ArchivedRoom, Lobby, Room, closed_set
 
 
 class Visibility(models.TextChoices):
@@ -76,10 +78,60 @@ def shown_name(look: AgentAppearance | None, agent_id: str) -> str:
     return (look.display_name if look is not None else "") or agent_id
 
 
-class NotesSource(models.Model):
-    """One room's notes: an approved repository, a ref and the paths to read at one commit."""
+def _follow_the_room(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+    """A room's notes source follows it into the archive and back; deletion takes it along.
 
-    room = models.OneToOneField(Room, on_delete=models.CASCADE, related_name="notes_source")
+    Archiving writes the ArchivedRoom before deleting the room, and restoring creates the
+    room before deleting the ArchivedRoom, so the successor of the same name exists here.
+    """
+    keep: dict[tuple[str, int], list[Any]] = {}
+    gone: list[NotesSource] = []
+    for source in sub_objs:
+        successor = _successor(field.name, source)
+        if successor is None:
+            gone.append(source)
+        else:
+            keep.setdefault(successor, []).append(source)
+    for (name, pk), sources in keep.items():
+        collector.add_field_update(field.model._meta.get_field(name), pk, sources)
+        collector.add_field_update(field, None, sources)
+    if gone:
+        models.CASCADE(collector, field, gone, using)  # type: ignore[arg-type]  # stubs want a QuerySet; Django's collector takes any list of rows
+
+
+def _successor(leaving: str, source: NotesSource) -> tuple[str, int] | None:
+    """The same-named room on the other side (archived or live), if it exists now."""
+    here: type[models.Model]
+    there: type[models.Model]
+    pk: int | None
+    if leaving == "room":
+        here, there, name, pk = Room, ArchivedRoom, "archived_room", source.room_id
+    else:
+        here, there, name, pk = ArchivedRoom, Room, "room", source.archived_room_id
+    if pk is None:
+        return None
+    place = here.objects.filter(pk=pk).values("lobby_id", "room_id").first()
+    found = there.objects.filter(**place).values_list("pk", flat=True).first() if place else None
+    return (name, found) if found else None
+
+
+class NotesSource(models.Model):
+    """One room's notes: an approved repository, a ref and the paths to read at one commit.
+
+    Archiving keeps it with the archived room (not read while archived), restoring brings it
+    back; only deleting the room removes it.
+    """
+
+    room = models.OneToOneField(
+        Room, null=True, blank=True, on_delete=_follow_the_room, related_name="notes_source"
+    )
+    archived_room = models.OneToOneField(
+        ArchivedRoom,
+        null=True,
+        blank=True,
+        on_delete=_follow_the_room,
+        related_name="notes_source",
+    )
     repository = models.CharField(max_length=140)
     ref = models.CharField(max_length=200, default="main")
     paths = models.JSONField(default=list)
@@ -88,8 +140,23 @@ class NotesSource(models.Model):
     last_checked_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=300, blank=True, default="")
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(room__isnull=False) | Q(archived_room__isnull=False),
+                name="notes_source_has_a_room",
+            )
+        ]
+
     def __str__(self) -> str:
-        return f"notes of {self.room}: {self.repository}"
+        return f"notes of {self.room or self.archived_room}: {self.repository}"
+
+    @property
+    def live_room(self) -> Room:
+        """The room it serves, for reads that selected sources by their live room."""
+        if self.room is None:
+            raise ValueError(f"notes source {self.pk} is archived; it serves no room")
+        return self.room
 
 
 class NotesSnapshot(models.Model):

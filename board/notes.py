@@ -158,7 +158,9 @@ def _github() -> httpx.Client:
 
 
 def _read_start(source_id: int) -> _Start | None:
-    source = NotesSource.objects.select_related("room").filter(pk=source_id).first()
+    source = (
+        NotesSource.objects.select_related("room").filter(pk=source_id, room__isnull=False).first()
+    )
     if source is None:
         return None
     snapshot = NotesSnapshot.objects.filter(source_id=source_id).first()
@@ -170,7 +172,7 @@ def _read_start(source_id: int) -> _Start | None:
                 files_by_sha[str(entry["sha"])] = entry
     return _Start(
         source_id=source.pk,
-        lobby_id=source.room.lobby_id,
+        lobby_id=source.live_room.lobby_id,
         repository=source.repository,
         ref=source.ref or "main",
         paths=[str(p) for p in source.paths] if isinstance(source.paths, list) else [],

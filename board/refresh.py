@@ -154,7 +154,7 @@ def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
             problem = f"No notes found at {named} in commit {snapshot.commit[:7]}."
         statuses.append(
             SourceStatus(
-                room=source.room.room_id,
+                room=source.live_room.room_id,
                 repository=source.repository,
                 commit=snapshot.commit if snapshot else "",
                 fetched_at=snapshot.fetched_at if snapshot else None,

@@ -4,7 +4,8 @@ Chips come from live facts alone, never from a summary, by this fixed precedence
 that holds wins):
 
 1. Resting         - the owner rested the agent (Agent.resting).
-2. Offline         - no live connection for the agent's current runtime generation.
+2. Away            - its bridge is offline: no live connection for the current generation
+                     (a direct message to a gone session would otherwise look recent).
 3. Not responding  - notified messages it has not acknowledged since (unseen_notified_count).
 4. Working         - a turn is open, or the last one ended under 2 minutes ago (hooks).
 5. Away            - no message sent or direct message received in 30 minutes.
@@ -48,7 +49,13 @@ from console import selectors as console_selectors
 from lobbies import usage
 from lobbies.models import Agent, Delivery, Lobby, Message, Scope
 from lobbies.presence import live_connections
-from lobbies.selectors import AnnotatedAgent, last_message_at, with_last_message_at
+from lobbies.selectors import (
+    AnnotatedAgent,
+    idle_seconds,
+    last_activity_at,
+    last_message_at,
+    with_last_message_at,
+)
 
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
@@ -64,7 +71,6 @@ class Chip(Enum):
     """(css class, words on the page)."""
 
     RESTING = ("resting", "Resting")
-    OFFLINE = ("offline", "Offline")
     NOT_RESPONDING = ("not-responding", "Not responding")
     WORKING = ("working", "Working")
     AWAY = ("away", "Away")
@@ -94,7 +100,7 @@ def chip_for(facts: ChipFacts, now: datetime) -> Chip:
     if facts.resting:
         return Chip.RESTING
     if not facts.online:
-        return Chip.OFFLINE
+        return Chip.AWAY
     if facts.unseen_notified > 0:
         return Chip.NOT_RESPONDING
     if facts.turn_open or (
@@ -279,6 +285,13 @@ class AgentRow:
     next_text: str | None
     cells: list[Cell]
     active_minutes: int
+    # The latest of sent, received and acknowledged, and the seconds since (None: none yet).
+    last_activity_at: datetime | None = None
+    idle_seconds: int | None = None
+
+    @property
+    def idle(self) -> timedelta | None:
+        return None if self.idle_seconds is None else timedelta(seconds=self.idle_seconds)
 
 
 @dataclass(frozen=True)
@@ -385,6 +398,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
         )
         summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
+        activity = last_activity_at(agent)
         rows.append(
             AgentRow(
                 agent_id=agent.agent_id,
@@ -396,6 +410,8 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 next_text=summary.next if summary and summary.next else None,
                 cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
                 active_minutes=int(turn.active_today.total_seconds() // 60),
+                last_activity_at=activity,
+                idle_seconds=idle_seconds(activity, now),
             )
         )
     return rows

@@ -327,14 +327,14 @@ def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], b
             )
         notes.append(
             {
-                "room": snapshot.source.room.room_id,
+                "room": snapshot.source.live_room.room_id,
                 "repository": snapshot.source.repository,
                 "files": files,
             }
         )
         sources.append(
             {
-                "room": snapshot.source.room.room_id,
+                "room": snapshot.source.live_room.room_id,
                 "repository": snapshot.source.repository,
                 "commit": snapshot.commit,
             }

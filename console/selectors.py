@@ -164,6 +164,9 @@ def _phrase(event: AuditEvent) -> str:
             if not d.get("repository"):
                 return f"removed the notes source of room {t}"
             return f"pointed room {t}'s notes at {d['repository']}"
+        case "permissions_changed":
+            granted = [name for name in ("manage_rooms", "broadcast") if d.get(name)]
+            return f"set agent {t}'s permissions to {', '.join(granted) or 'none'}"
         case "repository_approved":
             return f"approved repository {t}"
         case "repository_withdrawn":

@@ -203,6 +203,11 @@ def _read_checkpoint(caller: Caller, args: ReadCheckpoint) -> Result:
     return {"checkpoint": selectors.checkpoint_entry(checkpoint, timezone.now())}
 
 
+def hello_request_id(agent: Agent) -> str | None:
+    """The retry key of this conversation's greeting: the same across its restarts and resumes."""
+    return f"hello:{agent.agent_id}:{agent.runtime_id}" if agent.runtime_id else None
+
+
 def _guidance(
     agent: Agent, checkpoint: Checkpoint | None, uncertain: Result, inbox: Result
 ) -> list[str]:
@@ -225,6 +230,12 @@ def _guidance(
             f"{uncertain['total']} acknowledged messages are not covered by your checkpoint: "
             "they may be half-done work. Check what was done before repeating any action, then "
             f"save a checkpoint with {covered_hint}."
+        )
+    if agent.runtime_id:
+        lines.append(
+            "If you greet your peers when this session starts, send the greeting with "
+            f"client_request_id {hello_request_id(agent)}: a resumed conversation's repeated "
+            "greeting is then deduplicated while the first is stored."
         )
     if inbox["pending"]:
         lines.append(
@@ -281,6 +292,8 @@ def _get_context(caller: Caller, args: GetContext) -> Result:
             "generation": agent.runtime_generation,
             "bound_at": iso(agent.runtime_bound_at),
             "ready": agent.ready_at is not None,
+            "loaded_checkpoint_revision": agent.loaded_checkpoint_revision,
+            "hello_request_id": hello_request_id(agent),
         },
         "checkpoint": selectors.checkpoint_entry(checkpoint, now),
         "receipt_sequence": agent.receipt_sequence,
@@ -394,7 +407,8 @@ TOOLS: dict[str, Tool] = {
             _get_context,
             guidance=(
                 "Read it first in a new session: it says what to do next (guidance) and lists "
-                "every operation's arguments (tool_guide)."
+                "every operation's arguments (tool_guide); runtime.hello_request_id is the "
+                "retry key for a greeting, so a resumed conversation's repeat is deduplicated."
             ),
         ),
         Tool(

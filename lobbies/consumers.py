@@ -19,14 +19,17 @@ from django.conf import settings
 
 from lobbies import presence, push
 from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
 from lobbies.events import agent_group
 from lobbies.hosts import HostRefused, site_for
+from lobbies.models import Agent
 from lobbies.tokens import agent_for_token
 from lobbies.wire import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
+    FRAME_CATALOG,
     FRAME_ERROR,
     FRAME_HEARTBEAT,
     FRAME_HOST_WRITTEN,
@@ -90,6 +93,11 @@ FACTS = FactQueue()
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def catalog_revision(agent_pk: int) -> str | None:
+    agent = Agent.objects.filter(pk=agent_pk, enabled=True).first()
+    return None if agent is None else catalog_for(agent)["revision"]
 
 
 def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
@@ -246,6 +254,13 @@ class BridgeConsumer(AsyncWebsocketConsumer):
 
     async def agent_receipts(self, event: dict[str, Any]) -> None:
         await self._send_built(push.receipts_frame, self.agent_pk, list(event["receipts"]))
+
+    async def agent_catalog(self, event: dict[str, Any]) -> None:
+        """The agent's tools changed: name the new revision; the bridge reloads the catalog."""
+        revision = await on_worker(catalog_revision)(self.agent_pk)
+        if revision is not None:
+            async with self.push_lock:
+                await self._send_frame({"type": FRAME_CATALOG, "revision": revision})
 
     async def agent_superseded(self, event: dict[str, Any]) -> None:
         if event.get("connection") == self.connection_pk:

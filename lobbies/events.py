@@ -84,3 +84,8 @@ def close_sockets_on_commit(agent_pk: int, code: str, reason: str) -> None:
     on_commit_publish(
         [(agent_group(agent_pk), {"type": "agent.close", "code": code, "reason": reason})]
     )
+
+
+def announce_catalog_on_commit(agent_pk: int) -> None:
+    """After the agent's tools changed (its permissions), its bridges reload the catalog."""
+    on_commit_publish([(agent_group(agent_pk), {"type": "agent.catalog"})])

@@ -66,10 +66,15 @@ class Agent(models.Model):
     # The lobby's highest sequence when this generation bound: older pending messages are
     # backlog, announced once as one coalesced notice.
     backlog_sequence = models.BigIntegerField(default=0)
+    # ...and when: a scheduled message of an older sequence that falls due after the binding
+    # reached its recipient later, so it is pushed with its body, not summarised as backlog.
+    backlog_bound_at = models.DateTimeField(null=True, blank=True)
     bootstrap_nonce = models.CharField(max_length=64, blank=True, default="")
     bootstrap_sent_at = models.DateTimeField(null=True, blank=True)
     bootstrap_attempts = models.PositiveSmallIntegerField(default=0)
     ready_at = models.DateTimeField(null=True, blank=True)
+    # The checkpoint revision this runtime's session said, with `ready`, it loaded.
+    loaded_checkpoint_revision = models.PositiveIntegerField(null=True, blank=True)
     # Latest sign that the agent takes turns: ready, an acknowledgment, a checkpoint, a send.
     last_progress_at = models.DateTimeField(null=True, blank=True)
     notify_attempts = models.PositiveSmallIntegerField(default=0)

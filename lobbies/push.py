@@ -97,10 +97,13 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         if agent is None or agent.ready_at is not None:
             return None
         now = timezone.now()
+        # Backlog: accepted before the binding and delivered by then (a scheduled message
+        # that fell due since is pushed with its body).
+        bound_at = agent.backlog_bound_at or agent.runtime_bound_at or now
         backlog = store.select_all(
             Delivery,
-            _PUSHABLE_SQL + " AND m.sequence <= %s",
-            [agent_pk, generation, agent_pk, agent.backlog_sequence],
+            _PUSHABLE_SQL + " AND m.sequence <= %s AND t.delivered_at <= %s",
+            [agent_pk, generation, agent_pk, agent.backlog_sequence, store.as_db_time(bound_at)],
             join=_MESSAGE_JOIN,
             tail="ORDER BY m.sequence",
         )
@@ -116,6 +119,7 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
             backlog_ids=ids,
             as_of=now,
             uncertain_ids=restore.uncertain_message_ids(agent_pk),
+            receipt_sequence=agent.receipt_sequence,
         )
         agent.bootstrap_sent_at = now
         agent.bootstrap_attempts += 1

@@ -235,7 +235,7 @@ class ScheduleMessage(Operation):
     """Send a message every day at local times in an IANA zone, until cancelled.
 
     Give exactly one of `to`, `room_id` or `broadcast: true`. Each occurrence is a real
-    message, authorized and addressed when it fires.
+    message, authorized and addressed when it fires, with its slot as `deliver_at`.
     """
 
     client_request_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,128}$")] = Field(
@@ -383,7 +383,11 @@ class AcknowledgeMessages(Operation):
 
 
 class Ready(Operation):
-    """Confirm bootstrap: echo the nonce of the bootstrap notice after loading get_context."""
+    """Confirm bootstrap: echo the nonce of the bootstrap notice after loading get_context.
+
+    The broker records the checkpoint revision you loaded; then save a checkpoint covering
+    your receipts so far.
+    """
 
     nonce: Annotated[str, one_line(64, 1)]
     checkpoint_revision: Annotated[int, Field(ge=0)] | None = Field(
@@ -444,7 +448,11 @@ class ReadCheckpoint(Operation):
 
 
 class ListAgents(Operation):
-    """List the enabled agents of your lobby with their status and owner requests."""
+    """List the enabled agents of your lobby with their status and owner requests.
+
+    Each has last_message_at (its own schedules' occurrences aside), last_activity_at (the
+    latest of sent, received and acknowledged) and idle_seconds since then.
+    """
 
 
 class SetStatus(Operation):

@@ -253,8 +253,11 @@ def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
     # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
     # index steps per agent, where an aggregate read every delivery the agent ever had.
+    # Its own daily schedules' occurrences aside: a reminder does not make an idle agent active.
     last_sent = (
-        Message.objects.filter(sender=OuterRef("pk")).order_by("-created_at").values("created_at")
+        Message.objects.filter(sender=OuterRef("pk"), schedule__isnull=True)
+        .order_by("-created_at")
+        .values("created_at")
     )
     last_received = (
         Delivery.objects.filter(
@@ -276,7 +279,18 @@ def last_message_at(agent: AnnotatedAgent) -> datetime | None:
     return max(times) if times else None
 
 
-def agent_entry(agent: AnnotatedAgent) -> dict[str, Any]:
+def last_activity_at(agent: AnnotatedAgent) -> datetime | None:
+    """The latest of sent, received and acknowledged (seed 000's activity); None if none."""
+    times = [t for t in (last_message_at(agent), agent.last_receipt_at) if t is not None]
+    return max(times) if times else None
+
+
+def idle_seconds(activity: datetime | None, now: datetime) -> int | None:
+    return None if activity is None else max(0, int((now - activity).total_seconds()))
+
+
+def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str, Any]:
+    activity = last_activity_at(agent)
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -292,6 +306,8 @@ def agent_entry(agent: AnnotatedAgent) -> dict[str, Any]:
         if agent.owner_request_count
         else None,
         "last_message_at": iso(last_message_at(agent)),
+        "last_activity_at": iso(activity),
+        "idle_seconds": idle_seconds(activity, now or datetime.now(UTC)),
         "connected": agent.connected,
         "last_heartbeat_at": iso(agent.heartbeat_at),
         "last_receipt_at": iso(agent.last_receipt_at),
@@ -311,7 +327,7 @@ def list_agents(viewer: Agent) -> dict[str, Any]:
     return {
         "lobby": viewer.lobby.name,
         "agents": [
-            {**agent_entry(a), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
+            {**agent_entry(a, now), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
         ],
     }
 
@@ -342,6 +358,7 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
             "held": a.held,
             "runtime_id": a.runtime_id,
             "runtime_generation": a.runtime_generation,
+            "loaded_checkpoint_revision": a.loaded_checkpoint_revision,
             "active_credentials": a.credentials.filter(revoked_at__isnull=True).count(),
         }
         for a in agents

@@ -99,8 +99,68 @@ def diagnose(path: Path) -> Diagnosis:
             f"{path} was written by a newer PocoLobby (schema steps this release does not "
             f"know: {', '.join(unknown[:5])}); upgrade PocoLobby to open it"
         )
+    lacking = _missing_parts(path, applied)
+    if lacking:
+        raise IncompatibleStore(
+            f"{path} has PocoLobby's identity but not the shape its recorded schema steps "
+            f"make: missing {', '.join(lacking[:5])}"
+            f"{f' and {len(lacking) - 5} more' if len(lacking) > 5 else ''}; refusing to touch it"
+        )
     missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
     return Diagnosis("ours", unapplied=missing)
+
+
+def _expected_shape(applied: set[tuple[str, str]]) -> dict[str, tuple[list[str], list[str]]]:
+    """table -> (columns, index and constraint names) as the applied schema steps made them."""
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    state = loader.project_state([node for node in applied if node in loader.graph.nodes])
+    namer = connection.schema_editor()  # only its index-naming rule; nothing is executed
+    shape: dict[str, tuple[list[str], list[str]]] = {}
+    for model in state.apps.get_models(include_auto_created=True):
+        meta = model._meta
+        if not meta.managed or meta.proxy:
+            continue
+        fields = [f for f in meta.local_concrete_fields if f.column]
+        columns = [str(f.column) for f in fields]
+        names = [str(i.name) for i in meta.indexes] + [str(c.name) for c in meta.constraints]
+        names += [
+            # Django's private naming rule (absent from the stubs), the one migrations use.
+            str(namer._create_index_name(meta.db_table, [f.column], suffix=""))  # type: ignore[attr-defined]
+            for f in fields
+            # db_index is absent from the stubs' Field; every concrete field has it.
+            if getattr(f, "db_index", False) and not f.unique and not f.primary_key
+        ]
+        shape[meta.db_table] = (columns, names)
+    return shape
+
+
+def _missing_parts(path: Path, applied: set[tuple[str, str]]) -> list[str]:
+    """Required tables, columns, indexes and constraints the file lacks; extra ones are fine."""
+    expected = _expected_shape(applied)
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        schema = {
+            name: (kind, sql or "")
+            for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master")
+        }
+        lacking = []
+        for table, (columns, names) in sorted(expected.items()):
+            if schema.get(table, ("",))[0] != "table":
+                lacking.append(f"table {table}")
+                continue
+            present = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+            lacking += [f"column {table}.{c}" for c in columns if c not in present]
+            table_sql = schema[table][1]
+            lacking += [
+                f"index {name} on {table}"
+                for name in names
+                if schema.get(name, ("",))[0] != "index" and f'"{name}"' not in table_sql
+            ]
+        return lacking
+    except sqlite3.Error as exc:
+        raise IncompatibleStore(f"{path}: cannot be read as a database ({exc})") from None
+    finally:
+        conn.close()
 
 
 def _migrate_in_one_transaction(stamp: bool) -> None:

@@ -25,6 +25,8 @@ FRAME_WELCOME = "welcome"
 FRAME_NOTICE = "notice"
 FRAME_ERROR = "error"
 FRAME_HEARTBEAT = "heartbeat"
+# The agent's tools changed: names the new catalog revision; the bridge reloads the catalog.
+FRAME_CATALOG = "catalog"
 # Frames a bridge sends (besides heartbeat): what became of a notice.
 FRAME_RECEIVED = "received"
 FRAME_HOST_WRITTEN = "host_written"

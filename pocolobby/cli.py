@@ -354,6 +354,8 @@ STATUS_COLUMNS = [
     "held",
     "last_message_at",
     "runtime_id",
+    "loaded_checkpoint_revision",
+    "idle_seconds",
     "notification_attention_required",
 ]
 

@@ -352,7 +352,8 @@ def _accept(
                 "room_name": addressing.room.room_id if addressing.room else "",
                 "addressed_to": list(addressing.addressed_to),
                 "supersedes": args.supersedes,
-                "deliver_at": args.deliver_at,
+                # A daily occurrence carries its slot as its due time, like any timed message.
+                "deliver_at": slot if slot is not None else args.deliver_at,
                 "scheduled_pending": scheduled,
                 "delivered_at": None if scheduled else now,
                 "late": late,

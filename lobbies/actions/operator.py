@@ -8,7 +8,7 @@ from django.utils import timezone
 from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
-from lobbies.events import close_sockets_on_commit
+from lobbies.events import announce_catalog_on_commit, close_sockets_on_commit
 from lobbies.models import (
     DELIVERABLE,
     ActorKind,
@@ -267,7 +267,9 @@ def set_permissions(
     manage_rooms: bool | None = None,
     account: str = "",
 ) -> Agent:
-    """Grant or withdraw `broadcast` and `manage_rooms`; None leaves a permission as it is."""
+    """Grant or withdraw `broadcast` and `manage_rooms`; None leaves a permission as it is.
+
+    The agent's bridges are told its tools changed (a catalog frame) and reload them."""
     with transaction.atomic():
         agent = _locked(agent_named(lobby_name, agent_id))
         wanted = {
@@ -277,6 +279,7 @@ def set_permissions(
         if wanted == {"broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}:
             raise conflict("permissions_unchanged", f"agent {agent_id!r} already has them")
         Agent.objects.filter(pk=agent.pk).update(**wanted)
+        announce_catalog_on_commit(agent.pk)  # its bridges reload the tools without reconnecting
         record_audit(
             OPERATOR,
             AuditAction.PERMISSIONS_CHANGED,

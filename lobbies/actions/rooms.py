@@ -221,13 +221,15 @@ def archive_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account:
 
 
 def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account: str = "") -> Room:
-    """Restoring frees the name and starts an empty room: nothing of the old one returns."""
+    """Restoring frees the name and starts an empty room: members, messages and schedules of
+    the old one do not return (the dashboard's notes source, kept with the archive, does)."""
     with transaction.atomic():
         archived = ArchivedRoom.objects.filter(lobby_id=lobby_id, room_id=room_id).first()
         if archived is None:
             raise not_found("unknown_room", f"no archived room {room_id!r}")
-        archived.delete()
+        # The room first: what follows the archived room (its notes source) moves back to it.
         room = Room.objects.create(lobby_id=lobby_id, room_id=room_id, created_at=timezone.now())
+        archived.delete()
         record_audit(
             actor_kind,
             AuditAction.ROOM_RESTORED,

@@ -91,6 +91,8 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         agent.backlog_sequence = Lobby.objects.values_list("message_sequence", flat=True).get(
             pk=agent.lobby_id
         )
+        agent.backlog_bound_at = now
+        agent.loaded_checkpoint_revision = None
         agent.bootstrap_nonce = secrets.token_urlsafe(12)
         agent.bootstrap_sent_at = None
         agent.bootstrap_attempts = 0
@@ -105,6 +107,8 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "runtime_bound_at",
                 "runtime_first_ready_at",
                 "backlog_sequence",
+                "backlog_bound_at",
+                "loaded_checkpoint_revision",
                 "bootstrap_nonce",
                 "bootstrap_sent_at",
                 "bootstrap_attempts",
@@ -182,22 +186,22 @@ def ready(
                 "stale_nonce",
                 "this nonce is not the current bootstrap's; read the latest bootstrap notice",
             )
-        if checkpoint_revision is not None:
-            current = (
-                Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first()
-                or 0
+        current = (
+            Checkpoint.objects.filter(agent=agent).values_list("revision", flat=True).first() or 0
+        )
+        if checkpoint_revision is not None and current != checkpoint_revision:
+            raise conflict(
+                "stale_checkpoint",
+                f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
+                "call get_context again, then ready with the revision it shows",
+                revision=current,
             )
-            if current != checkpoint_revision:
-                raise conflict(
-                    "stale_checkpoint",
-                    f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
-                    "call get_context again, then ready with the revision it shows",
-                    revision=current,
-                )
         now = timezone.now()
         settle_uncertain(agent.pk)
         agent.ready_at = now
         agent.runtime_first_ready_at = agent.runtime_first_ready_at or now
+        # What it says it loaded; without a revision, what it could have loaded.
+        agent.loaded_checkpoint_revision = current
         agent.last_progress_at = now
         agent.notification_attention_required = False
         agent.notify_attempts = 0
@@ -205,6 +209,7 @@ def ready(
             update_fields=[
                 "ready_at",
                 "runtime_first_ready_at",
+                "loaded_checkpoint_revision",
                 "last_progress_at",
                 "notification_attention_required",
                 "notify_attempts",

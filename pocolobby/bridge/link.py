@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from lobbies.wire import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
+    FRAME_CATALOG,
     FRAME_ERROR,
     FRAME_HEARTBEAT,
     FRAME_NOTICE,
@@ -42,7 +43,10 @@ BACKOFF_FIRST = 0.25
 BACKOFF_CAP = 10.0
 OPEN_TIMEOUT = 10.0
 STABLE_SECONDS = 5.0
-MAX_FRAME_BYTES = 4 * 1024 * 1024
+MAX_FRAME_BYTES = 4 * 1024 * 1024  # the socket's bound; a frame past it drops the connection
+# The largest push the bridge takes: the broker's own limit (POCOLOBBY_PUSH_BYTES, 32 KiB by
+# default) sits below it, so it can be tuned on the server without a bridge update.
+MAX_PUSH_BYTES = 72 * 1024
 # Close codes that name a refusal; each code's reason is in the error frame before it.
 _CODES = {
     4400: "invalid_runtime",
@@ -180,6 +184,10 @@ class Link:
                     continue
                 if not isinstance(frame, dict):
                     continue
+                size = len(raw.encode() if isinstance(raw, str) else raw)
+                if size > MAX_PUSH_BYTES:
+                    _refuse_oversized(frame, size)
+                    continue
                 kind = frame.get("type")
                 if kind == FRAME_WELCOME:
                     seen.welcomed = True
@@ -196,7 +204,7 @@ class Link:
                         frame.get("code"),
                         frame.get("message"),
                     )
-                elif kind == "catalog":
+                elif kind == FRAME_CATALOG:
                     self.bridge.catalog_announced(frame.get("revision"))
                 elif kind != FRAME_HEARTBEAT:
                     log.debug("ignored a frame of type %r", kind)
@@ -210,3 +218,18 @@ class Link:
             while True:
                 await asyncio.sleep(HEARTBEAT_SECONDS)
                 await socket.send(json.dumps({"type": FRAME_HEARTBEAT}))
+
+
+def _refuse_oversized(frame: dict[str, Any], size: int) -> None:
+    """Neither written to the host nor confirmed: the broker's facts show it never arrived."""
+    ids = frame.get("message_ids")
+    log.warning(
+        "refused a %d-byte %s frame from the broker (notice %s, messages %s): pushes are at "
+        "most %d bytes; nothing was written to the session or confirmed, so the broker keeps "
+        "them pending (get_messages reads them); lower POCOLOBBY_PUSH_BYTES on the broker",
+        size,
+        str(frame.get("type"))[:40],
+        str(frame.get("notice_id"))[:64],
+        ids[:20] if isinstance(ids, list) else "none",
+        MAX_PUSH_BYTES,
+    )

@@ -36,9 +36,9 @@ def _facts(**changes) -> ChipFacts:
     return ChipFacts(**{**base, **changes})
 
 
-def test_precedence_resting_then_offline_then_not_responding_then_working() -> None:
+def test_precedence_resting_then_offline_away_then_not_responding_then_working() -> None:
     assert chip_for(ALL, NOW) is Chip.RESTING
-    assert chip_for(_facts(online=False, unseen_notified=2, turn_open=True), NOW) is Chip.OFFLINE
+    assert chip_for(_facts(online=False, unseen_notified=2, turn_open=True), NOW) is Chip.AWAY
     assert chip_for(_facts(unseen_notified=1, turn_open=True), NOW) is Chip.NOT_RESPONDING
     assert chip_for(_facts(turn_open=True, last_message_at=None), NOW) is Chip.WORKING
 
@@ -64,24 +64,24 @@ def _chips() -> dict[str, str]:
 
 
 @pytest.mark.django_db
-def test_offline_without_a_live_connection_for_the_current_generation(
+def test_an_offline_bridge_shows_away_though_a_direct_message_just_arrived(
     lead: AgentClient, backend: AgentClient
 ) -> None:
-    assert _chips() == {"lead": "Offline", "backend": "Offline"}
+    assert _chips() == {"lead": "Away", "backend": "Away"}
     connect(backend.agent)
     lead.send("backend", "hi", "r1")
     assert _chips()["backend"] == "Idle"
     Agent.objects.filter(pk=backend.agent.pk).update(runtime_generation=99)  # a newer runtime
-    assert _chips()["backend"] == "Offline"
+    assert _chips()["backend"] == "Away"
 
 
 @pytest.mark.django_db
-def test_a_connection_of_a_dead_broker_process_is_offline(lead: AgentClient) -> None:
+def test_a_connection_of_a_dead_broker_process_shows_away(lead: AgentClient) -> None:
     connect(lead.agent)
     lead.send("lead", "note to self", "r1")
     assert _chips()["lead"] == "Idle"
     BrokerProcess.objects.update(last_seen_at=timezone.now() - timedelta(hours=1))
-    assert _chips()["lead"] == "Offline"
+    assert _chips()["lead"] == "Away"
 
 
 @pytest.mark.django_db

@@ -73,6 +73,23 @@ def test_an_agent_that_clears_its_requests_leaves_waiting(lead: AgentClient) -> 
     assert "approve the release" not in html and "Nothing waits on you" in html
 
 
+def test_each_row_gives_the_agents_latest_activity_and_idle_time(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    import time_machine
+
+    start = timezone.now().replace(microsecond=0)
+    with time_machine.travel(start, tick=False):
+        message_id = lead.send("backend", "hi", "r1")["message_id"]
+    with time_machine.travel(start + timedelta(minutes=3), tick=False):
+        backend.ok("acknowledge_messages", message_ids=[message_id])
+    with time_machine.travel(start + timedelta(minutes=45), tick=False):
+        html = operator_client().get("/my-team/parts/agents").content.decode()
+    idle = dict(re.findall(r'data-agent="([^"]+)">.*?data-idle-seconds="(\d+)"', html, re.S))
+    assert idle == {"backend": str(42 * 60), "lead": str(45 * 60)}
+    assert "idle 42 min" in html and "idle 45 min" in html
+
+
 def test_disabled_agents_have_no_row_and_no_waiting_item(
     lead: AgentClient, backend: AgentClient
 ) -> None:
@@ -146,7 +163,7 @@ def test_a_summary_cannot_add_a_waiting_item_or_change_a_chip(
         },
     )
     page = client.get("/my-team/").content.decode()
-    assert chips(page) == before == {"lead": "Idle", "backend": "Offline"}
+    assert chips(page) == before == {"lead": "Idle", "backend": "Away"}
     waiting = client.get("/my-team/parts/waiting").content.decode()
     assert "Nothing waits on you" in waiting
     assert "ghost" not in chips(page)

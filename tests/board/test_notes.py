@@ -14,7 +14,7 @@ from board import notes, refresh
 from board.actions import set_notes_source
 from board.models import NotesSnapshot, NotesSource
 from console.actions.accounts import approve_repository, withdraw_repository
-from console.actions.lobby_settings import Actor, create_room
+from console.actions.lobby_settings import Actor, archive_room, create_room, restore_room
 from lobbies.actions import operator
 from lobbies.models import Lobby
 from tests.board.notes_fakes import GITHUB, REPOSITORY, FakeGitHub, git_blob_sha
@@ -329,3 +329,22 @@ def test_a_source_is_checked_at_most_every_notes_interval(
 
     assert not notes.is_due(source, timezone.now() + timedelta(minutes=4))
     assert notes.is_due(source, timezone.now() + notes.NOTES_INTERVAL)
+
+
+def test_archiving_keeps_the_rooms_notes_source_and_restoring_brings_it_back(
+    github: FakeGitHub, source: NotesSource, lobby: Lobby, lead: AgentClient
+) -> None:
+    github.push(NOTES)
+    assert notes.fetch_source(source.pk).status == "stored"
+    archive_room(Actor.operator(), lobby.pk, "core")
+    kept = NotesSource.objects.get(pk=source.pk)
+    assert kept.room is None and kept.archived_room.room_id == "core"
+    assert snapshot_of(kept).files  # its last snapshot stays with it
+    assert notes.fetch_source(source.pk).status != "stored"  # an archived room is not read
+    restore_room(Actor.operator(), lobby.pk, "core")
+    back = NotesSource.objects.get(pk=source.pk)
+    assert back.archived_room is None and back.room.room_id == "core"
+    assert (back.repository, back.paths) == (REPOSITORY, ["notes/", "PLAN.md"])
+    # Deleting the room, unlike archiving it, removes its source for good.
+    lead.ok("delete_room", room_id="core")
+    assert not NotesSource.objects.exists() and not NotesSnapshot.objects.exists()

@@ -570,6 +570,56 @@ async def test_the_link_reconnects_with_its_generation_and_stops_on_a_refusal(mo
 
 
 @pytest.mark.asyncio
+async def test_a_push_over_72_kib_is_refused_with_a_log_line_and_the_link_keeps_going(caplog):
+    from websockets.asyncio.server import ServerConnection, serve
+
+    replies: list[dict[str, Any]] = []
+    big = notice("n-big", "messages", [3, 4], payload={"text": "x" * (72 * 1024)})
+    fits = notice("n-fits", "messages", [5], payload={"text": "y" * (70 * 1024)})
+    assert len(json.dumps(fits)) < link.MAX_PUSH_BYTES < len(json.dumps(big))
+
+    async def broker(socket: ServerConnection) -> None:
+        await socket.send(
+            json.dumps(
+                {
+                    "type": "welcome",
+                    "generation": 1,
+                    "bootstrap": False,
+                    "agent_id": "beta",
+                    "lobby_id": "team",
+                    "runtime_id": "r",
+                }
+            )
+        )
+        await socket.send(json.dumps(big))
+        await socket.send(json.dumps(fits))
+        replies.extend([json.loads(await socket.recv()), json.loads(await socket.recv())])
+        await socket.send(
+            json.dumps(
+                {"type": "error", "status": 403, "code": "agent_disabled", "message": "done"}
+            )
+        )
+        await socket.close(4403)
+
+    async with serve(broker, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        host, fake = FakeHost(), FakeBroker()
+        config = AgentConfig(Path("/x"), f"http://127.0.0.1:{port}", "plt_x", "team", "beta")
+        bridge = Bridge(config, Runtime("r", "conversation"), host, fake)  # type: ignore[arg-type]
+        with caplog.at_level("WARNING", logger="pocolobby.bridge.link"):
+            await asyncio.wait_for(link.Link(bridge, "plt_x").run(), 20)
+
+    # The oversized push was neither written nor confirmed; the next one was, on the same socket.
+    assert replies == [
+        {"type": "received", "notice_id": "n-fits"},
+        {"type": "host_written", "notice_id": "n-fits"},
+    ]
+    assert not any("x" * 100 in p["content"] for p in host.channel())
+    (line,) = [r.getMessage() for r in caplog.records if "refused a" in r.getMessage()]
+    assert "notice n-big, messages [3, 4]" in line and "at most 73728 bytes" in line
+
+
+@pytest.mark.asyncio
 async def test_the_link_sends_a_heartbeat_frame_on_schedule(monkeypatch):
     monkeypatch.setattr(link, "HEARTBEAT_SECONDS", 0.01)
 

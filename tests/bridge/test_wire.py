@@ -26,6 +26,7 @@ SHARED = (
     "FRAME_RECEIVED",
     "FRAME_HOST_WRITTEN",
     "FRAME_HEARTBEAT",
+    "FRAME_CATALOG",
 )
 
 
@@ -36,8 +37,10 @@ def test_both_sides_hold_the_wire_modules_own_objects():
         assert module.RUNTIME_HEADER is wire.RUNTIME_HEADER
         assert module.GENERATION_HEADER is wire.GENERATION_HEADER
     assert link.EVENT_VERSION_HEADER is wire.EVENT_VERSION_HEADER
-    for name in ("FRAME_WELCOME", "FRAME_NOTICE", "FRAME_ERROR", "FRAME_HEARTBEAT"):
+    frames = ("FRAME_WELCOME", "FRAME_NOTICE", "FRAME_ERROR", "FRAME_HEARTBEAT", "FRAME_CATALOG")
+    for name in frames:
         assert getattr(link, name) is getattr(wire, name)
+    assert consumers.FRAME_CATALOG is wire.FRAME_CATALOG
     assert core.FRAME_RECEIVED is wire.FRAME_RECEIVED
     assert core.FRAME_HOST_WRITTEN is wire.FRAME_HOST_WRITTEN
 

@@ -152,6 +152,24 @@ def test_notes_come_only_from_this_lobbys_approved_repositories(owner_browser, l
     assert post_json(owner_browser, "/settings/notes-source", escape).status_code == 400
 
 
+def test_the_operators_own_notes_source_approves_its_repository(owner_browser, lobby):
+    ok(owner_browser, "/settings/rooms/create", {"room": "design", "members": []})
+    board_actions.set_notes_source(
+        Actor.operator(), lobby.pk, "design", "acme/plans", "main", ["PLAN.md"]
+    )
+    assert NotesSource.objects.get().repository == "acme/plans"
+    assert ApprovedRepository.objects.filter(lobby=lobby, repository="acme/plans").exists()
+    assert audit("repository_approved").target == "acme/plans"
+    # Approved for the lobby, so its owner may now point a room at it too.
+    ok(owner_browser, "/settings/rooms/create", {"room": "web", "members": []})
+    body = {"room": "web", "repository": "acme/plans", "ref": "main", "paths": ["web.md"]}
+    ok(owner_browser, "/settings/notes-source", body)
+    with pytest.raises(BrokerError) as refused:
+        board_actions.set_notes_source(Actor.operator(), lobby.pk, "web", "not a repo", "", ["a"])
+    assert refused.value.code == "invalid_repository"
+    assert ApprovedRepository.objects.filter(lobby=lobby).count() == 1
+
+
 def test_deleting_takes_the_typed_name_and_is_audited_as_the_account(owner_browser, lobby):
     wrong = post_json(owner_browser, "/settings/delete", {"confirm": "my-tea"})
     assert wrong.status_code == 400 and Lobby.objects.filter(name="my-team").exists()

@@ -66,3 +66,13 @@ def test_unknown_tool_is_a_clear_404(backend):
 def test_every_tool_has_a_description_and_an_object_schema(name):
     definition = catalog.TOOLS[name].definition()
     assert definition["description"] and definition["input_schema"]["type"] == "object"
+
+
+def test_descriptions_say_what_issue_19_made_the_code_do(backend):
+    tools = {t["name"]: t["description"] for t in _tools(backend)["tools"]}
+    assert "its slot as `deliver_at`" in tools["schedule_message"]
+    assert "records the checkpoint revision you loaded" in tools["ready"]
+    assert "then save a checkpoint" in tools["ready"]
+    assert "schedules' occurrences aside" in tools["list_agents"]
+    assert "idle_seconds" in tools["list_agents"]
+    assert "hello_request_id" in tools["get_context"]

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.test import Client
 
+from lobbies import push, selectors
 from lobbies.actions.continuity import set_role
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import AuditEvent, Checkpoint, ReceiptEvent
@@ -208,3 +209,42 @@ def test_the_owner_sets_the_role_and_it_is_audited(backend):
     assert response.status_code == 200
     assert backend.ok("get_context")["role"] == "Review everything."
     assert AuditEvent.objects.filter(action="role_set", agent_id="backend").exists()
+
+
+def test_ready_records_the_revision_the_session_loaded(backend):
+    first = Session(backend)
+    first.ok(
+        "save_checkpoint", expected_revision=0, checkpoint=CHECKPOINT, covers_receipts_through=0
+    )
+    second = Session(backend, first.runtime_id)  # the conversation resumed: a new generation
+    context = second.ok("get_context")
+    assert context["runtime"]["loaded_checkpoint_revision"] is None  # not ready yet
+    second.ok("ready", nonce=second.nonce, checkpoint_revision=1)
+    assert second.ok("get_context")["runtime"]["loaded_checkpoint_revision"] == 1
+    (entry,) = selectors.status("my-team")["lobbies"][0]["agents"][:1]
+    assert (entry["agent_id"], entry["loaded_checkpoint_revision"]) == ("backend", 1)
+
+
+def test_the_bootstrap_notice_says_to_save_a_checkpoint_after_ready(lead, backend):
+    ids = [lead.send("backend", f"task {n}", f"r-{n}")["message_id"] for n in range(2)]
+    first = Session(backend)
+    first.ok("acknowledge_messages", message_ids=ids)
+    second = Session(backend, first.runtime_id)
+    notice = push.bootstrap_frame(backend.agent.pk, second.generation)
+    assert f"ready with nonce {second.nonce}" in notice["content"]
+    assert "then save a checkpoint with covers_receipts_through 2" in notice["content"]
+
+
+def test_a_resumed_conversations_greeting_is_deduplicated_by_its_hello_key(lead, backend):
+    first = Session(backend)
+    key = f"hello:backend:{first.runtime_id}"
+    context = first.ok("get_context")
+    assert context["runtime"]["hello_request_id"] == key
+    assert any(key in line for line in context["guidance"])
+    greeting = {"to": "lead", "content": "backend is back", "client_request_id": key}
+    sent = first.ok("send_message", **greeting)
+    resumed = Session(backend, first.runtime_id)  # a restart of the same conversation
+    assert resumed.ok("get_context")["runtime"]["hello_request_id"] == key
+    again = resumed.ok("send_message", **greeting)
+    assert again["message_id"] == sent["message_id"]
+    assert [m["content"] for m in lead.ok("get_messages")["messages"]] == ["backend is back"]

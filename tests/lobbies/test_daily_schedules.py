@@ -41,6 +41,16 @@ def test_each_occurrence_is_a_real_message_with_its_slot(lead, backend):
     assert [m["slot"] for m in inbox] == ["2026-12-01T08:00:00.000Z", "2026-12-01T09:00:00.000Z"]
 
 
+def test_an_occurrence_carries_its_slot_as_deliver_at(lead, backend):
+    with time_machine.travel(datetime(2026, 12, 1, 6, 0, tzinfo=UTC), tick=False):
+        _schedule(lead, to="backend")
+    _tick_at(datetime(2026, 12, 1, 8, 20, tzinfo=UTC))  # the 09:00 Berlin slot, 20 min late
+    (received,) = backend.ok("get_messages")["messages"]
+    assert received["deliver_at"] == received["slot"] == "2026-12-01T08:00:00.000Z"
+    (sent,) = lead.ok("get_messages", view="history")["messages"]
+    assert sent["deliver_at"] == "2026-12-01T08:00:00.000Z" and sent["late"] is True
+
+
 def test_a_skipped_spring_time_runs_just_after_the_gap(lead, backend):
     with time_machine.travel(datetime(2026, 3, 28, 12, 0, tzinfo=UTC), tick=False):
         created = _schedule(lead, to="backend", times=["02:30"])

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import time_machine
+
+from lobbies import timers
 from lobbies.actions import operator
 
 
@@ -25,6 +30,23 @@ def test_last_message_at_counts_sends_and_direct_receipts(make_agent, lead, back
     assert agents["lead"]["last_message_at"] == sent["created_at"]
     assert agents["backend"]["last_message_at"] == sent["created_at"]
     assert agents["idle"]["last_message_at"] is None
+
+
+def test_last_message_at_leaves_out_the_agents_own_schedule_occurrences(lead, backend):
+    with time_machine.travel(datetime(2026, 12, 1, 6, 0, tzinfo=UTC), tick=False):
+        lead.ok(
+            "schedule_message",
+            client_request_id="s1",
+            to="backend",
+            content="daily check",
+            time_zone="UTC",
+            times=["08:00"],
+        )
+    with time_machine.travel(datetime(2026, 12, 1, 8, 0, 1, tzinfo=UTC), tick=False):
+        timers.tick()
+        agents = _by_name(backend.ok("list_agents"))
+    assert agents["lead"]["last_message_at"] is None  # a reminder is not the sender speaking
+    assert agents["backend"]["last_message_at"] == "2026-12-01T08:00:01.000Z"  # delivered then
 
 
 def test_an_agent_without_a_bridge_reads_disconnected_and_quiet(lead):
@@ -73,3 +95,30 @@ def test_owner_requests_are_cleared_when_the_owner_resets_the_runtime(lead, back
     backend.ok("set_owner_requests", count=1, line="approve")
     operator.reset_runtime("my-team", "backend")
     assert _by_name(lead.ok("list_agents"))["backend"]["owner_requests"] is None
+
+
+def test_activity_is_the_latest_of_sent_received_and_acknowledged_with_idle_seconds(
+    make_agent, lead, backend
+):
+    quiet = make_agent("quiet")
+    with time_machine.travel(datetime(2026, 12, 1, 8, 0, tzinfo=UTC), tick=False):
+        message_id = lead.send("backend", "hello", "r-1")["message_id"]
+    with time_machine.travel(datetime(2026, 12, 1, 8, 5, tzinfo=UTC), tick=False):
+        backend.ok("acknowledge_messages", message_ids=[message_id])
+    with time_machine.travel(datetime(2026, 12, 1, 8, 10, tzinfo=UTC), tick=False):
+        agents = _by_name(quiet.ok("list_agents"))
+        (status,) = operator_status()
+    assert agents["lead"]["last_activity_at"] == "2026-12-01T08:00:00.000Z"
+    assert agents["lead"]["idle_seconds"] == 600
+    assert agents["backend"]["last_message_at"] == "2026-12-01T08:00:00.000Z"
+    assert agents["backend"]["last_activity_at"] == "2026-12-01T08:05:00.000Z"  # its receipt
+    assert agents["backend"]["idle_seconds"] == 300
+    assert agents["quiet"]["last_activity_at"] is None and agents["quiet"]["idle_seconds"] is None
+    by_name = {a["agent_id"]: a for a in status["agents"]}
+    assert by_name["backend"]["idle_seconds"] == 300
+
+
+def operator_status() -> list[dict]:
+    from lobbies import selectors
+
+    return selectors.status("my-team")["lobbies"]

@@ -8,7 +8,7 @@ import pytest
 import time_machine
 from django.test import override_settings
 
-from lobbies import timers
+from lobbies import push, timers
 from lobbies.actions import operator
 from lobbies.models import Delivery, Message
 from pocolobby.config import Bounds
@@ -140,3 +140,17 @@ def test_disabling_the_recipient_holds_its_scheduled_copies_for_good(clock, lead
     timers.tick()
     assert Delivery.objects.get(message_id=sent["message_id"]).state == "held"
     assert backend.ok("get_messages")["messages"] == []
+
+
+def test_a_scheduled_message_due_after_the_binding_is_pushed_with_its_body(clock, lead, backend):
+    from lobbies.actions.runtime import claim_runtime
+
+    waited = lead.send("backend", "was waiting", "r0")["message_id"]
+    due = lead.send("backend", "falls due later", "r1", deliver_at=_at(10))["message_id"]
+    claim = claim_runtime(backend.agent, "0b9c7a3e-7c2f-4d7e-9a55-3f8f1c0d2e11", None)
+    clock.move_to(T0 + timedelta(minutes=10, seconds=1))
+    timers.tick()  # delivered after the session bound, though accepted before it
+    bootstrap = push.bootstrap_frame(backend.agent.pk, claim.generation)
+    assert bootstrap["message_ids"] == [waited]  # the backlog is what waited at binding
+    pushed = push.push_frame(backend.agent.pk, claim.generation)
+    assert pushed["message_ids"] == [due] and "falls due later" in pushed["content"]

@@ -143,3 +143,30 @@ def test_broker_connections_use_wal_full_sync_and_foreign_keys(tmp_path, pragma)
         timeout=60,
     ).stdout.strip()
     assert out == {"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1"}[pragma]
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ("DROP TABLE lobbies_checkpoint", "missing table lobbies_checkpoint"),
+        ("ALTER TABLE lobbies_agent DROP COLUMN status_line", "column lobbies_agent.status_line"),
+        ("DROP INDEX delivery_inbox", "index delivery_inbox on lobbies_delivery"),
+    ],
+)
+def test_a_file_of_ours_missing_a_table_column_or_index_is_refused_untouched(
+    tmp_path, damage, named
+):
+    assert run_init(tmp_path).returncode == 0
+    make_sqlite(db_file(tmp_path), damage, "CREATE TABLE my_own_notes (body TEXT)")
+    assert_refused_untouched(tmp_path, named)
+
+
+def test_auxiliary_tables_and_indexes_of_the_owner_are_compatible(tmp_path):
+    assert run_init(tmp_path).returncode == 0
+    make_sqlite(
+        db_file(tmp_path),
+        "CREATE TABLE my_own_notes (body TEXT)",
+        "CREATE INDEX my_message_index ON lobbies_message (content_bytes)",
+    )
+    again = run_init(tmp_path)
+    assert again.returncode == 0 and "opened" in again.stdout, again.stderr

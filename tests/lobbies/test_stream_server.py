@@ -19,6 +19,7 @@ from tests.bridge_client import (
     Bridge,
     StreamClosed,
     acknowledge,
+    api,
     new_runtime,
     payload,
     send_message,
@@ -283,6 +284,42 @@ async def test_junk_frames_get_error_frames_and_the_broker_keeps_serving(
     assert welcome["generation"] == 2
     for bridge in (gamma, beta, newcomer):
         await bridge.close()
+
+
+async def test_a_permission_change_announces_the_new_catalog_revision_to_the_bridge(
+    module_broker: Broker, tmp_path: Path
+):
+    tokens = await provision(module_broker, "catalog-team", ["alpha"], tmp_path)
+    before = (await api(module_broker.url, tokens["alpha"], "GET", "/v1/tools"))["revision"]
+    async with await Bridge.connect(module_broker.url, tokens["alpha"]) as alpha:
+        await alpha.bootstrapped()
+        changed = await asyncio.to_thread(
+            module_broker.cli_ok,
+            "agent",
+            "permissions",
+            "catalog-team",
+            "alpha",
+            "--broadcast",
+            "yes",
+        )
+        assert "broadcast yes" in changed.stdout
+        frame = await alpha.frame()
+        tools = await api(module_broker.url, tokens["alpha"], "GET", "/v1/tools")
+        assert frame == {"type": "catalog", "revision": tools["revision"]}
+        assert tools["revision"] != before
+        assert "broadcast" in {t["name"] for t in tools["tools"]}
+        # Nothing changed (refused as permissions_unchanged), nothing announced.
+        unchanged = await asyncio.to_thread(
+            module_broker.cli,
+            "agent",
+            "permissions",
+            "catalog-team",
+            "alpha",
+            "--broadcast",
+            "yes",
+        )
+        assert unchanged.returncode == 1 and "already has them" in unchanged.stderr
+        await alpha.nothing()
 
 
 # ---------------------------------------------------------------- (e) an orderly stop
