@@ -12,16 +12,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.forms import AdminAuthenticationForm
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
-from console.actions import accounts, sign_in
+from console.actions import accounts
 from console.actions.lobby_settings import Actor, add_viewer
-from console.clients import client_address, client_bucket
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.actions import operator
 from lobbies.admin import AuditedAdmin, admin_actor
@@ -29,29 +27,6 @@ from lobbies.errors import BrokerError
 from lobbies.hosts import lobby_origin
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority
 from lobbies.presence import live_connections
-
-
-class ThrottledAdminLogin(AdminAuthenticationForm):
-    """A hosted broker keeps Django's users; their passwords are throttled like email codes."""
-
-    def clean(self) -> dict[str, Any]:
-        username = str(self.data.get("username", ""))[:254]
-        client = client_bucket(client_address(self.request)) if self.request else "unknown"
-        if sign_in.admin_sign_in_throttled(username, client):
-            raise forms.ValidationError(
-                "too many sign-in attempts for this name or from your network; try in an hour",
-                code="throttled",
-            )
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            sign_in.record_admin_sign_in(username, client, failed=True)
-            raise
-        sign_in.record_admin_sign_in(username, client, failed=False)
-        return cleaned
-
-
-admin.site.login_form = ThrottledAdminLogin
 
 
 def _count_per_lobby(rows: QuerySet[Any], lobby_path: str, counted: str = "pk") -> Coalesce:

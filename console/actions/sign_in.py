@@ -245,26 +245,3 @@ def end_session(token: str, place: SessionPlace) -> None:
     """Sign-out: the session row goes; the cookie is cleared by the view."""
     if token:
         WebSession.objects.filter(token_hash=digest(token), place=place).delete()
-
-
-# ---------------------------------------------------------------- the Django admin's passwords
-
-
-def _admin_name_key(username: str) -> str:
-    return _mac(f"admin\0{username.strip().lower()}")
-
-
-def admin_sign_in_throttled(username: str, client: str) -> bool:
-    """Django admin passwords, limited like the email codes: ten wrong tries an hour for one
-    user name, thirty tries an hour from one client."""
-    client_key = _client_key("admin", client)
-    return (
-        _count(ThrottleKind.WRONG_CODE, _admin_name_key(username), HOUR) >= WRONG_CODES_PER_HOUR
-        or _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_VERIFY_ATTEMPTS_PER_HOUR
-    )
-
-
-def record_admin_sign_in(username: str, client: str, *, failed: bool) -> None:
-    _record(ThrottleKind.CLIENT, _client_key("admin", client))
-    if failed:
-        _record(ThrottleKind.WRONG_CODE, _admin_name_key(username))
