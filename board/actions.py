@@ -7,9 +7,12 @@ from datetime import date, datetime
 from typing import Literal
 
 from django.db import transaction
+from django.utils import timezone
 
-from board.models import TokenSession, WorkStretch
-from lobbies.models import Agent
+from board.models import BoardConfig, TokenSession, WorkStretch
+from console.actions.lobby_settings import Actor, owned_lobby
+from lobbies.actions.audit import record_audit
+from lobbies.models import Agent, AuditAction
 
 
 def record_turn(agent: Agent, event: Literal["start", "end"], at: datetime) -> WorkStretch | None:
@@ -61,3 +64,24 @@ def store_token_days(agent: Agent, days: list[SessionDay], now: datetime) -> int
                 },
             )
     return len(days)
+
+
+def set_public_message_contents(actor: Actor, lobby_id: int, shown: bool) -> None:
+    """Whether a public dashboard's messages page shows the words (off until the owner says)."""
+    with transaction.atomic():
+        lobby = owned_lobby(actor, lobby_id)
+        config, _ = BoardConfig.objects.get_or_create(
+            lobby=lobby, defaults={"updated_at": timezone.now()}
+        )
+        if config.public_message_contents == shown:
+            return
+        BoardConfig.objects.filter(pk=config.pk).update(
+            public_message_contents=shown, updated_at=timezone.now()
+        )
+        record_audit(
+            actor.kind,
+            AuditAction.VISIBILITY_CHANGED,
+            lobby_name=lobby.name,
+            account=actor.email,
+            target="message contents " + ("public" if shown else "private"),
+        )

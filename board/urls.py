@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import views
+from board import message_views, replies, views
 from pocolobby.urls_api import bad_request, not_found
 
 handler400 = bad_request
@@ -16,5 +16,9 @@ urlpatterns = [
     path("parts/agents", views.agents_part, name="dashboard-agents"),
     path("parts/accounts", views.accounts_part, name="dashboard-accounts"),
     path("tokens", views.tokens, name="dashboard-tokens"),
+    path("reply", replies.reply, name="dashboard-reply"),
+    path("messages", message_views.messages, name="dashboard-messages"),
+    path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
+    path("settings/public-contents", message_views.public_contents),
     path("", include("console.lobby_urls")),
 ]

@@ -545,6 +545,7 @@ class AuditAction(models.TextChoices):
     NOTES_SOURCE_CHANGED = "notes_source_changed"
     REPOSITORY_APPROVED = "repository_approved"
     REPOSITORY_WITHDRAWN = "repository_withdrawn"
+    OWNER_MESSAGE_SENT = "owner_message_sent"
 
 
 class AuditEvent(models.Model):

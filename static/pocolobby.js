@@ -47,7 +47,10 @@
     if (!form.matches("form[data-json]")) return;
     event.preventDefault();
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
-    say(form, "Saving…", false);
+    if (form.dataset.busy) return;  // a double tap while the first is under way
+    var reply = form.hasAttribute("data-reply-form");
+    form.dataset.busy = "1";
+    say(form, reply ? "Sending…" : "Saving…", false);
     try {
       var result = await postJSON(form.getAttribute("action"), formBody(form));
       if (!result.ok) {
@@ -56,17 +59,46 @@
         return;
       }
       if (result.data.redirect) { window.location.assign(result.data.redirect); return; }
-      if (form.dataset.reload !== undefined) { window.location.reload(); return; }
+      if (form.dataset.reload !== undefined) {
+        // Say what was saved across the reload, once.
+        sessionStorage.setItem("pocolobby-saved", result.data.message || "Saved.");
+        window.location.reload();
+        return;
+      }
       say(form, result.data.message || "Saved.", false);
+      if (reply) {
+        // The next message is a new one; a retry of this one (same key) was answered above.
+        form.querySelector("[data-form-key]").value = newKey();
+        form.querySelector("textarea").value = "";
+      }
     } catch (e) {
-      say(form, "The broker did not answer; nothing was changed.", true);
+      say(form, reply ? "The broker did not answer; send again to retry safely (it is sent once)."
+        : "The broker did not answer; nothing was changed.", true);
+    } finally {
+      delete form.dataset.busy;
     }
   });
+
+  function newKey() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    return String(Date.now()) + "-" + String(Math.random()).slice(2);
+  }
+
+  var saved = sessionStorage.getItem("pocolobby-saved");
+  if (saved) {
+    sessionStorage.removeItem("pocolobby-saved");
+    document.addEventListener("DOMContentLoaded", function () {
+      var out = document.querySelector("[data-saved]");
+      if (out) { out.textContent = saved; out.hidden = false; }
+    });
+  }
 
   // Live parts refresh only while someone can see them.
   document.addEventListener("htmx:beforeRequest", function (event) {
     var el = event.detail && event.detail.elt;
-    if (document.hidden && el && el.hasAttribute("data-live")) event.preventDefault();
+    if (!el || !el.hasAttribute("data-live")) return;
+    // Hidden, or the owner is writing a reply in it: refreshing would throw the words away.
+    if (document.hidden || el.querySelector("details[data-reply][open]")) event.preventDefault();
   });
 
   // A local operator's link: the ticket is in the fragment, which never reaches a server.

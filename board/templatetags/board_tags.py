@@ -7,6 +7,7 @@ it holds only numbers and times we compute, never anything an agent wrote.
 from __future__ import annotations
 
 import functools
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from django import template
@@ -66,3 +67,24 @@ def tokens(value: int) -> str:
 @register.filter
 def points(value: float) -> str:
     return f"{abs(value):.0f}"
+
+
+@register.simple_tag
+def form_key() -> str:
+    """A fresh idempotency key per rendered form: a double tap or a retry sends it again."""
+    return secrets.token_urlsafe(16)
+
+
+HELD_WORDS = {
+    "recipient_disabled": "recipient disabled",
+    "scheduled": "scheduled for later",
+    "removed": "left the room",
+    "room_deleted": "room deleted",
+    "cancelled": "cancelled by the sender",
+    "superseded": "replaced by a newer message",
+}
+
+
+@register.filter
+def held_reason(value: str | None) -> str:
+    return HELD_WORDS.get(value or "", value or "")

@@ -54,6 +54,9 @@ def _owned(actor: Actor, lobby_id: int) -> Lobby:
     return lobby
 
 
+owned_lobby = _owned  # the same check for the owner's other actions (owner_replies.py)
+
+
 def _audit(actor: Actor, action: AuditAction, lobby: Lobby, target: str, **detail: object) -> None:
     record_audit(
         actor.kind,
