@@ -156,7 +156,14 @@ def _filtered(lobby: Lobby, filters: Filters, first: int) -> Q | None:
     return condition
 
 
-def message_page(lobby: Lobby, filters: Filters, now: datetime, *, show_contents: bool) -> MessagePage:
+def _agent_names(lobby: Lobby) -> list[str]:
+    agents = Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER)
+    return list(agents.order_by("agent_id").values_list("agent_id", flat=True))
+
+
+def message_page(
+    lobby: Lobby, filters: Filters, now: datetime, *, show_contents: bool
+) -> MessagePage:
     since = now - WINDOW
     first = _day_start_sequence(lobby, since)
     condition = _filtered(lobby, filters, first) if first is not None else None
@@ -201,11 +208,10 @@ def message_page(lobby: Lobby, filters: Filters, now: datetime, *, show_contents
         lines=lines,
         filters=filters,
         older=older,
-        agents=[OWNER_SENDER, *Agent.objects.filter(lobby=lobby)
-                .exclude(agent_id=OWNER_SENDER)
-                .order_by("agent_id")
-                .values_list("agent_id", flat=True)],
-        rooms=list(Room.objects.filter(lobby=lobby).order_by("room_id").values_list("room_id", flat=True)),
+        agents=[OWNER_SENDER, *_agent_names(lobby)],
+        rooms=list(
+            Room.objects.filter(lobby=lobby).order_by("room_id").values_list("room_id", flat=True)
+        ),
         contents_shown=show_contents,
         since=since,
     )
