@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.http import QueryDict
 
 from board.models import BoardConfig
@@ -19,7 +19,7 @@ from lobbies.errors import bad_request
 from lobbies.models import Agent, Delivery, Kind, Lobby, Message, Priority, Room, Scope
 from lobbies.names import OWNER_SENDER, is_name
 
-PAGE_SIZE = 50
+PAGE_SIZE = 25  # a phone's few screens; rendering, not the query, is a page's cost
 WINDOW = timedelta(days=1)
 MAX_SEARCH = 200
 # Longer contents are folded: the first part shows, the rest opens on demand.
@@ -72,12 +72,29 @@ def parse_filters(query: QueryDict) -> Filters:
     return Filters(agent, room, kind, priority, text, int(before) if before else None)
 
 
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else ""
+
+
+def _clock(moment: datetime | None) -> str:
+    """What shows before the page's script puts it in the reader's zone."""
+    return moment.strftime("%H:%M UTC") if moment else ""
+
+
 @dataclass(frozen=True)
 class RecipientLine:
     agent_id: str
     state: str
     held_reason: str | None
     seen_at: datetime | None
+
+    @property
+    def seen_iso(self) -> str:
+        return _iso(self.seen_at)
+
+    @property
+    def seen_clock(self) -> str:
+        return _clock(self.seen_at)
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,14 @@ class MessageLine:
     content_bytes: int
     created_at: datetime
     recipients: list[RecipientLine] = field(default_factory=list)
+
+    @property
+    def iso(self) -> str:
+        return _iso(self.created_at)
+
+    @property
+    def clock(self) -> str:
+        return _clock(self.created_at)
 
     @property
     def folded(self) -> bool:
@@ -134,17 +159,11 @@ def _day_start_sequence(lobby: Lobby, since: datetime) -> int | None:
     )
 
 
-def _filtered(lobby: Lobby, filters: Filters, first: int) -> Q | None:
-    """The filter as a condition, or None when it names nothing in this lobby."""
-    condition = Q(lobby=lobby, sequence__gte=first)
+def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime) -> Q:
+    """Every filter but the agent's, as one condition over the day's messages."""
+    condition = Q(lobby=lobby, sequence__gte=first, created_at__gte=since)
     if filters.before is not None:
         condition &= Q(sequence__lt=filters.before)
-    if filters.agent:
-        agent = Agent.objects.filter(lobby=lobby, agent_id=filters.agent).values("pk").first()
-        if agent is None:
-            return None
-        received = Delivery.objects.filter(message=OuterRef("pk"), recipient_id=agent["pk"])
-        condition &= Q(sender_id=agent["pk"]) | Q(Exists(received))
     if filters.room:
         condition &= Q(scope=Scope.ROOM, room_name=filters.room)
     if filters.kind:
@@ -154,6 +173,30 @@ def _filtered(lobby: Lobby, filters: Filters, first: int) -> Q | None:
     if filters.text:
         condition &= Q(content__icontains=filters.text)
     return condition
+
+
+_FIELDS = (
+    "pk", "sequence", "sender_name", "scope", "room_name", "addressed_to", "kind", "priority",
+    "content", "content_bytes", "created_at",
+)
+
+
+def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list[Message]:
+    """The page's messages and one more (to know there is a next page), newest first.
+
+    An agent's traffic is what it sent or received: the newest of each, read through the
+    sender and recipient indexes separately and merged, which is the newest of both.
+    """
+    messages = Message.objects.filter(_condition(lobby, filters, first, since)).only(*_FIELDS)
+    if not filters.agent:
+        return list(messages.order_by("-sequence")[: PAGE_SIZE + 1])
+    agent = Agent.objects.filter(lobby=lobby, agent_id=filters.agent).values("pk").first()
+    if agent is None:
+        return []
+    sent = messages.filter(sender_id=agent["pk"]).order_by("-sequence")[: PAGE_SIZE + 1]
+    received = messages.filter(deliveries__recipient_id=agent["pk"]).order_by("-sequence")
+    merged = {m.pk: m for m in [*sent, *received[: PAGE_SIZE + 1]]}
+    return sorted(merged.values(), key=lambda m: -m.sequence)[: PAGE_SIZE + 1]
 
 
 def _agent_names(lobby: Lobby) -> list[str]:
@@ -166,17 +209,7 @@ def message_page(
 ) -> MessagePage:
     since = now - WINDOW
     first = _day_start_sequence(lobby, since)
-    condition = _filtered(lobby, filters, first) if first is not None else None
-    rows: list[Message] = []
-    if condition is not None:
-        rows = list(
-            Message.objects.filter(condition)
-            .order_by("-sequence")
-            .only(
-                "pk", "sequence", "sender_name", "scope", "room_name", "addressed_to", "kind",
-                "priority", "content", "content_bytes", "created_at",
-            )[: PAGE_SIZE + 1]
-        )
+    rows = _newest(lobby, filters, first, since) if first is not None else []
     older = rows[PAGE_SIZE - 1].sequence if len(rows) > PAGE_SIZE else None
     rows = rows[:PAGE_SIZE]
     recipients: dict[int, list[RecipientLine]] = {m.pk: [] for m in rows}

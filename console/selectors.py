@@ -12,6 +12,7 @@ from django.db.models import Prefetch
 from board.models import AgentAppearance, BoardConfig, Effort, NotesSource, SummaryModel, Visibility
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
+from lobbies.names import OWNER_SENDER
 
 ACTIVITY_PAGE_SIZE = 50
 
@@ -69,7 +70,9 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
     sources = {
         s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)
     }
-    agents = list(Agent.objects.filter(lobby=lobby).order_by("agent_id"))
+    agents = list(
+        Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER).order_by("agent_id")
+    )
     looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
     config = BoardConfig.objects.filter(lobby=lobby).first()
     return {
@@ -88,6 +91,7 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
         ),
         "agents": [{"agent_id": a.agent_id, "look": looks.get(a.pk)} for a in agents],
         "visibility": config.visibility if config else Visibility.PRIVATE,
+        "public_message_contents": bool(config and config.public_message_contents),
         "summary_model": config.summary_model if config else SummaryModel.HAIKU,
         "summary_effort": config.summary_effort if config else Effort.LOW,
         "models": SummaryModel.choices,

@@ -289,6 +289,12 @@ class Message(models.Model):
                 condition=Q(scheduled_pending=True),
                 name="message_scheduled_due",
             ),
+            # The messages page's "important" filter: few rows, so no cost to ordinary sends.
+            models.Index(
+                fields=["lobby", "sequence"],
+                condition=Q(priority="important"),
+                name="message_important",
+            ),
         ]
 
     def __str__(self) -> str:

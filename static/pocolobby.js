@@ -15,8 +15,13 @@
 
   function formBody(form) {
     var body = {};
+    form.querySelectorAll("[data-many]").forEach(function (set) { body[set.dataset.many] = []; });
     Array.from(form.elements).forEach(function (el) {
       if (!el.name || el.disabled || el.type === "submit") return;
+      if (el.type === "checkbox" && el.closest("[data-many]")) {
+        if (el.checked) body[el.name].push(el.value);
+        return;
+      }
       if (el.type === "radio") { if (el.checked) body[el.name] = el.value; return; }
       body[el.name] = fieldValue(el);
     });
