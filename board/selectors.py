@@ -35,7 +35,7 @@ from django.db.models import (
 from board import usage
 from board.models import AgentAppearance, TokenSession, WorkStretch, shown_name
 from lobbies.dispatch import live_connections
-from lobbies.models import Agent, Delivery, Lobby, Message, Scope
+from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
 from lobbies.selectors import _with_last_message_at, last_message_at
 
 if TYPE_CHECKING:
@@ -254,6 +254,35 @@ class AgentRow:
     next_text: str | None
     cells: list[Cell]
     active_minutes: int
+    pending: int = 0
+    important: int = 0
+    online: bool = False
+    last_seen: datetime | None = None
+
+    @property
+    def transport(self) -> str:
+        """How messages reach it: the bridge's Channel while connected (the only delivery
+        the bridge offers so far), nothing while not."""
+        return "channel" if self.online else "none"
+
+
+def inbox_counts(agent_pks: list[int]) -> dict[int, tuple[int, int]]:
+    """Pending deliveries per agent, and how many of them are important: one grouped read."""
+    rows = (
+        Delivery.objects.filter(recipient_id__in=agent_pks, state=DeliveryState.PENDING)
+        .values("recipient_id")
+        .annotate(
+            n=Count("id"), important=Count("id", filter=Q(message__priority=Priority.IMPORTANT))
+        )
+        .order_by()
+    )
+    return {r["recipient_id"]: (r["n"], r["important"]) for r in rows}
+
+
+def _last_seen(agent: Agent) -> datetime | None:
+    """The latest sign of the agent: a heartbeat, a turn it took, a message it sent."""
+    times = [t for t in (agent.heartbeat_at, agent.last_progress_at, agent.last_sent_at) if t]
+    return max(times) if times else None
 
 
 @dataclass(frozen=True)
@@ -343,6 +372,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
     turns = _turns(pks, now)
+    inboxes = inbox_counts(pks)
     summaries = (
         picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
     )
@@ -370,6 +400,10 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 next_text=summary.next if summary and summary.next else None,
                 cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
                 active_minutes=int(turn.active_today.total_seconds() // 60),
+                pending=inboxes.get(agent.pk, (0, 0))[0],
+                important=inboxes.get(agent.pk, (0, 0))[1],
+                online=bool(agent.online),
+                last_seen=_last_seen(agent),
             )
         )
     return rows

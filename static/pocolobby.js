@@ -103,8 +103,57 @@
     var el = event.detail && event.detail.elt;
     if (!el || !el.hasAttribute("data-live")) return;
     // Hidden, or the owner is writing a reply in it: refreshing would throw the words away.
-    if (document.hidden || el.querySelector("details[data-reply][open]")) event.preventDefault();
+    if (document.hidden || el.querySelector("details[open]")) event.preventDefault();
   });
+
+  // Times in the reader's own zone: relative ones ("5 min ago") and clock ones, re-read
+  // after every live refresh and once a minute; the UTC text stays until the script runs.
+  function ago(ms) {
+    var s = Math.round(ms / 1000);
+    var future = s < 0;
+    s = Math.abs(s);
+    var text;
+    if (s < 45) text = s + " s";
+    else if (s < 3600) text = Math.round(s / 60) + " min";
+    else if (s < 86400) text = Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
+    else text = Math.round(s / 86400) + " d";
+    return future ? "in " + text : text + " ago";
+  }
+
+  function localTimes(root) {
+    var now = Date.now();
+    (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      var clock = at.toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" });
+      if (el.hasAttribute("data-relative")) {
+        var prefix = el.textContent.indexOf("seen ") === 0 ? "seen " : "";
+        el.textContent = prefix + ago(now - at.getTime());
+        el.title = at.toLocaleString();
+      } else if (el.dataset.local === "time") {
+        el.textContent = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+        el.title = at.toLocaleString();
+      } else if (el.dataset.local !== undefined) {
+        el.textContent = clock;
+        el.title = at.toLocaleString();
+      }
+    });
+  }
+
+  var updatedAt = Date.now();
+  function showUpdated() {
+    var out = document.querySelector("[data-updated]");
+    if (out) out.textContent = ago(Date.now() - updatedAt);
+  }
+  document.addEventListener("htmx:afterSwap", function (event) {
+    localTimes(event.detail.target);
+    updatedAt = Date.now();
+    showUpdated();
+  });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+  if (document.readyState !== "loading") localTimes(document);
+  setInterval(function () { showUpdated(); }, 5000);
+  setInterval(function () { localTimes(document); }, 60000);
 
   // A local operator's link: the ticket is in the fragment, which never reaches a server.
   var hash = window.location.hash;

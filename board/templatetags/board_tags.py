@@ -11,6 +11,7 @@ import secrets
 from datetime import UTC, datetime, timedelta
 
 from django import template
+from django.utils.html import escape
 from django.utils.safestring import SafeString
 
 from board.selectors import CELL, CELLS, Cell
@@ -39,9 +40,19 @@ def strip_svg(cells: list[Cell]) -> SafeString:
         for c in cells
     )
     total = int(sum(c.count for c in cells))
+    # Hour ticks every 6 hours counted back from now, and the now marker at the right edge.
+    ticks = "".join(
+        f'<rect x="{x - 0.07:.2f}" y="1.7" width="0.14" height="0.3" class="tick"></rect>'
+        for x in (24, 48, 72)
+    )
+    busiest = max(cells, key=lambda c: c.count)
+    peak = (
+        f"; busiest {labels[busiest.index]} UTC with {int(busiest.count)}" if busiest.count else ""
+    )
     return SafeString(
         '<svg class="strip" viewBox="0 0 96 2" preserveAspectRatio="none" role="img" '
-        f'aria-label="Messages in the last 24 hours by quarter hour: {total}">{rects}</svg>'
+        f'aria-label="Messages in the last 24 hours by quarter hour: {total}{peak}">'
+        f'{rects}{ticks}<rect x="95.8" y="0" width="0.2" height="2" class="now"></rect></svg>'
     )
 
 
@@ -88,3 +99,28 @@ HELD_WORDS = {
 @register.filter
 def held_reason(value: str | None) -> str:
     return HELD_WORDS.get(value or "", value or "")
+
+
+LOW_LEFT, VERY_LOW_LEFT = 20.0, 5.0  # percent left: amber at or below 20, red at or below 5
+
+
+@register.filter
+def left_level(left: float) -> str:
+    if left <= VERY_LOW_LEFT:
+        return "very-low"
+    if left <= LOW_LEFT:
+        return "low"
+    return "fine"
+
+
+@register.simple_tag
+def usage_bar(left: float, what: str) -> SafeString:
+    """What is left of a plan window as an SVG bar: numbers we computed, nothing agents wrote."""
+    shown = max(0.0, min(100.0, float(left)))
+    level = left_level(shown)
+    return SafeString(
+        f'<svg class="bar {level}" viewBox="0 0 100 4" preserveAspectRatio="none" role="img" '
+        f'aria-label="{shown:.0f}% of the {escape(what)} left">'
+        f'<rect class="track" width="100" height="4" rx="2"></rect>'
+        f'<rect class="fill" width="{shown:.1f}" height="4" rx="2"></rect></svg>'
+    )
