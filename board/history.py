@@ -22,6 +22,7 @@ from lobbies.names import OWNER_SENDER, is_name
 PAGE_SIZE = 25  # a phone's few screens; rendering, not the query, is a page's cost
 WINDOW = timedelta(days=1)
 MAX_SEARCH = 200
+SEARCH_SPAN = 20_000
 # Longer contents are folded: the first part shows, the rest opens on demand.
 FOLD_CHARS = 400
 
@@ -139,6 +140,7 @@ class MessagePage:
     rooms: list[str]
     contents_shown: bool
     since: datetime
+    searched_from: int | None = None  # a text search stopped here; Older searches on
 
     @property
     def newest_query(self) -> str:
@@ -209,8 +211,19 @@ def message_page(
 ) -> MessagePage:
     since = now - WINDOW
     first = _day_start_sequence(lobby, since)
+    searched_from = None
+    if first is not None and filters.text:
+        # Words are matched row by row: one request reads at most SEARCH_SPAN messages, and
+        # "Older" carries the search on from where it stopped.
+        top = filters.before if filters.before is not None else lobby.message_sequence + 1
+        if top - SEARCH_SPAN > first:
+            first = searched_from = top - SEARCH_SPAN
     rows = _newest(lobby, filters, first, since) if first is not None else []
     older = rows[PAGE_SIZE - 1].sequence if len(rows) > PAGE_SIZE else None
+    if older is None and searched_from is not None:
+        older = searched_from
+    else:
+        searched_from = None
     rows = rows[:PAGE_SIZE]
     recipients: dict[int, list[RecipientLine]] = {m.pk: [] for m in rows}
     for message_id, agent_id, state, reason, seen_at in (
@@ -247,6 +260,7 @@ def message_page(
         ),
         contents_shown=show_contents,
         since=since,
+        searched_from=searched_from,
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from board import history
 from board.history import PAGE_SIZE
 from board.models import BoardConfig, Visibility
 from lobbies.actions import operator
@@ -141,3 +142,20 @@ def test_a_private_lobbys_messages_are_not_for_strangers(lobby, lead, backend):
     lead.send("backend", "secret plan", "r-1")
     response = Client(HTTP_HOST=LOCAL_HOST).get("/my-team/messages")
     assert response.status_code == 403 and "secret plan" not in response.content.decode()
+
+
+def test_a_text_search_reads_a_bounded_span_and_older_searches_on(
+    lobby, lead, backend, monkeypatch
+):
+    monkeypatch.setattr(history, "SEARCH_SPAN", 5)
+    needle = lead.send("backend", "the needle", "r-0")["message_id"]
+    for n in range(1, 12):
+        lead.send("backend", f"hay {n}", f"r-{n}")
+    client = operator_client()
+    first = _page(client, "q=needle")
+    assert _ids(first) == [] and "This search read the messages back to number" in first
+    cursor = re.search(r'href="/my-team/messages\?([^"]+)" data-older', first).group(1)
+    second = _page(client, cursor.replace("&amp;", "&"))
+    cursor = re.search(r'href="/my-team/messages\?([^"]+)" data-older', second).group(1)
+    third = _page(client, cursor.replace("&amp;", "&"))
+    assert _ids(third) == [needle] and "data-older" not in third
