@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
