@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import secrets
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django import template
 from django.utils.html import escape
@@ -123,4 +124,25 @@ def usage_bar(left: float, what: str) -> SafeString:
         f'aria-label="{shown:.0f}% of the {escape(what)} left">'
         f'<rect class="track" width="100" height="4" rx="2"></rect>'
         f'<rect class="fill" width="{shown:.1f}" height="4" rx="2"></rect></svg>'
+    )
+
+
+@register.simple_tag
+def token_bars(days: list[tuple[Any, int]], scale: int) -> SafeString:
+    """One bar per day, heights against the lobby's busiest day, each with its number."""
+    width = len(days) * 10
+    bars = []
+    for n, (day, total) in enumerate(days):
+        height = 0.0 if scale <= 0 else 40 * total / scale
+        label = f"{day:%b %d}: {tokens(total)} tokens"
+        bars.append(
+            f'<rect x="{n * 10 + 1}" y="{40 - height:.2f}" width="8" height="{height:.2f}" '
+            f'class="bar{" empty" if not total else ""}"><title>{escape(label)}</title></rect>'
+        )
+    first, last = days[0][0], days[-1][0]
+    total = sum(t for _, t in days)
+    return SafeString(
+        f'<svg class="token-bars" viewBox="0 0 {width} 41" preserveAspectRatio="none" role="img" '
+        f'aria-label="Tokens per day from {first:%b %d} to {last:%b %d}: {tokens(total)} in all">'
+        f'<rect x="0" y="40" width="{width}" height="1" class="axis"></rect>{"".join(bars)}</svg>'
     )
