@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import DisallowedHost
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from pocolobby.hosts import HostRefused, site_for
@@ -47,7 +47,23 @@ class StaticFilesMiddleware:
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         response = self._static(request)
-        return response if response is not None else await self.get_response(request)
+        if response is None:
+            return await self.get_response(request)
+        return _as_async_stream(response)
+
+
+def _as_async_stream(response: HttpResponseBase) -> HttpResponseBase:
+    """WhiteNoise streams a file through a sync iterator, which Django under ASGI warns about
+    on every request; our static files are small, so the same chunks come from an async one."""
+    if isinstance(response, StreamingHttpResponse) and not response.is_async:
+        chunks = response.streaming_content
+
+        async def stream() -> AsyncIterator[bytes]:
+            for chunk in chunks:  # type: ignore[union-attr]
+                yield chunk  # type: ignore[misc]
+
+        response.streaming_content = stream()
+    return response
 
 
 class HostRouting:
