@@ -33,9 +33,28 @@ class AgentSession:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
 
     def start(self) -> AgentSession:
-        self._run(self.host.start())
-        self._run(self.host.bootstrapped())
+        """Start and later close the bridge in one task: its task groups must exit there."""
+        started: asyncio.Future[None] = self.loop.create_future()
+        self.stop = asyncio.Event()
+
+        async def lifetime() -> int | None:
+            try:
+                await self.host.start()
+                await self.host.bootstrapped()
+            except BaseException as error:
+                started.set_exception(error)
+                raise
+            started.set_result(None)
+            await self.stop.wait()
+            return await self.host.close()
+
+        self.lifetime = asyncio.run_coroutine_threadsafe(lifetime(), self.loop)
+        self._run(self._started(started))
         return self
+
+    @staticmethod
+    async def _started(started: asyncio.Future[None]) -> None:
+        await started
 
     def event_from(self, sender: str, timeout: float = 20) -> ChannelEvent:
         return self._run(
@@ -47,7 +66,8 @@ class AgentSession:
 
     def close(self) -> None:
         try:
-            self._run(self.host.close(), 20)
+            self.loop.call_soon_threadsafe(self.stop.set)
+            self.lifetime.result(20)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(5)

@@ -112,7 +112,8 @@ def test_the_messages_page_filters_and_pages(hosted_broker, page: Page, look: st
                 **({"kind": "request"} if n % 5 == 0 else {}),
             },
         )
-    sign_in_through_lobby(page, hosted_broker, lobby, owner, "/messages")
+    sign_in_through_lobby(page, hosted_broker, lobby, owner, "/")
+    page.get_by_role("link", name="Messages").click()
     items = page.locator("#messages li.message")
     expect(items).to_have_count(25)
     expect(items.first).to_contain_text("update 29: <b>not bold</b>")  # text, not markup
