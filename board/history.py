@@ -24,7 +24,7 @@ WINDOW = timedelta(days=1)
 MAX_SEARCH = 200
 SEARCH_SPAN = 20_000
 # Longer contents are folded: the first part shows, the rest opens on demand.
-FOLD_CHARS = 400
+FOLD_CHARS = 280
 
 
 @dataclass(frozen=True)

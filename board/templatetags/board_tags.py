@@ -53,7 +53,7 @@ def strip_svg(cells: list[Cell]) -> SafeString:
     return SafeString(
         '<svg class="strip" viewBox="0 0 96 2" preserveAspectRatio="none" role="img" '
         f'aria-label="Messages in the last 24 hours by quarter hour: {total}{peak}">'
-        f'{rects}{ticks}<rect x="95.8" y="0" width="0.2" height="2" class="now"></rect></svg>'
+        f'{rects}{ticks}<rect x="95.65" y="0" width="0.35" height="2" class="now"></rect></svg>'
     )
 
 
