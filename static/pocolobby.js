@@ -75,6 +75,8 @@
         // The next message is a new one; a retry of this one (same key) was answered above.
         form.querySelector("[data-form-key]").value = newKey();
         form.querySelector("textarea").value = "";
+        var important = form.querySelector("[name=important]");
+        if (important) important.checked = false;
       }
     } catch (e) {
       say(form, reply ? "The broker did not answer; send again to retry safely (it is sent once)."

@@ -5,7 +5,9 @@ page."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,27 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from tests.browser.agent_host import AgentSession
-from tests.browser.conftest import HostedBroker, sign_in_through_lobby
+from tests.browser.conftest import HostedBroker, run_hosted_broker, sign_in_through_lobby
 
 pytestmark = pytest.mark.slow
+
+_networks = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def hosted_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedBroker]:
+    """This module's own broker behind one trusted proxy, so each test can sign in from its
+    own network without meeting the per-network sign-in limits the other tests count on."""
+    yield from run_hosted_broker(tmp_path_factory, POCOLOBBY_TRUSTED_PROXY_HOPS="1")
+
+
+@pytest.fixture
+def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
+    network = next(_networks)
+    return {
+        **browser_context_args,
+        "extra_http_headers": {"X-Forwarded-For": f"10.17.{network // 250}.{network % 250 + 1}"},
+    }
 
 
 def _seed(hosted: HostedBroker, lobby: str, owner: str, viewer: str = "") -> dict[str, str]:
