@@ -108,6 +108,8 @@ def test_a_viewer_sees_the_request_but_no_reply_box(hosted_broker, page: Page, l
     with page.expect_navigation():
         page.get_by_role("button", name="Add viewer").click()
     expect(page.locator("[data-saved]")).to_have_text("viewer added")
+    expect(page.locator("[data-viewer-warning]")).to_have_count(1)  # one privacy warning
+    shoot(page, "settings")
     page.context.clear_cookies()
     sign_in_through_lobby(page, hosted_broker, lobby, viewer, "/")
     expect(page.locator("#waiting")).to_contain_text("May I ship the release")
