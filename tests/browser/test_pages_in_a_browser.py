@@ -182,9 +182,11 @@ def test_axe_finds_nothing_serious_on_any_page(hosted_broker, page: Page, look: 
         if path == "/":  # with a reply box open, as an owner answering sees it
             page.locator("details[data-reply]").first.evaluate("d => d.open = true")
         found[path] = _serious(axe.run(page))
+        shoot(page, path.strip("/").replace("/", "-") or "dashboard")
     page.goto(hosted_broker.account_url + "/")
     page.wait_for_load_state()
     found["account home"] = _serious(axe.run(page))
+    shoot(page, "account-home")
     page.context.clear_cookies()
     page.goto(f"{base}/")
     found["signed out"] = _serious(axe.run(page))
