@@ -9,6 +9,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    # local: after DJANGO_SETTINGS_MODULE is set above
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -125,9 +125,11 @@ def main() -> None:
     os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
+    # local: the data directory and settings module are chosen above, before Django loads
     import django
 
     django.setup()
+    # local: models and settings are usable only after django.setup()
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -137,7 +139,7 @@ def main() -> None:
     client = Client(HTTP_HOST="127.0.0.1:8787")
     client.cookies["__Host-pocolobby-operator"] = local.redeem_ticket(local.issue_ticket()) or ""
 
-    from board.selectors import SETTLED
+    from board.selectors import SETTLED  # local: after django.setup(), as above
 
     def cold(path: str) -> float:
         """A render right after a start: every quarter hour of the day counted (templates

@@ -48,11 +48,11 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, RUNTIME_HEADER  # noqa: E402
 from tests.server import Broker  # noqa: E402
 
 TARGET_P99_MS = 50.0
 TARGET_RSS_MB = 300.0
-EVENT_VERSION = "5"
 LOBBY = "bench"
 HANDSHAKE_ATTEMPTS = 5
 CONTENT = "Review the auth change in api/session.py before the release branch is cut. " * 3
@@ -173,8 +173,8 @@ async def open_bridge(uri: str, name: str, token: str, connects: Connects) -> Br
     """
     headers = {
         "Authorization": f"Bearer {token}",
-        "X-PocoLobby-Event-Version": EVENT_VERSION,
-        "X-PocoLobby-Runtime": str(uuid.uuid4()),
+        EVENT_VERSION_HEADER: str(EVENT_VERSION),
+        RUNTIME_HEADER: str(uuid.uuid4()),
     }
     for attempt in range(1, HANDSHAKE_ATTEMPTS + 1):
         began = time.perf_counter()

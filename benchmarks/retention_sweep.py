@@ -84,15 +84,18 @@ def main() -> None:
     os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
     os.environ.pop("DATABASE_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
+    # local: the data directory and settings module are chosen above, before Django loads
     import django
 
     django.setup()
+    # local: models and settings are usable only after django.setup()
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from lobbies import dispatch
+    from lobbies import timers
     from lobbies.actions.retention import sweep
+    from pocolobby import loops
 
     def timed(fn: object) -> tuple[list[float], list[str]]:
         times, writes = [], []
@@ -109,9 +112,9 @@ def main() -> None:
         return times, writes
 
     sweep_times, sweep_writes = timed(lambda: sweep(timezone.now()))
-    dispatch._last_sweep.clear()
+    timers._last_sweep.clear()
     tick_times, tick_writes = timed(
-        lambda: (dispatch._last_sweep.clear(), dispatch.tick(timezone.now()))
+        lambda: (timers._last_sweep.clear(), loops.tick(timezone.now()))
     )
     with connection.cursor() as cursor:
         t = time.perf_counter()

@@ -14,14 +14,14 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
-from board import usage
 from board.actions import SessionDay, record_turn, store_token_days
+from lobbies import usage
 from lobbies.catalog import parse_arguments
 from lobbies.errors import bad_request
 from lobbies.http import api_view, bearer_token, json_body
 from lobbies.schemas import Operation
-from lobbies.selectors import iso
 from lobbies.tokens import agent_for_token
+from lobbies.wire import iso
 
 # A hook's own clock may run a little ahead of ours; more than this is a wrong clock.
 CLOCK_SLACK = timedelta(minutes=5)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from board import history
-from board.actions import set_public_message_contents
-from console.forms import PublicContentsForm
-from console.lobby_views import _actor as actor_of  # the settings POSTs' one actor rule
-from console.pages import LobbyPage, lobby_page
-from console.web import json_ok, parse_json_post
+from board.views import dashboard_page
+from console.pages import LobbyPage
 from lobbies.models import Kind, Priority
 
 
@@ -22,19 +19,12 @@ def _context(request: HttpRequest, page: LobbyPage) -> dict[str, object]:
     return page.context(listing=listing, kinds=Kind.values, priorities=Priority.values)
 
 
-@lobby_page()
+@dashboard_page
 def messages(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "board/messages.html", _context(request, page))
 
 
-@lobby_page()
+@dashboard_page
 def messages_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "board/_messages.html", _context(request, page))
 
-
-@lobby_page(settings=True)
-def public_contents(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, PublicContentsForm)
-    set_public_message_contents(actor_of(page.visitor), page.lobby.pk, form.public_message_contents)
-    shown = "shows" if form.public_message_contents else "does not show"
-    return json_ok(message=f"A public dashboard {shown} message contents.")

@@ -149,7 +149,7 @@ def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
             else []
         )
         problem = source.last_error
-        if not problem and missing:
+        if not problem and missing and snapshot is not None:
             named = ", ".join(missing)
             problem = f"No notes found at {named} in commit {snapshot.commit[:7]}."
         statuses.append(

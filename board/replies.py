@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
+from board.views import dashboard_page
 from console.actions.owner_replies import reply_to_agent
 from console.forms import ReplyForm
-from console.lobby_views import _actor as actor_of  # the settings POSTs' one actor rule
-from console.pages import LobbyPage, lobby_page
+from console.lobby_views import actor_of
+from console.pages import LobbyPage
 from console.web import PageRefusal, json_ok, parse_json_post
 
 NOT_OWNER = "only this lobby's owner can answer its agents; viewers may read, not send"
@@ -19,7 +20,8 @@ def _reply_bytes() -> int:
     return settings.BOUNDS.content_bytes * 6 + 4096
 
 
-@lobby_page()
+# A dashboard page (the public reaches it and is told why not), answering only the owner.
+@dashboard_page
 def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
         raise PageRefusal(403, NOT_OWNER, "forbidden")

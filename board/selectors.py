@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import Enum
@@ -32,13 +33,24 @@ from django.db.models import (
     Value,
 )
 
-from board import usage
-from board.models import AgentAppearance, TokenSession, WorkStretch, shown_name
-from lobbies.dispatch import live_connections
+from board.models import (
+    AgentAppearance,
+    BoardConfig,
+    Effort,
+    NotesSource,
+    SummaryModel,
+    TokenSession,
+    Visibility,
+    WorkStretch,
+    shown_name,
+)
+from console import selectors as console_selectors
+from lobbies import usage
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
-from lobbies.selectors import _with_last_message_at, last_message_at
+from lobbies.presence import live_connections
+from lobbies.selectors import AnnotatedAgent, last_message_at, with_last_message_at
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
 
 WORKING_AFTER_TURN = timedelta(minutes=2)
@@ -133,10 +145,23 @@ class QuarterHour(Func):
             **extra,
         )
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:  # PostgreSQL
-        extra.setdefault("template", "FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / 900)::integer")
-        extra.setdefault("arg_joiner", " - ")
-        return super().as_sql(compiler, connection, **extra)
+    def as_sql(  # PostgreSQL
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra: Any,
+    ) -> Any:
+        return super().as_sql(
+            compiler,
+            connection,
+            function=function,
+            template=template or "FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / 900)::integer",
+            arg_joiner=arg_joiner or " - ",
+            **extra,
+        )
 
 
 # A quarter hour that ended this long ago can gain no message: sends and deliveries are
@@ -279,7 +304,7 @@ def inbox_counts(agent_pks: list[int]) -> dict[int, tuple[int, int]]:
     return {r["recipient_id"]: (r["n"], r["important"]) for r in rows}
 
 
-def _last_seen(agent: Agent) -> datetime | None:
+def _last_seen(agent: AnnotatedAgent) -> datetime | None:
     """The latest sign of the agent: a heartbeat, a turn it took, a message it sent."""
     times = [t for t in (agent.heartbeat_at, agent.last_progress_at, agent.last_sent_at) if t]
     return max(times) if times else None
@@ -295,7 +320,7 @@ class WaitingItem:
     since: datetime | None
 
 
-def _appearances(agents: list[Agent]) -> dict[int, AgentAppearance]:
+def _appearances(agents: Sequence[Agent]) -> dict[int, AgentAppearance]:
     return {a.agent_id: a for a in AgentAppearance.objects.filter(agent__in=agents)}
 
 
@@ -320,13 +345,13 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
     ]
 
 
-def shown_agents(lobby: Lobby) -> list[Agent]:
+def shown_agents(lobby: Lobby) -> list[AnnotatedAgent]:
     """Enabled agents the owner has not hidden, with the live facts the chips need."""
     online = live_connections().filter(
         agent=OuterRef("pk"), generation=OuterRef("runtime_generation")
     )
     return list(
-        _with_last_message_at(
+        with_last_message_at(
             Agent.objects.filter(lobby=lobby, enabled=True)
             .exclude(appearance__hidden=True)
             .annotate(online=Exists(online))
@@ -364,6 +389,7 @@ def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
 def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
     """Rows of the shown agents; now and next come from the picture when the page has one, or
     (the 10-second refresh) from the last good summary alone."""
+    # local: board.refresh reads the rows this module selects; imported at call, no circle
     from board.refresh import agent_summaries, last_good_summary
 
     agents = shown_agents(lobby)
@@ -502,3 +528,31 @@ def token_lines(lobby: Lobby, now: datetime) -> list[TokenLine]:
             )
         )
     return lines
+
+
+# ---------------------------------------------------------------- the settings page
+
+
+def dashboard_is_public(lobby: Lobby) -> bool:
+    return BoardConfig.objects.filter(lobby=lobby, visibility=Visibility.PUBLIC).exists()
+
+
+def settings_page(lobby: Lobby) -> dict[str, Any]:
+    """Everything the settings page shows: the console's part, then the dashboard's."""
+    facts = console_selectors.settings_of(lobby)
+    sources = {s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)}
+    looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
+    config = BoardConfig.objects.filter(lobby=lobby).first()
+    for room in facts["rooms"]:
+        room["source"] = sources.get(room.pop("room_pk"))
+    for agent in facts["agents"]:
+        agent["look"] = looks.get(agent.pop("agent_pk"))
+    return {
+        **facts,
+        "visibility": config.visibility if config else Visibility.PRIVATE,
+        "public_message_contents": bool(config and config.public_message_contents),
+        "summary_model": config.summary_model if config else SummaryModel.HAIKU,
+        "summary_effort": config.summary_effort if config else Effort.LOW,
+        "models": SummaryModel.choices,
+        "efforts": Effort.values,
+    }

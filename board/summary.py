@@ -57,7 +57,7 @@ NEXT_CHARS = 200
 CHARS_PER_TOKEN = 2.4
 # The answer's cap by effort: the API's `effort` shapes how much the model spends, and
 # max_tokens bounds what one attempt can cost (it enters the cost estimate before the call).
-MAX_TOKENS = {Effort.LOW: 4_000, Effort.MEDIUM: 6_000, Effort.HIGH: 8_000}
+MAX_TOKENS: dict[str, int] = {Effort.LOW: 4_000, Effort.MEDIUM: 6_000, Effort.HIGH: 8_000}
 
 MISSING_KEY = "ANTHROPIC_API_KEY is not set: summaries cannot be written"
 CEILING_REACHED = (

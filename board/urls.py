@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import message_views, replies, views
-from pocolobby.urls_api import bad_request, not_found
+from board import message_views, replies, settings_views, views
+from lobbies.http import handle_bad_request, handle_not_found
 
-handler400 = bad_request
-handler404 = not_found
+handler400 = handle_bad_request
+handler404 = handle_not_found
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -19,6 +19,11 @@ urlpatterns = [
     path("reply", replies.reply, name="dashboard-reply"),
     path("messages", message_views.messages, name="dashboard-messages"),
     path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
-    path("settings/public-contents", message_views.public_contents),
+    path("settings", settings_views.settings_page),
+    path("settings/visibility", settings_views.visibility),
+    path("settings/agents/appearance", settings_views.appearance),
+    path("settings/summary", settings_views.summary),
+    path("settings/notes-source", settings_views.notes_source),
+    path("settings/public-contents", settings_views.public_contents),
     path("", include("console.lobby_urls")),
 ]

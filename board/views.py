@@ -17,10 +17,12 @@ from board import selectors
 from board.refresh import Picture, on_dashboard_opened, picture_of
 from board.summary import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
-from console.access import dashboard_is_public
 from console.pages import LobbyPage, lobby_page
 
 log = logging.getLogger("pocolobby.board")
+
+# A dashboard page: its visitors, and anyone when the owner made the dashboard public.
+dashboard_page = lobby_page(public=selectors.dashboard_is_public)
 
 
 def _opened(page: LobbyPage) -> None:
@@ -33,7 +35,7 @@ def _opened(page: LobbyPage) -> None:
 
 def _shows_emails(page: LobbyPage) -> bool:
     """Account emails only to a private dashboard's signed-in visitors, never to the public."""
-    return page.visitor.signed_in and not dashboard_is_public(page.lobby)
+    return page.visitor.signed_in and not selectors.dashboard_is_public(page.lobby)
 
 
 def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
@@ -52,7 +54,7 @@ def _accounts(page: LobbyPage) -> dict[str, Any]:
     }
 
 
-@lobby_page()
+@dashboard_page
 def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     _opened(page)
     picture = picture_of(page.lobby)
@@ -69,23 +71,23 @@ def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     )
 
 
-@lobby_page()
+@dashboard_page
 def waiting_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "board/_waiting.html", page.context(**_waiting(page)))
 
 
-@lobby_page()
+@dashboard_page
 def agents_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     _opened(page)
     return render(request, "board/_agents.html", page.context(**_agents(page)))
 
 
-@lobby_page()
+@dashboard_page
 def accounts_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "board/_accounts.html", page.context(**_accounts(page)))
 
 
-@lobby_page()
+@dashboard_page
 def tokens(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     series, lines = agent_tokens(page.lobby, timezone.now())
     scale = max((n for agent in series for _, n in agent.days), default=0)

@@ -7,18 +7,18 @@ nobody any more. Local: the operator's in-memory session opens every lobby.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from django.http import HttpRequest
 from django.utils import timezone
 
-from board.models import BoardConfig, Visibility
 from console import local
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
 from console.web import digest, host_cookie
+from lobbies.hosts import hosted
 from lobbies.models import Lobby
-from pocolobby.hosts import hosted
 
 OPERATOR_COOKIE = "pocolobby-operator"
 ACCOUNT_COOKIE = "pocolobby-account"
@@ -88,12 +88,14 @@ def account_role(account: Account, lobby: Lobby) -> Role | None:
     return None
 
 
-def dashboard_is_public(lobby: Lobby) -> bool:
-    return BoardConfig.objects.filter(lobby=lobby, visibility=Visibility.PUBLIC).exists()
+def visitor_of(
+    request: HttpRequest, lobby: Lobby, public: Callable[[Lobby], bool] | None = None
+) -> Visitor:
+    """What this request may do on this lobby's pages, from the rows as they are now.
 
-
-def visitor_of(request: HttpRequest, lobby: Lobby) -> Visitor:
-    """What this request may do on this lobby's pages, from the rows as they are now."""
+    Whether a page is open to anyone is not the console's fact: the board passes `public`
+    (its dashboard's visibility) for its pages; the console's own pages are never public.
+    """
     if operator_signed_in(request):
         return Visitor("operator")
     account = session_account(request, SessionPlace.LOBBY, lobby)
@@ -101,6 +103,6 @@ def visitor_of(request: HttpRequest, lobby: Lobby) -> Visitor:
         role = account_role(account, lobby)
         if role is not None:
             return Visitor(role, account)
-    if dashboard_is_public(lobby):
+    if public is not None and public(lobby):
         return Visitor("public")
     return Visitor(None)

@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from console.actions import accounts
+from console.actions.lobby_settings import Actor, add_viewer
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 
 
@@ -54,8 +55,6 @@ class DashboardViewerAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: DashboardViewer, form: Any, change: bool
     ) -> None:
-        from console.actions.lobby_settings import Actor, add_viewer
-
         if change:
             DashboardViewer.objects.filter(pk=obj.pk).delete()
         add_viewer(Actor.operator(), obj.lobby.pk, obj.email)

@@ -3,14 +3,16 @@ owner, and when its agents last said anything. One query for every lobby on the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 
-from lobbies.dispatch import live_connections
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
+from lobbies.presence import live_connections
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def lobby_facts(names: list[str]) -> dict[str, LobbyFacts]:
         )
         .order_by()
     )
-    counts = {row["lobby__name"]: row for row in agents}
+    counts: dict[str, Mapping[str, Any]] = {row["lobby__name"]: row for row in agents}
     newest = Message.objects.filter(lobby=OuterRef("pk")).order_by("-created_at")
     lasts = dict(
         Lobby.objects.filter(name__in=names)

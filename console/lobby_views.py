@@ -1,4 +1,5 @@
-"""A lobby host's console pages: sign-in start, hand-off, sign-out, settings and activity."""
+"""A lobby host's console pages: sign-in start, hand-off, sign-out, rooms, viewers, activity
+and deletion (the settings page itself and its dashboard settings are board.settings_views)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,12 @@ from console.actions import handoff
 from console.actions import lobby_settings as actions
 from console.actions.lobby_settings import Actor
 from console.forms import (
-    AppearanceForm,
     CreateRoomForm,
     DeleteLobbyForm,
     EmptyForm,
-    NotesSourceForm,
     RoomForm,
     RoomMembersForm,
-    SummaryForm,
     ViewerForm,
-    VisibilityForm,
 )
 from console.models import SessionPlace
 from console.pages import LobbyPage, end_visit, lobby_page
@@ -38,19 +35,11 @@ from console.web import (
     set_host_cookie,
     site_of,
 )
+from lobbies.hosts import account_origin, hosted
 from lobbies.models import ActorKind
-from pocolobby.hosts import account_origin, hosted
 
 VERIFIER_SECONDS = 15 * 60
-VIEWER_WARNING = (
-    "Adding a viewer, or making the dashboard public, shares what the summaries paraphrase "
-    "from this lobby's notes and reports, what its agents say they wait on, when they sent "
-    "and received messages, and how much of their Claude plans is left (the account email "
-    "only to a private dashboard's viewers), so treat it like the notes themselves."
-)
-
-
-def _actor(visitor: Visitor) -> Actor:
+def actor_of(visitor: Visitor) -> Actor:
     if visitor.role == "operator" or visitor.account is None:
         return Actor.operator()
     return Actor(ActorKind.ACCOUNT, visitor.account.pk, visitor.account.email)
@@ -111,20 +100,6 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 
 
 @lobby_page(settings=True)
-def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
-    return render(
-        request,
-        "console/settings.html",
-        page.context(
-            **selectors.settings_of(page.lobby),
-            viewer_warning=VIEWER_WARNING,
-            hosted=hosted(),
-            services=selectors.services(),
-        ),
-    )
-
-
-@lobby_page(settings=True)
 def activity_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     listing, lines = selectors.activity(page.lobby, request.GET.get("page"))
     return render(request, "console/activity.html", page.context(listing=listing, lines=lines))
@@ -133,84 +108,47 @@ def activity_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
 @lobby_page(settings=True)
 def create_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, CreateRoomForm)
-    actions.create_room(_actor(page.visitor), page.lobby.pk, form.room, form.members)
+    actions.create_room(actor_of(page.visitor), page.lobby.pk, form.room, form.members)
     return json_ok(message=f"created room {form.room}")
 
 
 @lobby_page(settings=True)
 def room_members(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, RoomMembersForm)
-    actions.set_room_members(_actor(page.visitor), page.lobby.pk, form.room, form.members)
+    actions.set_room_members(actor_of(page.visitor), page.lobby.pk, form.room, form.members)
     return json_ok(message=f"saved the members of {form.room}")
 
 
 @lobby_page(settings=True)
 def archive_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, RoomForm)
-    actions.archive_room(_actor(page.visitor), page.lobby.pk, form.room)
+    actions.archive_room(actor_of(page.visitor), page.lobby.pk, form.room)
     return json_ok(message=f"archived room {form.room}")
 
 
 @lobby_page(settings=True)
 def restore_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, RoomForm)
-    actions.restore_room(_actor(page.visitor), page.lobby.pk, form.room)
+    actions.restore_room(actor_of(page.visitor), page.lobby.pk, form.room)
     return json_ok(message=f"restored room {form.room}")
-
-
-@lobby_page(settings=True)
-def visibility(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, VisibilityForm)
-    actions.set_visibility(_actor(page.visitor), page.lobby.pk, form.visibility)
-    return json_ok(message=f"the dashboard is {form.visibility}")
 
 
 @lobby_page(settings=True)
 def add_viewer(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, ViewerForm)
-    actions.add_viewer(_actor(page.visitor), page.lobby.pk, form.email)
+    actions.add_viewer(actor_of(page.visitor), page.lobby.pk, form.email)
     return json_ok(message="viewer added")
 
 
 @lobby_page(settings=True)
 def remove_viewer(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, ViewerForm)
-    actions.remove_viewer(_actor(page.visitor), page.lobby.pk, form.email)
+    actions.remove_viewer(actor_of(page.visitor), page.lobby.pk, form.email)
     return json_ok(message="viewer removed")
-
-
-@lobby_page(settings=True)
-def appearance(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, AppearanceForm)
-    actions.set_appearance(
-        _actor(page.visitor),
-        page.lobby.pk,
-        form.agent,
-        form.emoji,
-        form.display_name,
-        form.hidden,
-    )
-    return json_ok(message=f"saved how {form.agent} appears")
-
-
-@lobby_page(settings=True)
-def summary(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, SummaryForm)
-    actions.set_summary(_actor(page.visitor), page.lobby.pk, form.model, form.effort)
-    return json_ok(message="saved the summary settings")
-
-
-@lobby_page(settings=True)
-def notes_source(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, NotesSourceForm)
-    actions.set_notes_source(
-        _actor(page.visitor), page.lobby.pk, form.room, form.repository, form.ref, form.paths
-    )
-    return json_ok(message=f"saved the notes source of {form.room}")
 
 
 @lobby_page(settings=True)
 def delete(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, DeleteLobbyForm)
-    name = actions.delete_lobby(_actor(page.visitor), page.lobby.pk, form.confirm)
+    name = actions.delete_lobby(actor_of(page.visitor), page.lobby.pk, form.confirm)
     return json_ok(message=f"deleted lobby {name}", redirect=f"{account_origin()}/")

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower, Trim
 
 from console.web import new_secret
 from lobbies.models import Lobby, closed_set
@@ -28,7 +29,7 @@ class Account(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(email=models.functions.Lower(models.functions.Trim("email"))),
+                condition=Q(email=Lower(Trim("email"))),
                 name="account_email_normalised",
             )
         ]

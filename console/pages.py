@@ -26,8 +26,8 @@ from console.actions.sign_in import end_session
 from console.models import Account, SessionPlace
 from console.web import PageRefusal, clear_host_cookie, host_cookie, refusal_response, site_of
 from lobbies.errors import BrokerError
+from lobbies.hosts import hosted
 from lobbies.models import Lobby
-from pocolobby.hosts import hosted
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,12 @@ def _refused(request: HttpRequest, refusal: PageRefusal | BrokerError) -> HttpRe
     return refusal_response(request, refusal)
 
 
-def lobby_page(*, settings: bool = False) -> Callable[[LobbyView], Callable[..., HttpResponse]]:
-    """A page of one lobby: the dashboard's (any visitor who may view) or its settings'
-    (the owner or the local operator only, checked again on every request)."""
+def lobby_page(
+    *, settings: bool = False, public: Callable[[Lobby], bool] | None = None
+) -> Callable[[LobbyView], Callable[..., HttpResponse]]:
+    """A page of one lobby: the dashboard's (any visitor who may view, and anyone when
+    `public` says so) or its settings' (the owner or the local operator only, checked again
+    on every request)."""
 
     def wrap(view: LobbyView) -> Callable[..., HttpResponse]:
         @functools.wraps(view)
@@ -64,7 +67,7 @@ def lobby_page(*, settings: bool = False) -> Callable[[LobbyView], Callable[...,
                 lobby = Lobby.objects.filter(name=site.lobby).first()
                 if lobby is None:
                     raise PageRefusal(404, f"there is no lobby named {site.lobby!r} here")
-                visitor = visitor_of(request, lobby)
+                visitor = visitor_of(request, lobby, public)
                 allowed = visitor.may_change_settings if settings else visitor.may_view
                 if not allowed:
                     return _not_allowed(request, site.base, visitor, settings)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch
 
-from board.models import AgentAppearance, BoardConfig, Effort, NotesSource, SummaryModel, Visibility
+from console import mail
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
 from lobbies.names import OWNER_SENDER
@@ -49,8 +49,6 @@ def all_lobby_names() -> list[str]:
 
 def services() -> list[tuple[str, str, bool]]:
     """(service, the variable that configures it, whether it is set): never the value."""
-    from console import mail
-
     return [
         ("Notes from GitHub", "POCOLOBBY_GITHUB_TOKEN", bool(settings.GITHUB_TOKEN)),
         ("Summaries by Claude", "ANTHROPIC_API_KEY", bool(settings.ANTHROPIC_API_KEY)),
@@ -59,7 +57,8 @@ def services() -> list[tuple[str, str, bool]]:
 
 
 def settings_of(lobby: Lobby) -> dict[str, Any]:
-    """Everything the settings page shows; never an agent token."""
+    """The console's part of the settings page (rooms, agents, viewers, repositories, owner);
+    board.selectors.settings_page adds the dashboard's. Never an agent token."""
     rooms = list(
         Room.objects.filter(lobby=lobby)
         .order_by("room_id")
@@ -67,20 +66,15 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
             Prefetch("members", queryset=RoomMember.objects.select_related("agent")),
         )
     )
-    sources = {
-        s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)
-    }
     agents = list(
         Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER).order_by("agent_id")
     )
-    looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
-    config = BoardConfig.objects.filter(lobby=lobby).first()
     return {
         "rooms": [
             {
                 "room_id": room.room_id,
+                "room_pk": room.pk,
                 "members": {m.agent.agent_id for m in room.members.all()},
-                "source": sources.get(room.pk),
             }
             for room in rooms
         ],
@@ -89,13 +83,7 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
             .order_by("room_id")
             .values_list("room_id", flat=True)
         ),
-        "agents": [{"agent_id": a.agent_id, "look": looks.get(a.pk)} for a in agents],
-        "visibility": config.visibility if config else Visibility.PRIVATE,
-        "public_message_contents": bool(config and config.public_message_contents),
-        "summary_model": config.summary_model if config else SummaryModel.HAIKU,
-        "summary_effort": config.summary_effort if config else Effort.LOW,
-        "models": SummaryModel.choices,
-        "efforts": Effort.values,
+        "agents": [{"agent_id": a.agent_id, "agent_pk": a.pk} for a in agents],
         "viewers": list(
             DashboardViewer.objects.filter(lobby=lobby)
             .order_by("email")
@@ -202,7 +190,7 @@ class ActivityLine:
     text: str
 
 
-def activity(lobby: Lobby, number: str | int | None) -> tuple[Page, list[ActivityLine]]:
+def activity(lobby: Lobby, number: str | int | None) -> tuple[Page[AuditEvent], list[ActivityLine]]:
     """The lobby's audit events, newest first, fifty a page."""
     events = AuditEvent.objects.filter(lobby_name=lobby.name).order_by("-created_at", "-pk")
     page = Paginator(events, ACTIVITY_PAGE_SIZE).get_page(number)

@@ -6,10 +6,10 @@ from django.contrib import admin
 from django.urls import path
 
 from console import views
-from pocolobby.urls_api import bad_request, not_found
+from lobbies.http import handle_bad_request, handle_not_found
 
-handler400 = bad_request
-handler404 = not_found
+handler400 = handle_bad_request
+handler404 = handle_not_found
 
 urlpatterns = [
     path("", views.home),

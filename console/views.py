@@ -29,7 +29,7 @@ from console.web import (
     set_host_cookie,
 )
 from lobbies.actions import operator
-from pocolobby.hosts import hosted, lobby_origin
+from lobbies.hosts import hosted, lobby_origin
 
 ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
 # A pending open kept through sign-in: only this shape, so `next` can never leave the site.

@@ -6,24 +6,25 @@ from django.http import HttpRequest, JsonResponse
 
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.catalog import Caller, catalog_for, run_tool
+from lobbies.credentials import stated
 from lobbies.errors import bad_request
-from lobbies.http import api_view, bearer_token, json_body
+from lobbies.http import ApiView, api_view, json_body
 from lobbies.tokens import agent_for_token
+from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
 
 
 def _caller(request: HttpRequest) -> Caller:
     """The agent from the token; the runtime from a bridge's headers, which fence its writes."""
-    agent = agent_for_token(bearer_token(request))
-    runtime_id = request.headers.get("X-PocoLobby-Runtime")
-    generation = request.headers.get("X-PocoLobby-Generation")
-    if runtime_id is None and generation is None:
+    given = stated(request.headers)
+    agent = agent_for_token(given.token)
+    if given.runtime_id is None and given.generation_text is None:
         return Caller(agent)
-    if runtime_id is None or generation is None or not generation.isdigit():
+    if given.runtime_id is None or given.generation is None:
         raise bad_request(
-            "send X-PocoLobby-Runtime and X-PocoLobby-Generation (an integer) together",
+            f"send {RUNTIME_HEADER} and {GENERATION_HEADER} (an integer) together",
             code="invalid_runtime",
         )
-    return Caller(agent, RuntimeCaller(check_runtime_id(runtime_id), int(generation)))
+    return Caller(agent, RuntimeCaller(check_runtime_id(given.runtime_id), given.generation))
 
 
 @api_view(("GET",))
@@ -36,7 +37,7 @@ def call_tool(request: HttpRequest, name: str) -> JsonResponse:
     return JsonResponse(run_tool(_caller(request), name, json_body(request)))
 
 
-def operation_route(name: str, method: str) -> object:
+def operation_route(name: str, method: str) -> ApiView:
     """A REST route that runs catalog operation `name`, exactly as POST /v1/tools/<name> does."""
 
     @api_view((method,))

@@ -21,12 +21,14 @@ from lobbies import selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity
 from lobbies.actions import messages as message_actions
+from lobbies.actions import receipts as receipt_actions
 from lobbies.actions import rooms as room_actions
 from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
-from lobbies.errors import BrokerError, bad_request, forbidden, not_found
+from lobbies.errors import BrokerError, bad_request, not_found
 from lobbies.models import Agent, Checkpoint
+from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
     AcknowledgeMessages,
     AddRoomMembers,
@@ -53,6 +55,7 @@ from lobbies.schemas import (
     SetStatus,
     UpdateScheduled,
 )
+from lobbies.wire import iso
 
 Result = dict[str, Any]
 
@@ -99,7 +102,7 @@ def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
     message = schedule_actions.update_scheduled(caller.agent, args)
     return {
         "message_id": message.pk,
-        "deliver_at": selectors.iso(message.deliver_at),
+        "deliver_at": iso(message.deliver_at),
         "content_bytes": message.content_bytes,
     }
 
@@ -123,7 +126,7 @@ def _delete_room(caller: Caller, args: DeleteRoom) -> Result:
 
 def _rest_agents(caller: Caller, args: RestAgents) -> Result:
     names = room_actions.rest_agents(caller.agent, args.agent_ids, args.rest, args.at)
-    return {"agent_ids": names, "rest": args.rest, "at": selectors.iso(args.at)}
+    return {"agent_ids": names, "rest": args.rest, "at": iso(args.at)}
 
 
 def _get_messages(caller: Caller, args: GetMessages) -> Result:
@@ -134,7 +137,7 @@ def _get_messages(caller: Caller, args: GetMessages) -> Result:
 
 
 def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
-    outcome = message_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
+    outcome = receipt_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
     return {
         "acknowledged": outcome.acknowledged,
         "unknown_message_ids": outcome.unknown_message_ids,
@@ -151,7 +154,7 @@ def _set_status(caller: Caller, args: SetStatus) -> Result:
     agent = agent_actions.set_status(caller.agent, args, caller.runtime)
     return {
         "status": agent.status_line or None,
-        "updated_at": selectors.iso(agent.status_updated_at),
+        "updated_at": iso(agent.status_updated_at),
     }
 
 
@@ -160,7 +163,7 @@ def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> Result:
     return {
         "count": agent.owner_request_count,
         "line": agent.owner_request_line,
-        "updated_at": selectors.iso(agent.owner_requests_updated_at),
+        "updated_at": iso(agent.owner_requests_updated_at),
     }
 
 
@@ -172,15 +175,15 @@ def _ready(caller: Caller, args: Ready) -> Result:
         "ready": True,
         "runtime_id": agent.runtime_id,
         "generation": agent.runtime_generation,
-        "ready_at": selectors.iso(agent.ready_at),
+        "ready_at": iso(agent.ready_at),
     }
 
 
 def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> Result:
     checkpoint, acknowledged = continuity.save_checkpoint(caller.agent, args, caller.runtime)
-    result = {
+    result: Result = {
         "revision": checkpoint.revision,
-        "saved_at": selectors.iso(checkpoint.saved_at),
+        "saved_at": iso(checkpoint.saved_at),
         "covers_receipts_through": checkpoint.covers_receipts_through,
     }
     if acknowledged is not None:
@@ -271,7 +274,7 @@ def _get_context(caller: Caller, args: GetContext) -> Result:
         "runtime": {
             "runtime_id": agent.runtime_id,
             "generation": agent.runtime_generation,
-            "bound_at": selectors.iso(agent.runtime_bound_at),
+            "bound_at": iso(agent.runtime_bound_at),
             "ready": agent.ready_at is not None,
         },
         "checkpoint": selectors.checkpoint_entry(checkpoint, now),
@@ -290,7 +293,7 @@ class Tool:
     schema: type[Operation]
     run: Callable[[Caller, Any], Result]
     guidance: str = ""
-    permission: str | None = None
+    permission: Permission | None = None
 
     @property
     def description(self) -> str:
@@ -408,12 +411,8 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def _allowed(agent: Agent, tool: Tool) -> bool:
-    return tool.permission is None or bool(getattr(agent, tool.permission))
-
-
 def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
-    return tuple(tool for tool in TOOLS.values() if _allowed(agent, tool))
+    return tuple(tool for tool in TOOLS.values() if has_permission(agent, tool.permission))
 
 
 def catalog_for(agent: Agent) -> dict[str, Any]:
@@ -473,8 +472,7 @@ def run_tool(
     tool = TOOLS.get(name)
     if tool is None:
         raise not_found("unknown_tool", f"no operation named {name!r}; GET /v1/tools lists them")
-    if not _allowed(agent, tool):
-        raise forbidden("permission_required", f"{name} needs the {tool.permission} permission")
+    require_permission(agent, tool.permission, name)
     if not isinstance(raw, Mapping):
         raise bad_request("arguments must be a JSON object")
     args = parse_arguments(tool.schema, raw, from_strings=from_strings)

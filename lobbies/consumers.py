@@ -17,13 +17,23 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from lobbies import dispatch
+from lobbies import presence, push
 from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.credentials import stated
 from lobbies.errors import BrokerError
 from lobbies.events import agent_group
-from lobbies.presentation import EVENT_VERSION
+from lobbies.hosts import HostRefused, site_for
 from lobbies.tokens import agent_for_token
-from pocolobby.hosts import HostRefused, site_for
+from lobbies.wire import (
+    EVENT_VERSION,
+    EVENT_VERSION_HEADER,
+    FRAME_ERROR,
+    FRAME_HEARTBEAT,
+    FRAME_HOST_WRITTEN,
+    FRAME_NOTICE,
+    FRAME_RECEIVED,
+    FRAME_WELCOME,
+)
 
 log = logging.getLogger("pocolobby.stream")
 
@@ -52,11 +62,11 @@ class FactQueue:
     """
 
     def __init__(self) -> None:
-        self.pending: list[dispatch.TransportFact] = []
+        self.pending: list[push.TransportFact] = []
         self.lock = asyncio.Lock()
         self.task: asyncio.Task[None] | None = None
 
-    def add(self, fact: dispatch.TransportFact) -> None:
+    def add(self, fact: push.TransportFact) -> None:
         self.pending.append(fact)
         if self.task is None or self.task.done():
             self.task = asyncio.ensure_future(self._flush_soon())
@@ -70,7 +80,7 @@ class FactQueue:
             batch, self.pending = self.pending, []
             if batch:
                 try:
-                    await on_worker(dispatch.record_transport_facts)(batch)
+                    await on_worker(push.record_transport_facts)(batch)
                 except Exception:
                     log.exception("could not record %d transport facts", len(batch))
 
@@ -91,7 +101,7 @@ def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
         place = None
     if place != "api":
         raise BrokerError(404, "not_found", "this host serves no API")
-    version = headers.get("x-pocolobby-event-version", "")
+    version = headers.get(EVENT_VERSION_HEADER.lower(), "")
     if version != str(EVENT_VERSION):
         raise BrokerError(
             426,
@@ -99,20 +109,11 @@ def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
             f"this broker speaks event version {EVENT_VERSION}; the bridge stated "
             f"{version or 'none'}: update PocoLobby on this machine and reconnect the bridge",
         )
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
-    agent = agent_for_token(token.strip())
-    raw_generation = headers.get("x-pocolobby-generation")
-    generation: int | None = None
-    if raw_generation:
-        try:
-            generation = int(raw_generation)
-        except ValueError:
-            raise BrokerError(
-                400, "invalid_generation", "the generation must be an integer"
-            ) from None
-    return claim_runtime(agent, headers.get("x-pocolobby-runtime", ""), generation)
+    given = stated(headers)
+    agent = agent_for_token(given.token)
+    if given.generation_text and given.generation is None:
+        raise BrokerError(400, "invalid_generation", "the generation must be an integer")
+    return claim_runtime(agent, given.runtime_id or "", given.generation)
 
 
 class BridgeConsumer(AsyncWebsocketConsumer):
@@ -137,7 +138,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.connection_pk = await on_worker(dispatch.open_connection)(agent.pk, self.generation)
+        self.connection_pk = await on_worker(presence.open_connection)(agent.pk, self.generation)
         LOCAL.add(self)
         # Fence every other socket of this agent: older generations and stale twins.
         await self.channel_layer.group_send(
@@ -150,7 +151,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         )
         await self._send_frame(
             {
-                "type": "welcome",
+                "type": FRAME_WELCOME,
                 "event_version": EVENT_VERSION,
                 "agent_id": agent.agent_id,
                 "lobby_id": agent.lobby.name,
@@ -160,14 +161,14 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             }
         )
         if self.claim.started:
-            await self._send_built(dispatch.bootstrap_frame, self.agent_pk, self.generation)
+            await self._send_built(push.bootstrap_frame, self.agent_pk, self.generation)
         else:
-            await on_worker(dispatch.reconnected)(self.agent_pk, self.generation)
+            await on_worker(push.reconnected)(self.agent_pk, self.generation)
         await self._push()
 
     async def _refuse(self, error: BrokerError) -> None:
         await self._send_frame(
-            {"type": "error", "status": error.status, **error.as_json()["error"]}
+            {"type": FRAME_ERROR, "status": error.status, **error.as_json()["error"]}
         )
         await self.close(code=4000 + error.status)
 
@@ -179,7 +180,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             self.flush_task.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.connection_pk is not None:
-            await on_worker(dispatch.close_connection)(self.connection_pk)
+            await on_worker(presence.close_connection)(self.connection_pk)
 
     # ------------------------------------------------------------ frames from the bridge
 
@@ -202,16 +203,15 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             return
         self.heard_since_beat = True
         kind = frame["type"]
-        if kind == "heartbeat":
+        if kind == FRAME_HEARTBEAT:
             await FACTS.flush()  # a heartbeat's answer means: all you reported is recorded
-            await self._send_frame({"type": "heartbeat"})
-        elif kind in ("received", "host_written"):
+            await self._send_frame({"type": FRAME_HEARTBEAT})
+        elif kind in (FRAME_RECEIVED, FRAME_HOST_WRITTEN):
             notice_id = frame.get("notice_id")
-            known = isinstance(notice_id, str) and (
+            if isinstance(notice_id, str) and (
                 notice_id in self.sent_notices
-                or await on_worker(dispatch.notice_known)(self.agent_pk, self.generation, notice_id)
-            )
-            if known:
+                or await on_worker(push.notice_known)(self.agent_pk, self.generation, notice_id)
+            ):
                 FACTS.add((self.agent_pk, self.generation, notice_id, kind))
             else:
                 await self._error(
@@ -239,15 +239,15 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def agent_hint(self, event: dict[str, Any]) -> None:
         if event.get("generation") == self.generation:
             await self._send_built(
-                dispatch.hint_frame, self.agent_pk, self.generation, list(event["message_ids"])
+                push.hint_frame, self.agent_pk, self.generation, list(event["message_ids"])
             )
 
     async def agent_bootstrap(self, event: dict[str, Any]) -> None:
         if event.get("generation") == self.generation:
-            await self._send_built(dispatch.bootstrap_frame, self.agent_pk, self.generation)
+            await self._send_built(push.bootstrap_frame, self.agent_pk, self.generation)
 
     async def agent_receipts(self, event: dict[str, Any]) -> None:
-        await self._send_built(dispatch.receipts_frame, self.agent_pk, list(event["receipts"]))
+        await self._send_built(push.receipts_frame, self.agent_pk, list(event["receipts"]))
 
     async def agent_superseded(self, event: dict[str, Any]) -> None:
         if event.get("connection") == self.connection_pk:
@@ -270,7 +270,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await on_worker(dispatch.push_frame)(self.agent_pk, self.generation)
+                frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
                 if frame is None:
                     return
                 await self._send_frame(frame)
@@ -282,10 +282,10 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 await self._send_frame(frame)
 
     async def _error(self, code: str, message: str) -> None:
-        await self._send_frame({"type": "error", "code": code, "message": message})
+        await self._send_frame({"type": FRAME_ERROR, "code": code, "message": message})
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
-        if frame.get("type") == "notice":
+        if frame.get("type") == FRAME_NOTICE:
             if len(self.sent_notices) > 5000:  # older ids fall back to a lookup
                 self.sent_notices.clear()
             self.sent_notices.add(frame["notice_id"])

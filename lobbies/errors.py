@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -33,3 +34,11 @@ def conflict(code: str, message: str, **extra: Any) -> BrokerError:
 
 def forbidden(code: str, message: str) -> BrokerError:
     return BrokerError(403, code, message)
+
+
+def request_too_large(limit: int) -> BrokerError:
+    return BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+
+
+def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
+    return BrokerError(405, "method_not_allowed", f"use {' or '.join(methods)} on {path}")

@@ -8,14 +8,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import close_old_connections
-from django.http import HttpRequest, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from lobbies.errors import BrokerError, bad_request
+from lobbies import credentials
+from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
 
 log = logging.getLogger("pocolobby.api")
 
@@ -31,13 +31,7 @@ def error_response(error: BrokerError) -> JsonResponse:
 
 
 def bearer_token(request: HttpRequest) -> str:
-    header = request.headers.get("Authorization", "")
-    if not header:
-        raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise BrokerError(401, "invalid_token", "Authorization must be 'Bearer <token>'")
-    return token.strip()
+    return credentials.bearer_token(request.headers.get("Authorization", ""))
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
@@ -48,13 +42,13 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     except ValueError:
         declared = 0
     if declared > limit:
-        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+        raise request_too_large(limit)
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes") from None
+        raise request_too_large(limit) from None
     if len(raw) > limit:
-        raise BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+        raise request_too_large(limit)
     if not raw.strip():
         return {}
     try:
@@ -83,23 +77,42 @@ def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
-    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback.
+class ApiView:
+    """A /v1 view: Django serves it async; pocolobby.asgi's fast lane calls `serve_sync`.
 
-    The view is served async and its body runs on the loop's default executor, so requests
-    do not queue behind the one thread Django gives sync views (and pages) under ASGI. On
-    PostgreSQL that executor is a pool; on SQLite `pocolobby serve` gives it one thread of
-    its own (pocolobby/server.py). (`POCOLOBBY_API_THREADS=0`, set by the in-process tests,
-    keeps them on the caller's thread and its test transaction.)
+    `serve_sync` is the whole view, run on the caller's thread: method check, Origin
+    refusal, BrokerError -> JSON. Called through Django, it runs on the loop's default
+    executor, so requests do not queue behind the one thread Django gives sync views (and
+    pages) under ASGI. On PostgreSQL that executor is a pool; on SQLite `pocolobby serve`
+    gives it one thread of its own (pocolobby/server.py). (`POCOLOBBY_API_THREADS=0`, set by
+    the in-process tests, keeps them on the caller's thread and its test transaction.)
     """
 
-    def decorate(view: View) -> Any:
+    csrf_exempt = True
+
+    def __init__(self, serve_sync: View, name: str) -> None:
+        self.serve_sync = serve_sync
+        self.__name__ = name
+        markcoroutinefunction(self)  # Django awaits it rather than running it on its thread
+
+    async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        if not settings.API_THREADS:
+            return await sync_to_async(self.serve_sync)(request, *args, **kwargs)
+        worker = in_worker_thread(self.serve_sync)
+        answer: JsonResponse = await sync_to_async(worker, thread_sensitive=False)(
+            request, *args, **kwargs
+        )
+        return answer
+
+
+def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
+    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback."""
+
+    def decorate(view: View) -> ApiView:
         def run(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
             try:
                 if request.method not in methods:
-                    raise BrokerError(
-                        405, "method_not_allowed", f"use {' or '.join(methods)} on {request.path}"
-                    )
+                    raise method_not_allowed(methods, request.path)
                 if "Origin" in request.headers:
                     raise BrokerError(
                         403, "origin_refused", "the API serves native clients, not browser pages"
@@ -114,15 +127,39 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], Any]:
                     status=500,
                 )
 
-        @csrf_exempt
-        @functools.wraps(view)
-        async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-            if not settings.API_THREADS:
-                return await sync_to_async(run)(request, *args, **kwargs)
-            worker = in_worker_thread(run)
-            return await sync_to_async(worker, thread_sensitive=False)(request, *args, **kwargs)
-
-        wrapped.serve_sync = run  # type: ignore[attr-defined]  # for pocolobby.asgi's fast lane
-        return wrapped
+        return ApiView(run, getattr(view, "__name__", "view"))
 
     return decorate
+
+
+def by_method(**views: ApiView) -> ApiView:
+    """One path, one operation per HTTP method."""
+
+    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        view = views.get(request.method or "")
+        if view is None:
+            return error_response(method_not_allowed(views, request.path))
+        return view.serve_sync(request, *args, **kwargs)
+
+    return ApiView(route, "_".join(view.__name__ for view in views.values()))
+
+
+# ---------------------------------------------------------------- Django's own refusals
+
+
+def handle_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if request.path.startswith("/v1/"):
+        return JsonResponse(
+            {"error": {"code": "not_found", "message": f"no route {request.path}"}}, status=404
+        )
+    return HttpResponse("Not found\n", status=404, content_type="text/plain; charset=utf-8")
+
+
+def handle_bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's own refusals (such as a Host not allowed) stay JSON on the API."""
+    if request.path.startswith("/v1/"):
+        return JsonResponse(
+            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
+            status=400,
+        )
+    return HttpResponse("Bad request\n", status=400, content_type="text/plain; charset=utf-8")

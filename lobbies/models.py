@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 from django.db.models import Q
 
@@ -82,6 +84,14 @@ class Agent(models.Model):
                 condition=Q(owner_request_count__lte=99), name="agent_owner_request_count_bound"
             ),
         ]
+
+    if TYPE_CHECKING:
+        # Present only on rows the push path's hand-written reads annotate (lobbies/store.py
+        # callers: lobbies/push.py, lobbies/tokens.py). Declared for the type checker; no
+        # columns. (QuerySet.annotate() results are typed by django-stubs itself.)
+        lobby_name: str
+        token_hash: str
+        token_revoked: bool
 
     def __str__(self) -> str:
         return f"{self.agent_id}@{self.lobby_id}"

@@ -14,8 +14,7 @@ from typing import Any
 
 from lobbies.models import Message, Priority, Scope
 from lobbies.names import OWNER_SENDER
-
-EVENT_VERSION = 5
+from lobbies.wire import addressing_facts, iso
 
 IMPORTANT_SENTENCE = (
     "Handle it before lower-priority queued work; it did not interrupt a running tool."
@@ -34,8 +33,6 @@ class Presentation:
 
 
 def _iso(moment: datetime) -> str:
-    from lobbies.selectors import iso
-
     return iso(moment) or ""
 
 
@@ -93,8 +90,6 @@ def message_payload(message: Message, *, with_body: bool = True) -> dict[str, An
         body["from_owner"] = True
     if message.reply_to:
         body["reply_to"] = message.reply_to
-    from lobbies.selectors import addressing_facts
-
     body.update(addressing_facts(message))
     if message.correlation_id:
         body["correlation_id"] = message.correlation_id

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from annotated_types import GroupedMetadata
 from django.conf import settings
 from pydantic import (
     AfterValidator,
@@ -47,16 +50,31 @@ def _content(value: str) -> str:
     return value
 
 
-def bounded_text(max_length: int, min_length: int = 0) -> Any:
+@dataclass(frozen=True)
+class _Checked(GroupedMetadata):
+    """Bounds on a string, checked first, then one validator: `Annotated[str, bounded_text(9)]`.
+
+    A metadata object rather than an Annotated type made by a call, so an annotation stays a
+    type the type checker reads.
+    """
+
+    max_length: int
+    min_length: int
+    check: Callable[[str], str]
+
+    def __iter__(self) -> Iterator[object]:
+        yield StringConstraints(min_length=self.min_length, max_length=self.max_length)
+        yield AfterValidator(self.check)
+
+
+def bounded_text(max_length: int, min_length: int = 0) -> _Checked:
     """A bounded string without NUL or lone surrogates; bounds are checked first."""
-    bounds = StringConstraints(min_length=min_length, max_length=max_length)
-    return Annotated[str, bounds, AfterValidator(_text)]
+    return _Checked(max_length, min_length, _text)
 
 
-def one_line(max_length: int, min_length: int = 0) -> Any:
+def one_line(max_length: int, min_length: int = 0) -> _Checked:
     """A bounded single line without control characters; bounds are checked first."""
-    bounds = StringConstraints(min_length=min_length, max_length=max_length)
-    return Annotated[str, bounds, AfterValidator(_line)]
+    return _Checked(max_length, min_length, _line)
 
 
 AgentName = Annotated[str, Field(pattern=NAME_PATTERN, description="An agent_id in your lobby")]
@@ -70,19 +88,19 @@ class Operation(BaseModel):
 class MessageFields(Operation):
     """Facts a coordinator acts on, kept out of free text."""
 
-    commit: one_line(64, 4) | None = Field(
+    commit: Annotated[str, one_line(64, 4)] | None = Field(
         None, description="A commit SHA or ref the message is about"
     )
-    files: Annotated[list[one_line(512, 1)], Field(max_length=50)] | None = Field(
+    files: Annotated[list[Annotated[str, one_line(512, 1)]], Field(max_length=50)] | None = Field(
         None, description="Repository-relative paths, at most 50"
     )
-    evidence: one_line(1024, 1) | None = Field(
+    evidence: Annotated[str, one_line(1024, 1)] | None = Field(
         None, description="A logical location each machine resolves, e.g. dropbox:team/run-42"
     )
-    options: Annotated[list[one_line(300, 1)], Field(max_length=10)] | None = Field(
+    options: Annotated[list[Annotated[str, one_line(300, 1)]], Field(max_length=10)] | None = Field(
         None, description="Choices offered to the recipient, at most 10"
     )
-    recommendation: bounded_text(2000, 1) | None = Field(
+    recommendation: Annotated[str, bounded_text(2000, 1)] | None = Field(
         None, description="The option the sender recommends, and why"
     )
 
@@ -117,7 +135,7 @@ class SendOptions(Operation):
     )
     priority: Literal["info", "important"] = "info"
     reply_to: MessageId | None = Field(None, description="The message this one answers")
-    correlation_id: one_line(128, 1) | None = None
+    correlation_id: Annotated[str, one_line(128, 1)] | None = None
     fields: MessageFields | None = None
     notify_when_seen: bool = Field(
         False, description="Push you a compact receipt when the recipient acknowledges it"
@@ -181,7 +199,9 @@ class ScheduleMessage(Operation):
     priority: Literal["info", "important"] = "info"
     fields: MessageFields | None = None
     notify_when_seen: bool = False
-    time_zone: one_line(64, 1) = Field(description="An IANA zone such as Europe/Berlin")
+    time_zone: Annotated[str, one_line(64, 1)] = Field(
+        description="An IANA zone such as Europe/Berlin"
+    )
     times: Annotated[
         list[Annotated[str, Field(max_length=5)]], Field(min_length=1, max_length=24)
     ] = Field(description='1-24 local times of day, "HH:MM"')
@@ -289,7 +309,7 @@ class GetMessages(Operation):
     """Read your pending inbox (oldest first) or your history (newest first), in pages."""
 
     view: Literal["inbox", "history"] = "inbox"
-    query: one_line(200, 1) | None = Field(
+    query: Annotated[str, one_line(200, 1)] | None = Field(
         None, description="History only: messages whose text contains this, case-insensitively"
     )
     limit: Annotated[int, Field(ge=1, le=200)] = 50
@@ -313,7 +333,7 @@ class AcknowledgeMessages(Operation):
 class Ready(Operation):
     """Confirm bootstrap: echo the nonce of the bootstrap notice after loading get_context."""
 
-    nonce: one_line(64, 1)
+    nonce: Annotated[str, one_line(64, 1)]
     checkpoint_revision: Annotated[int, Field(ge=0)] | None = Field(
         None,
         description=(
@@ -377,14 +397,14 @@ class ListAgents(Operation):
 class SetStatus(Operation):
     """Set the one line peers read beside you in list_agents; empty clears it."""
 
-    status: one_line(200)
+    status: Annotated[str, one_line(200)]
 
 
 class SetOwnerRequests(Operation):
     """Say what you wait on from the owner: a count and one line naming each. 0 clears it."""
 
     count: Annotated[int, Field(ge=0, le=99)]
-    line: one_line(300) = ""
+    line: Annotated[str, one_line(300)] = ""
 
     @model_validator(mode="after")
     def _line_names_requests(self) -> SetOwnerRequests:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import base64
+import socket
 from datetime import UTC, datetime
-from typing import Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
 
+from lobbies import wire
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
@@ -24,60 +26,35 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER
+from lobbies.presence import PROCESS_ID, live_connections
+from lobbies.usage import readings_for, usage_entry
+from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
 
+if TYPE_CHECKING:
 
-def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with a Z, the one time format on the wire."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    class AnnotatedAgent(Agent):
+        """An agent row with the live facts and counts the reads below annotate."""
 
+        connected: bool
+        heartbeat_at: datetime | None
+        last_receipt_at: datetime | None
+        unseen_notified: int | None
+        oldest_unseen_notified: datetime | None
+        last_sent_at: datetime | None
+        last_received_at: datetime | None
+        online: bool  # board.selectors.shown_agents
+        pending: int
+        held: int
 
-def encode_cursor(view: str, sequence: int) -> str:
-    raw = f"{view}:{sequence}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+else:
+    AnnotatedAgent = Agent
 
 
 def decode_cursor(view: str, cursor: str) -> int:
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        prefix, _, number = base64.urlsafe_b64decode(padded).decode().partition(":")
-        sequence = int(number)
-    except (ValueError, UnicodeDecodeError):
-        raise bad_request("cursor is not one this broker issued", code="invalid_cursor") from None
-    if prefix != view or sequence < 0:
-        raise bad_request(f"cursor belongs to another view than {view!r}", code="invalid_cursor")
-    return sequence
-
-
-def delivery_facts(delivery: Delivery) -> dict[str, Any]:
-    return {
-        "delivery_state": delivery.state,
-        "held_reason": delivery.held_reason,
-        "delivered_at": iso(delivery.delivered_at),
-        "adapter_received_at": iso(delivery.adapter_received_at),
-        "notification_attempted_at": iso(delivery.notification_attempted_at),
-        "agent_seen_at": iso(delivery.agent_seen_at),
-    }
-
-
-def addressing_facts(message: Message) -> dict[str, Any]:
-    """Room, addressees, replacement and timing: present only where they apply."""
-    facts: dict[str, Any] = {}
-    if message.room_name:
-        facts["room_id"] = message.room_name
-    if message.addressed_to:
-        facts["addressed_to"] = message.addressed_to
-    if message.supersedes:
-        facts["supersedes"] = message.supersedes
-    if message.deliver_at:
-        facts["deliver_at"] = iso(message.deliver_at)
-    if message.deliver_at or message.schedule_id:
-        facts["late"] = message.late
-    if message.schedule_id:
-        facts["schedule_id"] = message.schedule_id
-        facts["slot"] = iso(message.slot)
-    return facts
+        return wire.decode_cursor(view, cursor)
+    except wire.CursorError as error:
+        raise bad_request(str(error), code="invalid_cursor") from None
 
 
 def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> dict[str, Any]:
@@ -240,10 +217,8 @@ def _page(agent: Agent, rows: list[Message], limit: int, view: str) -> dict[str,
     }
 
 
-def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
-    from lobbies.dispatch import live_connections
-
     live = live_connections().filter(agent=OuterRef("pk")).order_by()
     unseen = (
         Delivery.objects.filter(
@@ -259,7 +234,8 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
         .values("recipient")
     )
     receipts = ReceiptEvent.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
-    return agents.annotate(
+    # The annotations below are the attributes AnnotatedAgent declares.
+    annotated = agents.annotate(
         connected=Exists(live),
         heartbeat_at=Subquery(
             live.values("agent").annotate(t=Max("last_heartbeat_at")).values("t")
@@ -270,9 +246,10 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[Agent]:
             unseen.annotate(t=Min("notification_attempted_at")).values("t")
         ),
     )
+    return cast("QuerySet[AnnotatedAgent]", annotated)
 
 
-def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
+def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """When each agent last sent a message or received a direct one: derived, never stored."""
     # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
     # index steps per agent, where an aggregate read every delivery the agent ever had.
@@ -294,12 +271,12 @@ def _with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[Agent]:
     )
 
 
-def last_message_at(agent: Agent) -> datetime | None:
+def last_message_at(agent: AnnotatedAgent) -> datetime | None:
     times = [t for t in (agent.last_sent_at, agent.last_received_at) if t is not None]
     return max(times) if times else None
 
 
-def agent_entry(agent: Agent) -> dict[str, Any]:
+def agent_entry(agent: AnnotatedAgent) -> dict[str, Any]:
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -325,12 +302,11 @@ def agent_entry(agent: Agent) -> dict[str, Any]:
 
 
 def list_agents(viewer: Agent) -> dict[str, Any]:
-    agents = _with_last_message_at(
-        Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
+    agents = list(
+        with_last_message_at(
+            Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
+        )
     )
-    from board.usage import readings_for, usage_entry
-
-    agents = list(agents)
     readings, now = readings_for({a.pk for a in agents}), datetime.now(UTC)
     return {
         "lobby": viewer.lobby.name,
@@ -342,7 +318,7 @@ def list_agents(viewer: Agent) -> dict[str, Any]:
 
 def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
     """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
-    agents = _with_last_message_at(
+    agents = with_last_message_at(
         Agent.objects.filter(lobby=lobby)
         .exclude(agent_id=OWNER_SENDER)
         .annotate(
@@ -460,12 +436,6 @@ def inbox_summary(agent: Agent) -> dict[str, Any]:
 
 def broker_identity() -> dict[str, Any]:
     """Which broker answered: useful when several processes serve one lobby."""
-    import socket
-    from importlib.metadata import PackageNotFoundError, version
-
-    from lobbies.dispatch import PROCESS_ID
-    from lobbies.presentation import EVENT_VERSION
-
     try:
         release = version("pocolobby")
     except PackageNotFoundError:

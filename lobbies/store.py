@@ -105,7 +105,7 @@ def select_all(
 
 def execute(sql: str, params: list[Any]) -> int:
     """A hand-written write; returns the number of rows it touched."""
-    return _query(sql, params, "count")
+    return int(_query(sql, params, "count"))
 
 
 @functools.lru_cache(maxsize=256)
@@ -160,7 +160,7 @@ def select(
 # where the column is nullable), None for datetimes. Any other value, and every other field
 # class (JSON, subclasses), goes through get_db_prep_save.
 _NONE = type(None)
-_PASSTHROUGH: dict[type[models.Field], tuple[type, ...]] = {
+_PASSTHROUGH: dict[type[models.Field[Any, Any]], tuple[type, ...]] = {
     models.CharField: (str, _NONE),
     models.TextField: (str, _NONE),
     models.IntegerField: (int, _NONE),
@@ -172,7 +172,7 @@ _PASSTHROUGH: dict[type[models.Field], tuple[type, ...]] = {
 }
 
 
-def _plain_types(field: models.Field) -> tuple[type, ...]:
+def _plain_types(field: models.Field[Any, Any]) -> tuple[type, ...]:
     if type(field) is models.BooleanField:
         return (bool, _NONE) if field.null else (bool,)
     if type(field) is models.DateTimeField:
@@ -180,7 +180,7 @@ def _plain_types(field: models.Field) -> tuple[type, ...]:
     return _PASSTHROUGH.get(type(field), ())
 
 
-def _is_datetime(field: models.Field) -> bool:
+def _is_datetime(field: models.Field[Any, Any]) -> bool:
     """For an aware datetime, get_db_prep_save of this field is the backend's adaptation."""
     return type(field) is models.DateTimeField
 

@@ -1,41 +1,11 @@
+"""The agent API's and the operator's lobby routes under /v1 (composed in pocolobby/urls_api.py)."""
+
 from __future__ import annotations
 
-from typing import Any
-
-from django.http import HttpRequest, JsonResponse
 from django.urls import path
 
-from board import api as board_api
 from lobbies import api, operator_api
-from lobbies.errors import BrokerError
-from lobbies.http import error_response
-
-
-def by_method(**views: Any) -> Any:
-    """One path, one operation per HTTP method."""
-
-    async def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-        view = views.get(request.method or "")
-        if view is None:
-            allowed = " or ".join(views)
-            return error_response(
-                BrokerError(405, "method_not_allowed", f"use {allowed} on {request.path}")
-            )
-        return await view(request, *args, **kwargs)
-
-    def serve_sync(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-        view = views.get(request.method or "")
-        if view is None:
-            allowed = " or ".join(views)
-            return error_response(
-                BrokerError(405, "method_not_allowed", f"use {allowed} on {request.path}")
-            )
-        return view.serve_sync(request, *args, **kwargs)
-
-    route.csrf_exempt = True  # type: ignore[attr-defined]
-    route.serve_sync = serve_sync  # type: ignore[attr-defined]
-    return route
-
+from lobbies.http import by_method
 
 urlpatterns = [
     path("tools", api.tools),
@@ -52,14 +22,7 @@ urlpatterns = [
     path("me/status", api.operation_route("set_status", "POST")),
     path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
     path("me/ready", api.operation_route("ready", "POST")),
-    path("usage", board_api.put_usage),
-    path("turns", board_api.post_turn),
-    path("tokens", board_api.put_tokens),
-    path("admin/accounts", operator_api.accounts),
-    path("admin/settings-ticket", operator_api.settings_ticket),
     path("admin/lobbies", operator_api.lobbies),
-    path("admin/lobbies/<str:lobby>/owner", operator_api.lobby_owner),
-    path("admin/lobbies/<str:lobby>/repositories", operator_api.repositories),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),

@@ -124,7 +124,8 @@ def pace_words(week: Window, now: float) -> str:
 
 
 def status_text(name: str, data: dict[str, Any], now: float) -> str:
-    limits = data.get("rate_limits") if isinstance(data.get("rate_limits"), dict) else {}
+    raw_limits = data.get("rate_limits")
+    limits = raw_limits if isinstance(raw_limits, dict) else {}
     five, week = _window(limits.get("five_hour")), _window(limits.get("seven_day"))
     parts = [name]
     if five is not None and five.resets_at > now:
@@ -292,11 +293,11 @@ def token_days(files: Iterable[Path]) -> dict[str, DayTotals]:
             day_of.setdefault(key, day)
     totals: dict[str, DayTotals] = {}
     for key, usage in usage_of.items():
-        day = totals.setdefault(day_of[key], DayTotals())
-        day.input_tokens += _count(usage.get("input_tokens"))
-        day.output_tokens += _count(usage.get("output_tokens"))
-        day.cache_read_tokens += _count(usage.get("cache_read_input_tokens"))
-        day.cache_creation_tokens += _count(usage.get("cache_creation_input_tokens"))
+        of_day = totals.setdefault(day_of[key], DayTotals())
+        of_day.input_tokens += _count(usage.get("input_tokens"))
+        of_day.output_tokens += _count(usage.get("output_tokens"))
+        of_day.cache_read_tokens += _count(usage.get("cache_read_input_tokens"))
+        of_day.cache_creation_tokens += _count(usage.get("cache_creation_input_tokens"))
     return totals
 
 

@@ -2,8 +2,9 @@
 
 The agent API answers JSON to native clients: it needs no sessions, CSRF, messages or CSP,
 and Django's ASGI handler costs a thread per request on top. `AgentAPI` therefore serves
-/v1 (its views mark themselves with `serve_sync`) on a worker thread straight from the
-resolved view, after the same Host check; everything else goes through Django as usual.
+/v1 (its views are `ApiView`s, whose `serve_sync` is the whole view) on a worker thread
+straight from the resolved view, after the same Host check; everything else goes through
+Django as usual.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import DisallowedHost  # noqa: E402
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402
-from django.http import HttpResponseBase, JsonResponse  # noqa: E402
+from django.http import HttpResponse, JsonResponse  # noqa: E402
 from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
 from lobbies.consumers import BridgeConsumer  # noqa: E402
-from lobbies.errors import BrokerError  # noqa: E402
-from lobbies.http import error_response, in_worker_thread  # noqa: E402
-from pocolobby.hosts import HostRefused, site_for  # noqa: E402
+from lobbies.errors import request_too_large  # noqa: E402
+from lobbies.hosts import HostRefused, site_for  # noqa: E402
+from lobbies.http import ApiView, error_response, in_worker_thread  # noqa: E402
 
 
-def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
+def _serve_api(request: ASGIRequest) -> HttpResponse | None:
     try:
         site = site_for(request.get_host(), request.path_info)
     except DisallowedHost:
@@ -48,10 +49,9 @@ def _serve_api(request: ASGIRequest) -> HttpResponseBase | None:
         match = resolve(request.path_info)
     except Resolver404:
         return None
-    serve = getattr(match.func, "serve_sync", None)
-    if serve is None:
+    if not isinstance(match.func, ApiView):
         return None
-    return serve(request, *match.args, **match.kwargs)
+    return match.func.serve_sync(request, *match.args, **match.kwargs)
 
 
 class AgentAPI:
@@ -70,8 +70,7 @@ class AgentAPI:
             body += message.get("body", b"")
             if len(body) > limit:
                 # Answered here: Django could not be handed a body read only in part.
-                too_large = BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
-                await _send_response(send, error_response(too_large))
+                await _send_response(send, error_response(request_too_large(limit)))
                 return
             if not message.get("more_body"):
                 break
@@ -80,7 +79,8 @@ class AgentAPI:
         async def replay() -> dict[str, Any]:
             nonlocal replayed
             if replayed:
-                return await receive()
+                message: dict[str, Any] = await receive()
+                return message
             replayed = True
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
@@ -93,7 +93,7 @@ class AgentAPI:
         await _send_response(send, response)
 
 
-async def _send_response(send: Any, response: HttpResponseBase) -> None:
+async def _send_response(send: Any, response: HttpResponse) -> None:
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": response.content})

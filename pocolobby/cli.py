@@ -26,12 +26,14 @@ class CliError(Exception):
 
 def _prepare() -> str:
     """Set Django up and check, initialise or upgrade the store; CliError if refused."""
-    import django
+    import django  # local: commands that only talk HTTP to a broker never load Django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
     django.setup()
+    # local: settings and the store are usable only after django.setup() above
     from django.conf import settings
 
+    from lobbies.secret_files import admin_token
     from lobbies.storage import IncompatibleStore, prepare_store
 
     settings.DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -39,7 +41,7 @@ def _prepare() -> str:
         done = prepare_store()
     except IncompatibleStore as exc:
         raise StoreRefused(f"refusing to start: {exc}") from None
-    config.admin_token(settings.DATA_DIR)
+    admin_token(settings.DATA_DIR)
     return f"{done}; data in {settings.DATA_DIR}"
 
 
@@ -53,19 +55,21 @@ def init(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    # Local pages answer only at this loopback address and port (pocolobby/hosts.py).
+    # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     done = _prepare()
-    from lobbies import dispatch
+    # local: these read the models and settings, usable only after _prepare set Django up
+    from lobbies.presence import register_process
+    from pocolobby import loops as serve_loops
     from pocolobby import server
     from pocolobby.asgi import application
 
-    dispatch.register_process()
+    register_process()
     loops: list[object] = []
 
     def listening() -> None:
         server.confine_sqlite_to_one_thread()
-        loops.extend(dispatch.start_loops())
+        loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 
     url = f"http://{args.host}:{args.port}"
@@ -116,7 +120,7 @@ def _call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[st
                 "running, and is POCOLOBBY_URL right?"
             ) from None
     try:
-        data = response.json()
+        data: dict[str, Any] = response.json()
     except ValueError:
         raise CliError(f"the broker answered {response.status_code} without JSON") from None
     if response.is_error:
@@ -281,6 +285,7 @@ def status_cmd(args: argparse.Namespace) -> int:
 
 def settings_cmd(args: argparse.Namespace) -> int:
     """Open this broker's pages as its operator through a one-minute, single-use link."""
+    # local: only this command opens a browser
     import webbrowser
     from urllib.parse import urlsplit
 
@@ -302,12 +307,14 @@ def _has_display() -> bool:
 
 def bridge_cmd(args: argparse.Namespace) -> int:
     """The MCP stdio server a Claude Code session runs; imported here so serve stays lean."""
+    # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config)
+    return bridge_main(args.config, verbose=args.verbose)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
+    # local: as bridge_cmd, the bridge's modules load only for the commands that use them
     from pocolobby.bridge.connect import ConnectError, connect
 
     try:
@@ -319,6 +326,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
 
 def statusline_cmd(args: argparse.Namespace) -> int:
     """Claude Code's status line: prints one line, reports plan usage; always exits 0."""
+    # local: the status line runs every few seconds; it loads only what it uses
     from pocolobby.agent_reports import statusline
 
     statusline(args.config, sys.stdin.read())
@@ -327,6 +335,7 @@ def statusline_cmd(args: argparse.Namespace) -> int:
 
 def hook_cmd(args: argparse.Namespace) -> int:
     """Claude Code's UserPromptSubmit and Stop hooks: silent, always exits 0."""
+    # local: a hook runs on every prompt; it loads only what it uses
     from pocolobby.agent_reports import hook
 
     try:
@@ -337,6 +346,7 @@ def hook_cmd(args: argparse.Namespace) -> int:
 
 
 def tokens_cmd(args: argparse.Namespace) -> int:
+    # local: as statusline_cmd, an agent-side command loads only what it uses
     from pocolobby.agent_reports import send_tokens
 
     return send_tokens(args.config, args.transcripts)
@@ -344,6 +354,7 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 def manage_cmd(args: argparse.Namespace) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    # local: Django loads only for the commands that run it, after the settings module is set
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["pocolobby manage", *args.rest])
@@ -412,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="log connections and catalog revisions to stderr, not only what is wrong",
+    )
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(

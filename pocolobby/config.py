@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,37 +17,6 @@ def data_dir() -> Path:
     configured = os.environ.get("POCOLOBBY_DATA_DIR")
     path = Path(configured) if configured else Path(platformdirs.user_data_dir("pocolobby"))
     return path.expanduser().resolve()
-
-
-def write_secret_file(path: Path, value: str) -> None:
-    """Create a mode-0600 file holding one secret; never replace an existing one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(value + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def read_or_create_secret(path: Path, prefix: str = "") -> str:
-    """Read a secret kept in the data directory, creating it on first use."""
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        value = prefix + secrets.token_urlsafe(32)
-        try:
-            write_secret_file(path, value)
-        except FileExistsError:
-            return path.read_text().strip()
-        return value
-
-
-def admin_token(directory: Path | None = None) -> str:
-    """POCOLOBBY_ADMIN_TOKEN, else `<data dir>/admin-token` (created mode 0600 on first use)."""
-    configured = os.environ.get("POCOLOBBY_ADMIN_TOKEN")
-    if configured:
-        return configured.strip()
-    return read_or_create_secret((directory or data_dir()) / "admin-token", prefix="pla_")
 
 
 def _int_env(name: str, default: int) -> int:

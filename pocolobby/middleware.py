@@ -10,7 +10,7 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from pocolobby.hosts import HostRefused, site_for
+from lobbies.hosts import HostRefused, site_for
 
 
 class StaticFilesMiddleware:
@@ -59,15 +59,16 @@ def _as_async_stream(response: HttpResponseBase) -> HttpResponseBase:
         chunks = response.streaming_content
 
         async def stream() -> AsyncIterator[bytes]:
+            # not is_async, so the content is a sync iterator; the stubs type it as either
             for chunk in chunks:  # type: ignore[union-attr]
-                yield chunk  # type: ignore[misc]
+                yield chunk
 
         response.streaming_content = stream()
     return response
 
 
 class HostRouting:
-    """Send each request to its place's URLs (pocolobby/hosts.py) or refuse a foreign Host.
+    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host.
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
     resolved as `/settings` with `request.site.base == "/team"`.
@@ -100,8 +101,9 @@ class HostRouting:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
             )
-        request.site = site  # type: ignore[attr-defined]
-        request.urlconf = self.URLCONFS[site.place]  # type: ignore[attr-defined]
+        # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
+        request.site = site  # type: ignore[assignment]
+        request.urlconf = self.URLCONFS[site.place]
         if site.base:
             request.path_info = request.path_info[len(site.base) :] or "/"
         return None

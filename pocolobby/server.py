@@ -79,6 +79,7 @@ def confine_sqlite_to_one_thread() -> None:
     existed, and durable sends went from ~2.2 to ~1.7 ms of CPU (docs/PERFORMANCE.md).
     PostgreSQL keeps the default pool. Call on the server's loop.
     """
+    # local: this module (uvicorn's setup) is importable before Django is set up
     from django.db import connection
 
     if connection.vendor == "sqlite":

@@ -8,13 +8,14 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONCE, SELF
 
+from lobbies.secret_files import read_or_create_secret
 from pocolobby import config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = config.data_dir()
 BOUNDS = config.Bounds.from_env()
 
-SECRET_KEY = os.environ.get("POCOLOBBY_SECRET_KEY") or config.read_or_create_secret(
+SECRET_KEY = os.environ.get("POCOLOBBY_SECRET_KEY") or read_or_create_secret(
     DATA_DIR / "secret-key"
 )
 DEBUG = os.environ.get("POCOLOBBY_DEBUG") == "1"
@@ -25,7 +26,7 @@ ALLOWED_HOSTS = [
 ]
 
 # Hosted mode: the account area at this domain (it may carry a port), lobbies at
-# <lobby>.<domain>, the API on API hosts. Without it the broker is local (pocolobby/hosts.py).
+# <lobby>.<domain>, the API on API hosts. Without it the broker is local (lobbies/hosts.py).
 POCOLOBBY_DOMAIN = os.environ.get("POCOLOBBY_DOMAIN", "").strip().lower().rstrip(".")
 POCOLOBBY_API_HOSTS = frozenset(
     h.strip().lower()
@@ -117,7 +118,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "pocolobby.sqlite",
-            "NAME": SQLITE_PATH,
+            "NAME": str(SQLITE_PATH),
             # Reopening costs the PRAGMAs, and closing the last connection checkpoints the WAL.
             "CONN_MAX_AGE": None,
             "OPTIONS": {

@@ -1,27 +1,19 @@
-"""The API hosts' routes: /v1 only. Pages live in console.urls and board.urls."""
+"""The API hosts' routes: /v1 only, composed from each floor's routes.
+
+The agent API and the operator's lobby routes come from lobbies.urls; the operator's
+console routes (accounts, owners, repositories, tickets) from console.operator_api; the
+agents' reports (usage, turns, tokens) from board.api. Pages live in console.urls and
+board.urls.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
-
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if request.path.startswith("/v1/"):
-        return JsonResponse(
-            {"error": {"code": "not_found", "message": f"no route {request.path}"}}, status=404
-        )
-    return HttpResponse("Not found\n", status=404, content_type="text/plain; charset=utf-8")
-
-
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """Django's own refusals (such as a Host not allowed) stay JSON on the API."""
-    if request.path.startswith("/v1/"):
-        return JsonResponse(
-            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
-            status=400,
-        )
-    return HttpResponse("Bad request\n", status=400, content_type="text/plain; charset=utf-8")
+from board import api as board_api
+from console import operator_api
+from lobbies.http import handle_bad_request, handle_not_found
 
 
 def health(request: HttpRequest) -> JsonResponse:
@@ -29,10 +21,17 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True, "service": "pocolobby"})
 
 
-handler400 = bad_request
-handler404 = not_found
+handler400 = handle_bad_request
+handler404 = handle_not_found
 
 urlpatterns = [
     path("v1/health", health),
     path("v1/", include("lobbies.urls")),
+    path("v1/usage", board_api.put_usage),
+    path("v1/turns", board_api.post_turn),
+    path("v1/tokens", board_api.put_tokens),
+    path("v1/admin/accounts", operator_api.accounts),
+    path("v1/admin/settings-ticket", operator_api.settings_ticket),
+    path("v1/admin/lobbies/<str:lobby>/owner", operator_api.lobby_owner),
+    path("v1/admin/lobbies/<str:lobby>/repositories", operator_api.repositories),
 ]

@@ -16,7 +16,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-EVENT_VERSION = "5"
+from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
+
 FRAME_TIMEOUT = 5.0
 
 Frame = dict[str, Any]
@@ -63,15 +64,15 @@ class Bridge:
         runtime: str | None = None,
         *,
         generation: int | str | None = None,
-        version: str | None = EVENT_VERSION,
+        version: str | None = str(EVENT_VERSION),
         extra_headers: dict[str, str] | None = None,
     ) -> Bridge:
         runtime = runtime or new_runtime()
-        headers = {"Authorization": f"Bearer {token}", "X-PocoLobby-Runtime": runtime}
+        headers = {"Authorization": f"Bearer {token}", RUNTIME_HEADER: runtime}
         if version is not None:
-            headers["X-PocoLobby-Event-Version"] = version
+            headers[EVENT_VERSION_HEADER] = version
         if generation is not None:
-            headers["X-PocoLobby-Generation"] = str(generation)
+            headers[GENERATION_HEADER] = str(generation)
         headers.update(extra_headers or {})
         connection = await connect(
             stream_url(broker_url),

@@ -87,13 +87,18 @@ def _no_stray_sessions_on_the_test_database(
 @pytest.fixture(autouse=True)
 def _fresh_process_memory() -> None:
     """Each test starts like a fresh broker process: database rows (and their primary keys)
-    are rolled back between tests, so counts remembered for a lobby id must go too."""
-    from board import refresh, usage
+    are rolled back between tests, so counts remembered for a lobby id must go too. Each
+    test's event loop is new as well, so the stream's fact queue (whose lock belongs to the
+    loop that first used it) starts anew."""
+    # local: a conftest loads before pytest-django sets Django up; these read the settings
+    from board import refresh
     from board.selectors import SETTLED
+    from lobbies import consumers, usage
 
     SETTLED.forget()
     refresh.forget()
     usage.forget_all()
+    consumers.FACTS = consumers.FactQueue()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

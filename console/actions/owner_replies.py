@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from console.actions.lobby_settings import Actor, owned_lobby
+from console.actions.lobby_settings import Actor, owned
 from lobbies.actions.messages import SendOutcome
 from lobbies.actions.owner_messages import send_owner_message
 
@@ -14,7 +14,7 @@ def reply_to_agent(
 ) -> SendOutcome:
     """Re-check ownership and send, in one transaction: a removed owner's reply stores nothing."""
     with transaction.atomic():
-        lobby = owned_lobby(actor, lobby_id)
+        lobby = owned(actor, lobby_id)
         return send_owner_message(
             lobby,
             to=to,

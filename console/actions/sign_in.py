@@ -14,6 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -28,7 +29,7 @@ from console.models import (
     WebSession,
 )
 from console.web import PageRefusal, digest
-from pocolobby import config
+from lobbies.secret_files import admin_token
 
 CODE_LIFETIME = timedelta(minutes=10)
 TRIES_PER_CODE = 5
@@ -51,7 +52,7 @@ def _key_for(admin_token: str) -> bytes:
 
 
 def _mac(message: str) -> str:
-    key = _key_for(config.admin_token())
+    key = _key_for(admin_token(settings.DATA_DIR))
     return hmac.new(key, message.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 

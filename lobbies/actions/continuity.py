@@ -6,8 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
-from lobbies.actions.messages import AcknowledgeOutcome, acknowledge_in_transaction
 from lobbies.actions.operator import agent_named
+from lobbies.actions.receipts import AcknowledgeOutcome, acknowledge_in_transaction
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, bad_request, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +12,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import store
+from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
-from lobbies.events import wake_dispatcher_on_commit, wake_recipients_on_commit
+from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
     DELIVERABLE,
     Agent,
@@ -25,14 +24,13 @@ from lobbies.models import (
     HeldReason,
     Kind,
     Message,
-    ReceiptEvent,
     Room,
     RoomMember,
     Schedule,
     Scope,
-    SeenReceipt,
 )
 from lobbies.names import OWNER_SENDER
+from lobbies.permissions import require_permission
 from lobbies.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
 
 NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
@@ -47,12 +45,6 @@ class SendOutcome:
     duplicate: bool
 
 
-def request_hash(args: SendOptions) -> str:
-    """A digest of the whole validated request, to tell an identical retry from a changed one."""
-    canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 def _original_for_retry(sender: Agent, args: SendOptions, digest: str) -> SendOutcome | None:
     original = store.select(
         Message,
@@ -61,13 +53,13 @@ def _original_for_retry(sender: Agent, args: SendOptions, digest: str) -> SendOu
     )
     if original is None:
         return None
-    if original.request_hash != digest:
-        raise conflict(
-            "idempotency_conflict",
-            f"client_request_id {args.client_request_id!r} was already used for a different "
-            f"request (message {original.pk}); use a new id for a new message",
-            message_id=original.pk,
-        )
+    check_same_request(
+        args.client_request_id,
+        original.request_hash,
+        digest,
+        kind="message",
+        original_pk=original.pk,
+    )
     deliveries = list(
         original.deliveries.select_related("recipient").order_by("recipient__agent_id")
     )
@@ -130,8 +122,7 @@ def address_room(sender: Agent, room_id: str, addressed_to: list[str] | None) ->
 
 
 def address_broadcast(sender: Agent) -> Addressing:
-    if not sender.broadcast:
-        raise forbidden("permission_required", "broadcast needs the broadcast permission")
+    require_permission(sender, "broadcast", "broadcast")
     agents = list(
         Agent.objects.filter(lobby_id=sender.lobby_id, enabled=True)
         .exclude(pk=sender.pk)
@@ -157,7 +148,7 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
         raise not_found("unknown_message", f"reply_to names message {message_id}, not yours to see")
 
 
-def _refuse_over_rate(sender: Agent, count: int, now: timezone.datetime) -> None:
+def _refuse_over_rate(sender: Agent, count: int, now: datetime) -> None:
     """`count` messages in the minute before `now`: at the limit, refuse with a retry time."""
     limit = settings.BOUNDS.sends_per_minute
     window_start = now - timedelta(minutes=1)
@@ -206,7 +197,7 @@ class SendSlot:
 
 
 def _open_send(
-    sender: Agent, recipients: list[Agent], now: timezone.datetime, *, rate: bool
+    sender: Agent, recipients: list[Agent], now: datetime, *, rate: bool
 ) -> SendSlot:
     """Bump the lobby's sequence and read the counts the bounds need, in one statement.
 
@@ -424,114 +415,9 @@ def broadcast(sender: Agent, args: Broadcast, runtime: RuntimeCaller | None = No
     return send(sender, args, lambda: address_broadcast(sender), runtime)
 
 
-def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: timezone.datetime) -> None:
-    """Senders who asked (notify_when_seen) are owed a pushed receipt; notes to self are not."""
-    asked = (
-        Message.objects.filter(pk__in=message_ids, notify_when_seen=True)
-        .exclude(sender=agent)
-        .exclude(sender__isnull=True)
-    )
-    owed = [
-        SeenReceipt(sender_id=sender_id, message_id=mid, seen_by=agent.agent_id, seen_at=now)
-        for mid, sender_id in asked.values_list("pk", "sender_id")
-    ]
-    if owed:
-        SeenReceipt.objects.bulk_create(owed)
-        wake_dispatcher_on_commit()
-
-
-def _record_progress(agent: Agent, now: timezone.datetime) -> None:
-    """An acknowledgment shows the agent takes turns: its notification budget starts over."""
-    unresolved = Delivery.objects.filter(
-        recipient=agent, state=DeliveryState.PENDING, pushed_generation__isnull=False
-    ).exists()
-    agent.last_progress_at = now
-    agent.notify_attempts = 0
-    agent.notification_attention_required = False
-    agent.notify_next_at = (
-        now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0]) if unresolved else None
-    )
-    agent.save(
-        update_fields=[
-            "receipt_sequence",
-            "last_progress_at",
-            "notify_attempts",
-            "notification_attention_required",
-            "notify_next_at",
-        ]
-    )
-
-
 def _reply_expected(args: SendOptions) -> bool:
     if args.kind is None:
         return False
     if args.reply_expected is not None:
         return args.reply_expected
     return args.kind not in NO_REPLY_KINDS
-
-
-@dataclass(frozen=True)
-class AcknowledgeOutcome:
-    acknowledged: list[int]
-    unknown_message_ids: list[int]
-    held_message_ids: list[int]
-    receipt_sequence: int
-
-
-def acknowledge_messages(
-    agent: Agent, message_ids: list[int], runtime: RuntimeCaller | None = None
-) -> AcknowledgeOutcome:
-    """Mark exactly the named deliveries seen, each with a receipt event; all or nothing."""
-    with transaction.atomic():
-        locked = Agent.objects.select_for_update().get(pk=agent.pk)
-        check_fence(locked, runtime)
-        return acknowledge_in_transaction(locked, message_ids)
-
-
-def acknowledge_in_transaction(agent: Agent, message_ids: list[int]) -> AcknowledgeOutcome:
-    """The acknowledgment itself, for a caller that holds the agent's row lock."""
-    ids = list(dict.fromkeys(message_ids))
-    deliveries = {
-        d.message_id: d
-        for d in Delivery.objects.filter(recipient=agent, message_id__in=ids).select_for_update()
-    }
-    missing = [i for i in ids if i not in deliveries]
-    # Ids of other lobbies read as unknown: their existence is not this agent's to learn.
-    stored = set(
-        Message.objects.filter(pk__in=missing, lobby_id=agent.lobby_id).values_list("pk", flat=True)
-    )
-    if stored:
-        first = min(stored)
-        raise conflict(
-            "not_a_recipient",
-            f"message {first} was not delivered to you; acknowledge only your own inbox",
-            message_ids=sorted(stored),
-        )
-    not_yet = [i for i, d in deliveries.items() if d.held_reason == HeldReason.SCHEDULED]
-    if not_yet:
-        raise conflict(
-            "not_yet_delivered",
-            f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
-            message_ids=not_yet,
-        )
-    to_mark = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.PENDING]
-    now = timezone.now()
-    if to_mark:
-        Delivery.objects.filter(recipient=agent, message_id__in=to_mark).update(
-            state=DeliveryState.SEEN, agent_seen_at=now
-        )
-        first_sequence = agent.receipt_sequence + 1
-        ReceiptEvent.objects.bulk_create(
-            ReceiptEvent(agent=agent, sequence=first_sequence + n, message_id=mid, created_at=now)
-            for n, mid in enumerate(to_mark)
-        )
-        agent.receipt_sequence += len(to_mark)
-        _owe_seen_receipts(agent, to_mark, now)
-    _record_progress(agent, now)
-    held = [i for i in ids if i in deliveries and deliveries[i].state == DeliveryState.HELD]
-    return AcknowledgeOutcome(
-        acknowledged=[i for i in ids if i in deliveries and i not in held],
-        unknown_message_ids=missing,
-        held_message_ids=held,
-        receipt_sequence=agent.receipt_sequence,
-    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -30,7 +31,7 @@ from lobbies.models import (
 from lobbies.names import OWNER_SENDER, check_name
 
 
-def _room(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
+def room_of(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
     rooms = Room.objects.filter(lobby_id=lobby_id, room_id=room_id)
     room = (rooms.select_for_update() if lock else rooms).first()
     if room is None:
@@ -64,7 +65,9 @@ class Changer:
     account: str = ""
 
 
-def _audit(actor: Agent | Changer, action: AuditAction, room_id: str, detail: dict) -> None:
+def _audit(
+    actor: Agent | Changer, action: AuditAction, room_id: str, detail: dict[str, Any]
+) -> None:
     if isinstance(actor, Changer):
         who = {"lobby_name": actor.lobby_name, "account": actor.account}
         kind = actor.kind
@@ -128,7 +131,7 @@ def create_room(actor: Agent | Changer, room_id: str, members: list[str]) -> Roo
 def set_room_members(actor: Agent | Changer, room_id: str, members: list[str]) -> Room:
     """Replace the whole list (read list_rooms first: a stale list drops others' changes)."""
     with transaction.atomic():
-        room = _room(actor.lobby_id, room_id, lock=True)
+        room = room_of(actor.lobby_id, room_id, lock=True)
         wanted = _admitted(actor.lobby_id, members)
         keep = {a.pk for a in wanted}
         leaving = list(Agent.objects.filter(room_memberships__room=room).exclude(pk__in=keep))
@@ -142,7 +145,7 @@ def set_room_members(actor: Agent | Changer, room_id: str, members: list[str]) -
 
 def add_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
     with transaction.atomic():
-        room = _room(actor.lobby_id, room_id, lock=True)
+        room = room_of(actor.lobby_id, room_id, lock=True)
         added = _add(room, _admitted(actor.lobby_id, members), timezone.now())
         _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"added": added})
     return room
@@ -150,7 +153,7 @@ def add_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
 
 def remove_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
     with transaction.atomic():
-        room = _room(actor.lobby_id, room_id, lock=True)
+        room = room_of(actor.lobby_id, room_id, lock=True)
         removed = _remove(room, _admitted(actor.lobby_id, members), hold=True)
         _audit(actor, AuditAction.ROOM_MEMBERS_CHANGED, room_id, {"removed": removed})
     return room
@@ -159,7 +162,7 @@ def remove_room_members(actor: Agent, room_id: str, members: list[str]) -> Room:
 def delete_room(actor: Agent, room_id: str) -> dict[str, int]:
     """Remove every member and the room; messages and receipts stay as history."""
     with transaction.atomic():
-        room = _room(actor.lobby_id, room_id, lock=True)
+        room = room_of(actor.lobby_id, room_id, lock=True)
         now = timezone.now()
         held = (
             Delivery.objects.filter(message__room=room)
@@ -177,7 +180,7 @@ def delete_room(actor: Agent, room_id: str) -> dict[str, int]:
 def archive_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account: str = "") -> None:
     """The owner retires a room: accepted messages still arrive, the name stays reserved."""
     with transaction.atomic():
-        room = _room(lobby_id, room_id, lock=True)
+        room = room_of(lobby_id, room_id, lock=True)
         now = timezone.now()
         cancelled = _cancel_schedules_into(room, now)
         ArchivedRoom.objects.create(lobby_id=lobby_id, room_id=room_id, archived_at=now)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import slots
+from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.messages import (
     MAX_SCHEDULE_AHEAD,
     address_broadcast,
@@ -34,6 +34,7 @@ from lobbies.models import (
     ScheduleStatus,
     Scope,
 )
+from lobbies.permissions import require_permission
 from lobbies.schemas import (
     Broadcast,
     ScheduleMessage,
@@ -62,7 +63,9 @@ TEMPLATE_FIELDS = (
 )
 
 
-def _rule(schedule: Schedule | ScheduleMessage) -> tuple[Any, list, frozenset[int] | None]:
+def _rule(
+    schedule: Schedule | ScheduleMessage,
+) -> tuple[ZoneInfo, list[time], frozenset[int] | None]:
     try:
         return (
             slots.load_zone(schedule.time_zone),
@@ -75,23 +78,21 @@ def _rule(schedule: Schedule | ScheduleMessage) -> tuple[Any, list, frozenset[in
 
 def schedule_message(sender: Agent, args: ScheduleMessage) -> tuple[Schedule, bool]:
     """Store a daily template; answers the original on an identical retry."""
-    digest = hashlib.sha256(
-        json.dumps(args.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
+    digest = request_hash(args)
     existing = Schedule.objects.filter(sender=sender, client_request_id=args.client_request_id)
     original = existing.first()
     if original is not None:
-        if original.request_hash != digest:
-            raise conflict(
-                "idempotency_conflict",
-                f"client_request_id {args.client_request_id!r} was already used for another "
-                f"schedule ({original.pk})",
-                schedule_id=original.pk,
-            )
+        check_same_request(
+            args.client_request_id,
+            original.request_hash,
+            digest,
+            kind="schedule",
+            original_pk=original.pk,
+        )
         return original, True
     zone, times, weekdays = _rule(args)
-    if args.broadcast and not sender.broadcast:
-        raise BrokerError(403, "permission_required", "broadcast needs the broadcast permission")
+    if args.broadcast:
+        require_permission(sender, "broadcast", "broadcast")
     now = timezone.now()
     template = args.model_dump(mode="json", include=set(TEMPLATE_FIELDS))
     if args.addressed_to:
@@ -147,7 +148,11 @@ def cancel_scheduled(
                 )
                 schedule.save(update_fields=["status", "cancelled_at", "next_slot"])
             return {"schedule_id": schedule.pk, "status": schedule.status}
-        message = Message.objects.select_for_update().filter(pk=message_id, sender=sender).first()
+        message = (
+            Message.objects.select_for_update().filter(pk=message_id, sender=sender).first()
+            if message_id is not None
+            else None
+        )
         if message is None:
             raise not_found("unknown_message", f"no message {message_id} of yours")
         if message.cancelled_at is None:
@@ -206,7 +211,7 @@ def deliver_due(now: datetime, limit: int = 200) -> int:
                 .filter(pk=message_id, scheduled_pending=True)
                 .first()
             )
-            if message is None:
+            if message is None or message.deliver_at is None:
                 continue
             late = _late(now, message.deliver_at)
             recipients = list(

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from importlib import metadata
 
-# The stream protocol this bridge speaks; the broker refuses any other with 4426.
-EVENT_VERSION = 5
 SERVER_NAME = "pocolobby"
 
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
 from pocolobby.bridge import bridge_version
 
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
@@ -61,8 +62,8 @@ class BrokerClient:
         if self.generation is None:
             return {}
         return {
-            "X-PocoLobby-Runtime": self.runtime_id,
-            "X-PocoLobby-Generation": str(self.generation),
+            RUNTIME_HEADER: self.runtime_id,
+            GENERATION_HEADER: str(self.generation),
         }
 
     async def request(self, method: str, path: str, body: Any = None) -> Outcome:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"
 
@@ -61,9 +63,30 @@ def load_config(raw_path: str | Path) -> AgentConfig:
         values[key] = value.strip()
     if not values["url"].startswith(("http://", "https://")):
         raise ConfigError(f"{path}: url must start with http:// or https://")
+    if values["url"].startswith("http://") and not is_loopback(values["url"]):
+        raise ConfigError(
+            f"{path}: url {values['url']} is plain http to another machine, which would send "
+            "the agent's token and every message unencrypted. Use the broker's https:// "
+            "address, or reach it through an SSH tunnel (ssh -N -L 8787:127.0.0.1:8787 HOST, "
+            "then url http://127.0.0.1:8787)."
+        )
     return AgentConfig(
         path, values["url"].rstrip("/"), values["token"], values["lobby"], values["agent"]
     )
+
+
+def is_loopback(url: str) -> bool:
+    """True when the URL's host is this machine: localhost or a loopback address."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def loosely_protected(path: Path) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -23,7 +24,15 @@ from typing import Any, BinaryIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCMessage, JSONRPCNotification, jsonrpc_message_adapter
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
 
 log = logging.getLogger("pocolobby.bridge.host")
 
@@ -102,7 +111,9 @@ class HostPipe:
                 line = await self._readline()
                 if isinstance(line, Exception):
                     log.warning("ignored a line from the host over %d bytes", MAX_LINE_BYTES)
-                    await send.send(line)
+                    await self._answer_bad_line(
+                        PARSE_ERROR, f"Parse error: a line over {MAX_LINE_BYTES} bytes", None
+                    )
                     continue
                 if not line:
                     return
@@ -111,11 +122,35 @@ class HostPipe:
                     continue
                 try:
                     message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:  # a bad line is reported, never fatal
-                    log.warning("ignored a line from the host that is not JSON-RPC")
-                    await send.send(exc)
+                except Exception:  # a bad line is answered, never fatal
+                    await self._refuse_line(line)
                     continue
                 await send.send(SessionMessage(message))
+
+    async def _refuse_line(self, line: bytes) -> None:
+        """JSON-RPC 2.0's answers: -32700 for a line that is not JSON, -32600 for a request
+        that is JSON but not a valid request (with its id when it has one)."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            log.warning("answered -32700 to a line from the host that is not JSON")
+            await self._answer_bad_line(PARSE_ERROR, "Parse error: the line is not JSON", None)
+            return
+        raw_id = data.get("id") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "method" not in data and "id" in data:
+            log.warning("ignored a response from the host that is not valid JSON-RPC")
+            return  # a malformed response has no one to answer
+        valid_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool)
+        request_id = raw_id if valid_id else None
+        log.warning("answered -32600 to a line from the host that is not a JSON-RPC message")
+        await self._answer_bad_line(
+            INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", request_id
+        )
+
+    async def _answer_bad_line(self, code: int, text: str, request_id: str | int | None) -> None:
+        error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))
+        with contextlib.suppress(HostGone):
+            await self.write(error)
 
     async def write(self, message: JSONRPCMessage) -> None:
         """Write one message as a line; return only once it is in the pipe, else HostGone."""
@@ -142,7 +177,7 @@ class HostPipe:
             message = JSONRPCNotification(jsonrpc="2.0", method=method)
         else:
             message = JSONRPCNotification(jsonrpc="2.0", method=method, params=params)
-        await self.write(message)  # type: ignore[arg-type]
+        await self.write(message)
 
     def streams(
         self,

@@ -21,8 +21,19 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from pocolobby.bridge import EVENT_VERSION, bridge_version
-from pocolobby.bridge.core import Bridge, Stop
+from lobbies.wire import (
+    EVENT_VERSION,
+    EVENT_VERSION_HEADER,
+    FRAME_ERROR,
+    FRAME_HEARTBEAT,
+    FRAME_NOTICE,
+    FRAME_WELCOME,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
+from pocolobby.bridge import bridge_version
+from pocolobby.bridge.core import Bridge
+from pocolobby.bridge.results import Stop
 
 log = logging.getLogger("pocolobby.bridge.link")
 
@@ -52,7 +63,7 @@ def stream_url(url: str) -> str:
 
 def backoff(attempt: int) -> float:
     """Exponential with equal jitter: half the step fixed, half random, capped."""
-    step = min(BACKOFF_CAP, BACKOFF_FIRST * (2**attempt))
+    step = min(BACKOFF_CAP, BACKOFF_FIRST * 2.0**attempt)
     return step / 2 + random.uniform(0, step / 2)
 
 
@@ -73,6 +84,7 @@ class Link:
         self.token = token
         self.url = stream_url(bridge.config.url)
         self._socket: ClientConnection | None = None
+        self._closing = False
         bridge.recheck = self.recheck
 
     def recheck(self) -> None:
@@ -81,19 +93,30 @@ class Link:
         if socket is not None:
             self.bridge.spawn(socket.close(code=1000, reason="recheck"))
 
+    async def close(self, timeout: float) -> None:
+        """Stop reconnecting and close the socket with 1001 (going away), waiting at most
+        `timeout` for the broker's answering close frame: the host gives us ~100 ms to quit."""
+        self._closing = True
+        socket = self._socket
+        if socket is None:
+            return
+        # The close frame goes out at once; only the wait for the broker's answer is bounded.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(socket.close(code=1001, reason="the host quit"), timeout)
+
     def _headers(self) -> dict[str, str]:
         headers = {
             "Authorization": f"Bearer {self.token}",
-            "X-PocoLobby-Event-Version": str(EVENT_VERSION),
-            "X-PocoLobby-Runtime": self.bridge.runtime.runtime_id,
+            EVENT_VERSION_HEADER: str(EVENT_VERSION),
+            RUNTIME_HEADER: self.bridge.runtime.runtime_id,
         }
         if self.bridge.generation is not None:
-            headers["X-PocoLobby-Generation"] = str(self.bridge.generation)
+            headers[GENERATION_HEADER] = str(self.bridge.generation)
         return headers
 
     async def run(self) -> None:
         attempt = 0
-        while self.bridge.stop is None:
+        while self.bridge.stop is None and not self._closing:
             seen = _Socket()
             code: int | None = None
             started = asyncio.get_running_loop().time()
@@ -131,8 +154,12 @@ class Link:
             # A connection that held a while starts the backoff over; one that flaps does not.
             held = asyncio.get_running_loop().time() - started >= STABLE_SECONDS
             attempt = 0 if seen.welcomed and held else attempt + 1
+            if self._closing:
+                return
             self.bridge.on_disconnect(reason)
-            (log.warning if attempt <= 1 else log.info)(
+            # A broker restart (1012) is routine; a first failure otherwise is worth a line.
+            quiet = attempt > 1 or code == 1012
+            (log.info if quiet else log.warning)(
                 "%s; reconnecting (attempt %d)", reason, attempt + 1
             )
             await asyncio.sleep(backoff(attempt))
@@ -154,16 +181,16 @@ class Link:
                 if not isinstance(frame, dict):
                     continue
                 kind = frame.get("type")
-                if kind == "welcome":
+                if kind == FRAME_WELCOME:
                     seen.welcomed = True
                     self.bridge.on_welcome(frame)
-                elif kind == "notice":
+                elif kind == FRAME_NOTICE:
                     await self.bridge.on_notice(frame, send)
-                elif kind == "error" and "status" in frame:
+                elif kind == FRAME_ERROR and "status" in frame:
                     # A refusal: the close that follows makes it final.
                     seen.refusal_code = str(frame.get("code") or "") or None
                     seen.refusal_message = str(frame.get("message") or "")
-                elif kind == "error":
+                elif kind == FRAME_ERROR:
                     log.warning(
                         "the broker answered a frame with %s: %s",
                         frame.get("code"),
@@ -171,7 +198,7 @@ class Link:
                     )
                 elif kind == "catalog":
                     self.bridge.catalog_announced(frame.get("revision"))
-                elif kind != "heartbeat":
+                elif kind != FRAME_HEARTBEAT:
                     log.debug("ignored a frame of type %r", kind)
         finally:
             heartbeat.cancel()
@@ -182,4 +209,4 @@ class Link:
         with contextlib.suppress(ConnectionClosed):
             while True:
                 await asyncio.sleep(HEARTBEAT_SECONDS)
-                await socket.send(json.dumps({"type": "heartbeat"}))
+                await socket.send(json.dumps({"type": FRAME_HEARTBEAT}))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import sys
 from typing import Any
 
@@ -22,6 +24,7 @@ import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.runner import serve_connection
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 
@@ -29,13 +32,19 @@ from pocolobby.bridge import SERVER_NAME, bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, loosely_protected
 from pocolobby.bridge.config import runtime_for as derive_runtime
-from pocolobby.bridge.core import INSTRUCTIONS, Bridge
+from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostPipe
 from pocolobby.bridge.link import Link
+from pocolobby.bridge.tools import INSTRUCTIONS
 
 log = logging.getLogger("pocolobby.bridge")
 
 CHANNEL_CAPABILITY = "claude/channel"
+# JSON-RPC's range for server-defined errors: the broker refused this process at start.
+REFUSED_AT_START = -32000
+# Claude Code quits a server with SIGINT and sends SIGTERM ~100 ms later: the socket's close
+# frame goes out at once, and the broker's answering close is awaited only this long.
+QUIT_CLOSE_SECONDS = 0.05
 
 
 def build_server(bridge: Bridge) -> Server[Any]:
@@ -44,9 +53,13 @@ def build_server(bridge: Bridge) -> Server[Any]:
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        bridge.host_listed = True
         if bridge.catalog is None:
             await bridge.wait_for_catalog()
+        await bridge.wait_for_first_link()
+        if bridge.refused_at_start:
+            # A health check (`claude mcp list`/`get`) then shows "tools fetch failed" and this
+            # sentence, not a healthy server; tool calls still answer with the refusal.
+            raise MCPError(REFUSED_AT_START, bridge.refusal())
         return types.ListToolsResult(tools=bridge.tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -97,17 +110,36 @@ async def serve(config: AgentConfig) -> int:
     )
     connection = Connection.for_loop(dispatcher)
 
+    link = Link(bridge, config.token)
+    quit_requested = asyncio.Event()
     bridge.request_catalog()
 
     async def link_after_initialized() -> None:
         # Nothing is pushed before the host finished the handshake.
         await connection.initialized.wait()
-        await Link(bridge, config.token).run()
+        await link.run()
 
+    async def quit_on_signal(tasks: anyio.abc.TaskGroup) -> None:
+        await quit_requested.wait()
+        await link.close(QUIT_CLOSE_SECONDS)
+        tasks.cancel_scope.cancel()
+
+    loop = asyncio.get_running_loop()
     try:
         async with anyio.create_task_group() as tasks:
+
+            def on_signal(signum: int) -> None:
+                if quit_requested.is_set():  # a second signal: leave without waiting
+                    tasks.cancel_scope.cancel()
+                    return
+                log.info("%s: closing the stream and exiting", signal.Signals(signum).name)
+                quit_requested.set()
+
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, on_signal, signum)
             tasks.start_soon(host.pump, feed)
             tasks.start_soon(link_after_initialized)
+            tasks.start_soon(quit_on_signal, tasks)
             await serve_connection(
                 server,
                 dispatcher,
@@ -116,19 +148,26 @@ async def serve(config: AgentConfig) -> int:
                 init_options=initialization_options(server),
             )
             log.info("the host closed the connection; exiting")
+            await link.close(QUIT_CLOSE_SECONDS)
             tasks.cancel_scope.cancel()
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
         host.close()
         with contextlib.suppress(Exception):
             await broker.aclose()
     return 0
 
 
-def main(config_path: str) -> int:
-    """`pocolobby bridge --config FILE`: log to stderr, serve, exit 0 when the host leaves."""
+def main(config_path: str, *, verbose: bool = False) -> int:
+    """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
+
+    Claude Code shows every stderr line of a server as an error, so only what is wrong is
+    logged unless `--verbose` asks for the connection's story too.
+    """
     logging.basicConfig(
         stream=sys.stderr,
-        level=logging.INFO,
+        level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s pocolobby-bridge %(levelname)s %(message)s",
     )
     for noisy in ("httpx", "httpcore", "websockets", "mcp"):
@@ -139,6 +178,11 @@ def main(config_path: str) -> int:
         print(f"pocolobby bridge: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(serve(config))
-    except KeyboardInterrupt:
-        return 0
+        code = asyncio.run(serve(config))
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        code = 0
+    # Everything is written and closed. The interpreter's own teardown (the SDK's many models)
+    # takes 0.5-1 s on a busy machine, longer than the host waits between SIGINT and SIGTERM.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)

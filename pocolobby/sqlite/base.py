@@ -26,7 +26,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             raise OperationalError("database is locked (no write slot within 30 s)")
         self._holds_write_lock = True
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         except BaseException:
             self._release_write_lock()
             raise
@@ -38,18 +38,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            super()._commit()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
             self._release_write_lock()
 
     def _rollback(self) -> None:
         try:
-            super()._rollback()
+            super()._rollback()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
             self._release_write_lock()
 
     def _close(self) -> None:
         try:
-            super()._close()
+            super()._close()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
             self._release_write_lock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.utils import timezone
 from board.models import AttemptOutcome, SummaryAttempt
 from console import local
 from console.access import OPERATOR_COOKIE
-from lobbies import dispatch
+from lobbies import presence
 from lobbies.models import Agent, Lobby
 
 LOCAL_HOST = "127.0.0.1:8787"
@@ -29,7 +30,7 @@ def operator_client() -> Client:
 def connect(agent: Agent) -> None:
     """A live bridge connection for the agent's current runtime generation."""
     agent.refresh_from_db()
-    dispatch.open_connection(agent.pk, agent.runtime_generation)
+    presence.open_connection(agent.pk, agent.runtime_generation)
 
 
 def summarize(lobby: Lobby, agents: dict[str, dict[str, Any]], at: datetime | None = None) -> None:
@@ -49,8 +50,6 @@ def summarize(lobby: Lobby, agents: dict[str, dict[str, Any]], at: datetime | No
 
 def chips(html: str) -> dict[str, str]:
     """agent_id -> chip words, read from the agent rows of a page or part."""
-    import re
-
     found = {}
     for agent_id, body in re.findall(
         r'<li class="agent" data-agent="([^"]+)">(.*?)</li>', html, flags=re.S

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from board import usage
 from board.models import TokenSession, WorkStretch
+from lobbies import usage
 from tests.board.dashboard_helpers import operator_client
 from tests.conftest import AgentClient
 

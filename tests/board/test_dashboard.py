@@ -8,9 +8,11 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
 
-from board.models import AgentAppearance
-from lobbies.models import Agent
+from board.models import AgentAppearance, NotesSnapshot, NotesSource
+from board.refresh import picture_of
+from lobbies.models import Agent, Room
 from tests.board.dashboard_helpers import LOCAL_HOST, chips, connect, operator_client, summarize
 from tests.conftest import AgentClient
 
@@ -110,10 +112,6 @@ def test_now_and_next_come_from_the_summary_and_a_missing_next_is_left_out(
 
 
 def test_every_problem_of_the_picture_is_shown_in_plain_words(lead: AgentClient) -> None:
-    from django.utils.html import escape
-
-    from board.refresh import picture_of
-
     problems = picture_of(lead.agent.lobby).problems  # e.g. no summarizer key in tests
     assert problems, "the test settings set no summarizer key, which the page must name"
     html = operator_client().get("/my-team/").content.decode()
@@ -173,10 +171,6 @@ def test_local_pages_refuse_a_foreign_host(lead: AgentClient) -> None:
 
 
 def test_each_notes_source_shows_its_commit_and_what_was_cut(lead) -> None:
-    from board.models import NotesSnapshot, NotesSource
-    from lobbies.models import Room
-    from tests.board.dashboard_helpers import operator_client
-
     room = Room.objects.create(lobby=lead.agent.lobby, room_id="design", created_at=timezone.now())
     source = NotesSource.objects.create(
         room=room, repository="acme/notes", ref="main", paths=["notes/", "<b>plan</b>.md"]

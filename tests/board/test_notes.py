@@ -11,9 +11,10 @@ import time_machine
 from django.utils import timezone
 
 from board import notes, refresh
+from board.actions import set_notes_source
 from board.models import NotesSnapshot, NotesSource
 from console.actions.accounts import approve_repository, withdraw_repository
-from console.actions.lobby_settings import Actor, create_room, set_notes_source
+from console.actions.lobby_settings import Actor, create_room
 from lobbies.actions import operator
 from lobbies.models import Lobby
 from tests.board.notes_fakes import GITHUB, REPOSITORY, FakeGitHub, git_blob_sha

@@ -14,9 +14,10 @@ import pytest
 import respx
 
 from board import notes, refresh, summary
+from board.actions import set_appearance, set_notes_source
 from board.models import AttemptOutcome, NotesSnapshot, NotesSource, SummaryAttempt
 from console.actions.accounts import approve_repository
-from console.actions.lobby_settings import Actor, create_room, set_appearance, set_notes_source
+from console.actions.lobby_settings import Actor, create_room
 from lobbies.actions import operator
 from lobbies.models import Lobby
 from tests.board.notes_fakes import (

@@ -14,15 +14,10 @@ from django.db import connection
 from django.utils import timezone
 
 from board import notes, refresh, summary
+from board.actions import set_appearance, set_notes_source, set_summary
 from board.models import AttemptOutcome, NotesSource, SummaryAttempt, SummaryModel
 from console.actions.accounts import approve_repository
-from console.actions.lobby_settings import (
-    Actor,
-    create_room,
-    set_appearance,
-    set_notes_source,
-    set_summary,
-)
+from console.actions.lobby_settings import Actor, create_room
 from lobbies.actions import operator, retention
 from lobbies.models import Lobby
 from tests.board.notes_fakes import (

@@ -99,8 +99,13 @@ class Host:
     extra_env: dict[str, str] = field(default_factory=dict)
     # The command line to start the bridge; by default this Python running the package.
     command: list[str] | None = None
+    # Extra arguments after `bridge --config FILE`, e.g. ["--verbose"].
+    bridge_args: list[str] = field(default_factory=list)
     events: list[ChannelEvent] = field(default_factory=list)
     list_changed: int = 0
+    # Every error answer as written; those with "id": null are kept off the session.
+    wire_errors: list[dict[str, Any]] = field(default_factory=list)
+    exited_at: float | None = None
     process: anyio.abc.Process | None = None
     session: ClientSession | None = None
     initialize_result: types.InitializeResult | None = None
@@ -128,6 +133,7 @@ class Host:
             "bridge",
             "--config",
             str(self.config_path),
+            *self.bridge_args,
         ]
         self.process = await anyio.open_process(
             command,
@@ -171,6 +177,12 @@ class Host:
                     for line in lines:
                         if line.strip():
                             message = types.jsonrpc_message_adapter.validate_json(line)
+                            if isinstance(message, types.JSONRPCError):
+                                async with self._arrived:
+                                    self.wire_errors.append(json.loads(line))
+                                    self._arrived.notify_all()
+                                if message.id is None:
+                                    continue
                             await send.send(SessionMessage(message))
 
     async def _pump_stdin(self, receive: MemoryObjectReceiveStream[SessionMessage]) -> None:
@@ -199,6 +211,29 @@ class Host:
         code = await self._reap(graceful=10.0)
         await self._stack.aclose()
         return code
+
+    async def send_raw(self, line: bytes) -> None:
+        """Write bytes to the bridge's stdin as they are, outside the SDK session."""
+        assert self.process is not None and self.process.stdin is not None
+        await self.process.stdin.send(line)
+
+    async def signal(self, signum: int) -> float:
+        """Send `signum` to the bridge; the perf_counter() of sending it."""
+        assert self.process is not None
+        sent = time.perf_counter()
+        os.kill(self.process.pid, signum)
+        return sent
+
+    async def exited(self, timeout: float = 10.0) -> int | None:
+        """Wait for the process to end by itself (not killed); its exit code, and `exited_at`."""
+        assert self.process is not None
+        with anyio.move_on_after(timeout):
+            await self.process.wait()
+            self.exited_at = time.perf_counter()
+        code = await self._reap(graceful=0)
+        with contextlib.suppress(Exception):
+            await self._stack.aclose()
+        return code if self.exited_at is not None else None
 
     async def kill(self) -> None:
         """SIGKILL the bridge: no shutdown code runs, like a crash."""

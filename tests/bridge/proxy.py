@@ -2,22 +2,85 @@
 
 Not a test module. `cut()` resets every open connection and refuses new ones, like a lost
 network or a proxy restart; `restore()` listens again on the same port. It forwards bytes
-only, so HTTP and the WebSocket both pass through it unchanged.
+only, so HTTP and the WebSocket both pass through it unchanged. It can also delay the
+broker's answers (`delay`), and it watches the bridge's side of each stream for WebSocket
+close frames (`closes`: when, and with which code), without altering a byte.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from dataclasses import dataclass
 
 from tests.server import free_port
 
+CLOSE_OPCODE = 0x8
+
+
+@dataclass(frozen=True)
+class CloseFrame:
+    at: float  # time.perf_counter() when the proxy read it
+    code: int | None
+
+
+class CloseWatch:
+    """Parses the client's bytes of one connection: the upgrade request, then frames."""
+
+    def __init__(self, closes: list[CloseFrame]) -> None:
+        self.closes = closes
+        self.buffer = b""
+        self.stream: bool | None = None  # unknown until the request line is read
+
+    def feed(self, data: bytes) -> None:
+        if self.stream is False:
+            return
+        self.buffer += data
+        if self.stream is None:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.stream = self.buffer.startswith(b"GET /v1/stream")
+            self.buffer = self.buffer[end + 4 :]
+        while self._frame():
+            pass
+
+    def _frame(self) -> bool:
+        data = self.buffer
+        if len(data) < 2:
+            return False
+        opcode, length, start = data[0] & 0x0F, data[1] & 0x7F, 2
+        if length == 126:
+            if len(data) < 4:
+                return False
+            length, start = int.from_bytes(data[2:4], "big"), 4
+        elif length == 127:
+            if len(data) < 10:
+                return False
+            length, start = int.from_bytes(data[2:10], "big"), 10
+        mask = b""
+        if data[1] & 0x80:
+            mask, start = data[start : start + 4], start + 4
+        if len(data) < start + length:
+            return False
+        payload = data[start : start + length]
+        if mask:
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.buffer = data[start + length :]
+        if opcode == CLOSE_OPCODE:
+            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+            self.closes.append(CloseFrame(time.perf_counter(), code))
+        return True
+
 
 class Proxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, *, delay: float = 0.0) -> None:
         self.target_port = target_port
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.delay = delay
+        self.closes: list[CloseFrame] = []
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -32,14 +95,28 @@ class Proxy:
             writer.close()
             return
         self._writers.update((writer, up_writer))
+        watch = CloseWatch(self.closes)
         await asyncio.gather(
-            self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True
+            self._pipe(reader, up_writer, watch=watch),
+            self._pipe(up_reader, writer, delay=self.delay),
+            return_exceptions=True,
         )
         self._writers.difference_update((writer, up_writer))
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        watch: CloseWatch | None = None,
+        delay: float = 0.0,
+    ) -> None:
         try:
             while data := await reader.read(65536):
+                if watch is not None:
+                    watch.feed(data)
+                if delay:
+                    await asyncio.sleep(delay)
                 writer.write(data)
                 await writer.drain()
         finally:

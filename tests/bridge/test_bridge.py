@@ -7,12 +7,14 @@ Other agents speak plain HTTP, as scripts and other bridges do.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.bridge.host import Host
 from tests.bridge.proxy import Proxy
@@ -42,8 +44,6 @@ async def history_of(broker_url: str, token: str) -> list[dict[str, Any]]:
 
 async def owner_status(broker: Broker, lobby: str) -> dict[str, dict[str, Any]]:
     result = await asyncio.to_thread(broker.cli_ok, "agent", "list", lobby, "--json")
-    import json
-
     return {a["agent_id"]: a for a in json.loads(result.stdout)["agents"]}
 
 
@@ -401,6 +401,63 @@ async def test_another_session_gets_runtime_conflict_until_the_owner_resets_the_
         await comeback.close()
 
 
+async def refused_tool_list(host: Host) -> str:
+    """The error a refused bridge answers to tools/list (Claude Code: "tools fetch failed")."""
+    assert host.session is not None
+    with pytest.raises(MCPError) as refused:
+        await host.session.list_tools()
+    assert refused.value.code == -32000
+    return refused.value.message
+
+
+async def test_a_session_refused_at_start_answers_initialize_and_every_tool_says_why(
+    module_broker: Broker, tmp_path: Path
+):
+    """A health check (`claude mcp list`) or a second conversation must see the refusal in
+    the server's tools, not a healthy-looking tool list."""
+    configs = await provision(module_broker, "refusedstart", ["beta"], tmp_path)
+    holder = await host_for(configs["beta"], tmp_path, session_id(), "holder").start()
+    try:
+        await holder.bootstrapped()
+        other = await host_for(configs["beta"], tmp_path, session_id(), "other").start()
+        try:
+            assert other.initialize_result is not None  # the handshake is answered normally
+            said = await refused_tool_list(other)
+            assert said.startswith("PocoLobby refused this session (409 runtime_conflict)")
+            assert "pocolobby agent reset-runtime refusedstart beta" in said
+            for tool, arguments in (("list_operations", {}), ("get_messages", {})):
+                answer = await other.call(tool, **arguments)
+                assert answer.is_error and "reset-runtime refusedstart beta" in answer.text
+        finally:
+            assert await other.close() == 0
+        lines = other.log_text().splitlines()
+        assert len(lines) == 1 and "runtime_conflict" in lines[0], lines
+        assert "reset-runtime refusedstart beta" in lines[0]
+    finally:
+        await holder.close()
+
+
+async def test_a_refused_token_at_start_is_said_in_the_tools_and_once_on_stderr(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = await provision(module_broker, "badtoken", ["beta"], tmp_path)
+    wrong = tmp_path / "wrong-token.json"
+    wrong.write_text(configs["beta"].path.read_text().replace(configs["beta"].token, "plt_nope"))
+    wrong.chmod(0o600)
+    host = await Host(wrong, session_id(), tmp_path / "wrong.log").start()
+    try:
+        assert host.initialize_result is not None
+        said = await refused_tool_list(host)
+        assert "(401 invalid_token)" in said and "new configuration file" in said
+        answer = await host.call("get_context")
+        assert answer.is_error and "new configuration file" in answer.text
+    finally:
+        assert await host.close() == 0
+    lines = host.log_text().splitlines()
+    assert len(lines) == 1 and "401" in lines[0] and "new configuration file" in lines[0], lines
+    assert "plt_nope" not in host.log_text()
+
+
 async def test_without_a_session_id_the_runtime_belongs_to_the_process(
     module_broker: Broker, tmp_path: Path
 ):
@@ -567,11 +624,18 @@ async def test_the_owner_disabling_the_agent_stops_the_bridge_which_says_so(
     host = await host_for(configs["beta"], tmp_path, session_id()).start()
     try:
         await host.bootstrapped()
+        assert "send_message" in await host.tool_names()
         await asyncio.to_thread(module_broker.cli_ok, "agent", "disable", "closing", "beta")
         notice = await host.event(lambda e: "not connected" in e.content)
         assert "disabled" in notice.content and notice.meta["scope"] == "notice"
         refused = await host.call("get_messages")
         assert refused.is_error and "agent_disabled" in refused.text
-        assert "send_message" in await host.tool_names()  # the MCP server keeps serving
+        # The host listed tools before; it is told the list changed, and the new one says why.
+        await host.wait_list_changed(1)
+        assert host.session is not None
+        tools = {t.name: t.description or "" for t in (await host.session.list_tools()).tools}
+        assert "send_message" in tools  # the MCP server keeps serving
+        assert all(d.startswith("NOT CONNECTED") for d in tools.values())
+        assert "disabled" in tools["get_context"]
     finally:
         assert await host.close() == 0

@@ -90,13 +90,43 @@ def test_a_bad_configuration_file_is_named(tmp_path: Path, content: str | None, 
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://10.0.0.5:8787", "http://lobby.example", "http://0.0.0.0:8787", "http://[::ffff:1]"],
+)
+def test_plain_http_to_another_machine_is_refused_with_the_fix(tmp_path: Path, url: str):
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"url": url, "token": "plt_x", "lobby": "l", "agent": "a"}))
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert "https://" in str(refused.value) and "SSH tunnel" in str(refused.value)
+    assert "plt_x" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8787",
+        "http://127.3.4.5",
+        "http://localhost:8787/",
+        "http://LOCALHOST",
+        "http://[::1]:8787",
+        "https://lobby.example",
+    ],
+)
+def test_loopback_http_and_any_https_are_accepted(tmp_path: Path, url: str):
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"url": url, "token": "plt_x", "lobby": "l", "agent": "a"}))
+    assert load_config(path).url == url.rstrip("/")
+
+
 def test_the_configuration_never_shows_its_token(tmp_path: Path):
     path = tmp_path / "agent.json"
     path.write_text(
-        json.dumps({"url": "http://h:1/", "token": "plt_SECRET", "lobby": "l", "agent": "a"})
+        json.dumps({"url": "https://h:1/", "token": "plt_SECRET", "lobby": "l", "agent": "a"})
     )
     config = load_config(path)
-    assert config.url == "http://h:1" and "plt_SECRET" not in repr(config)
+    assert config.url == "https://h:1" and "plt_SECRET" not in repr(config)
 
 
 # ---------------------------------------------------------------- the catalog
@@ -379,7 +409,7 @@ async def test_tools_list_changed_only_after_the_host_listed_and_only_on_a_new_r
     bridge, host, _ = make_bridge(broker)
     await bridge.refresh_catalog()
     assert host.written == []  # the host never listed tools
-    bridge.host_listed = True
+    bridge.tools()  # the host is answered a list of r1
     await bridge.refresh_catalog()
     assert host.written == []  # same revision
     broker.catalogs = [Outcome(data={"revision": "r2", "tools": "junk"})]
@@ -454,11 +484,12 @@ def _text(result: types.CallToolResult) -> str:
 # ---------------------------------------------------------------- the process
 
 
-def test_the_bridge_and_the_cli_import_no_django():
+def test_the_bridge_and_the_cli_import_no_django_and_of_the_broker_only_its_wire():
     code = (
         "import sys, pocolobby.cli, pocolobby.bridge.server, pocolobby.bridge.connect\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('django', 'channels', 'daphne', 'lobbies', 'twisted'))\n"
+        "('django', 'channels', 'daphne', 'lobbies', 'twisted') "
+        "and m not in ('lobbies', 'lobbies.wire'))\n"
         "print(bad)\n"
     )
     result = subprocess.run(

@@ -12,6 +12,7 @@ from django.core import mail
 from django.test import Client
 
 from console import local
+from console.actions.accounts import save_account
 from console.models import Account
 
 DOMAIN = "pocolobby.test"
@@ -79,8 +80,6 @@ def sign_in(client: Client, email: str, next_path: str = "") -> Any:
 @pytest.fixture
 def make_account(db: None) -> Callable[..., Account]:
     def make(email: str, **fields: Any) -> Account:
-        from console.actions.accounts import save_account
-
         account, _ = save_account(email, **fields)
         return account
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django.test import Client
+from django.utils import timezone
 
 from console.models import Account, ApprovedRepository, Handoff, LobbyOwner, WebSession
 from lobbies.models import AuditEvent
@@ -37,8 +38,6 @@ def test_accounts_are_created_changed_and_disabled(db):
 
 
 def test_disabling_deletes_sessions_and_hand_offs(lobby, make_account):
-    from django.utils import timezone
-
     account = make_account("ann@example.com")
     now = timezone.now()
     WebSession.objects.create(

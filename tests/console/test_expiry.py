@@ -20,7 +20,8 @@ from console.models import (
     ThrottleKind,
     WebSession,
 )
-from lobbies import dispatch
+from lobbies import timers
+from pocolobby import loops
 
 pytestmark = pytest.mark.django_db
 
@@ -66,6 +67,6 @@ def test_an_idle_sweep_only_reads_and_runs_with_the_retention_timer(lead) -> Non
     assert all(q["sql"].lstrip().upper().startswith("SELECT") for q in queries.captured_queries)
     account = Account.objects.create(email="owner@example.com", created_at=now)
     _rows(now, account, lead.agent.lobby, expired=True)
-    dispatch._last_sweep.clear()
-    dispatch.run_retention(now)
+    timers._last_sweep.clear()
+    loops.run_retention(now)
     assert not WebSession.objects.exists() and not SignInCode.objects.exists()

@@ -61,7 +61,7 @@ def test_signed_out_visitors_are_sent_to_sign_in(db):
 
 
 def test_each_lobby_shows_agents_online_what_waits_and_the_last_message(make_account):
-    from lobbies import dispatch
+    from lobbies import presence
     from lobbies.actions.messages import send_message
     from lobbies.schemas import SendMessage
 
@@ -74,8 +74,8 @@ def test_each_lobby_shows_agents_online_what_waits_and_the_last_message(make_acc
     lead.owner_request_count = 2
     lead.save(update_fields=["owner_request_count"])
     send_message(lead, SendMessage(to="backend", content="hi", client_request_id="r-1"))
-    dispatch.ensure_process()
-    dispatch.open_connection(lead.pk, lead.runtime_generation)
+    presence.ensure_process()
+    presence.open_connection(lead.pk, lead.runtime_generation)
     browser = browser_at(ACCOUNT_HOST)
     sign_in(browser, "ann@example.com")
     page = browser.get("/").content.decode()

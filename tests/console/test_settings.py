@@ -8,11 +8,12 @@ import re
 import pytest
 from django.utils import timezone
 
+from board import actions as board_actions
 from board.models import AgentAppearance, BoardConfig, NotesSource
-from console.actions import lobby_settings
 from console.actions.handoff import open_handoff
 from console.actions.lobby_settings import Actor
 from console.models import ApprovedRepository, DashboardViewer, LobbyOwner
+from console.web import digest
 from lobbies.errors import BrokerError
 from lobbies.models import (
     ActorKind,
@@ -24,6 +25,7 @@ from lobbies.models import (
     RoomMember,
 )
 from tests.console.conftest import browser_at, lobby_host, post_json
+from tests.console.test_local_operator import operator_browser
 
 
 @pytest.fixture
@@ -35,8 +37,6 @@ def owner_browser(hosted, lobby, lead, backend, make_account):
 
 
 def signed_in_on(lobby: Lobby, email: str, make_account, settings: bool = True):
-    from console.web import digest
-
     account = make_account(email)
     client = browser_at(lobby_host(lobby.name))
     verifier = "v" * 43
@@ -201,7 +201,7 @@ def test_an_owner_replaced_mid_session_changes_nothing(owner_browser, lobby, mak
     assert answer.status_code == 403
     # A request already past the page's check meets the action's own check in its transaction.
     with pytest.raises(BrokerError) as refused:
-        lobby_settings.set_visibility(
+        board_actions.set_visibility(
             Actor(ActorKind.ACCOUNT, former.pk, former.email), lobby.pk, "public"
         )
     assert refused.value.code == "not_owner"
@@ -248,8 +248,6 @@ def test_a_signed_out_visitor_sees_the_sign_in_page_not_settings(hosted, lobby):
 
 
 def test_the_local_operator_changes_settings_audited_as_operator(settings, lobby, lead):
-    from tests.console.test_local_operator import operator_browser
-
     client = operator_browser()
     page = client.get("/my-team/settings")
     assert page.status_code == 200 and b"Save visibility" in page.content

@@ -10,7 +10,8 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from lobbies import dispatch
+from lobbies import timers
+from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
 from pocolobby.asgi import application
 
 
@@ -22,17 +23,17 @@ async def open_stream(
     token: str,
     runtime: str,
     generation: int | None = None,
-    version: str | None = "5",
+    version: str | None = str(EVENT_VERSION),
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> WebsocketCommunicator:
     headers = [
         (b"authorization", f"Bearer {token}".encode()),
-        (b"x-pocolobby-runtime", runtime.encode()),
+        (RUNTIME_HEADER.lower().encode(), runtime.encode()),
     ]
     if version is not None:
-        headers.append((b"x-pocolobby-event-version", version.encode()))
+        headers.append((EVENT_VERSION_HEADER.lower().encode(), version.encode()))
     if generation is not None:
-        headers.append((b"x-pocolobby-generation", str(generation).encode()))
+        headers.append((GENERATION_HEADER.lower().encode(), str(generation).encode()))
     communicator = WebsocketCommunicator(application, "/v1/stream", headers=headers + (extra or []))
     connected, _ = await communicator.connect(timeout=5)
     assert connected
@@ -62,7 +63,7 @@ async def bootstrapped(communicator: WebsocketCommunicator) -> tuple[dict, dict]
 
 async def run_tick(now: datetime) -> None:
     """One dispatcher pass at `now`, publishing what it decided, as the real loop does."""
-    result = await database_sync_to_async(dispatch.tick)(now)
+    result = await database_sync_to_async(timers.tick)(now)
     layer = get_channel_layer()
     for group, message in result.publish:
         await layer.group_send(group, message)

@@ -5,7 +5,7 @@ import json
 from django.test import Client
 
 from lobbies.actions import operator
-from lobbies.models import Message
+from lobbies.models import Credential, Message
 
 
 def _post(token: str | None, body: object, **headers: str):
@@ -59,7 +59,5 @@ def test_the_admin_api_refuses_agent_tokens(lead):
 
 
 def test_tokens_are_stored_only_as_hashes(lead):
-    from lobbies.models import Credential
-
     stored = list(Credential.objects.values_list("token_hash", flat=True))
     assert lead.token not in stored and all(len(h) == 64 for h in stored)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from lobbies.models import AuditEvent
 
 
 @pytest.mark.parametrize(
@@ -31,10 +34,6 @@ def test_a_held_delivery_needs_a_reason_and_only_then(lead, backend):
 
 
 def test_audit_actor_kind_and_action_are_closed(db):
-    from django.utils import timezone
-
-    from lobbies.models import AuditEvent
-
     with pytest.raises(IntegrityError), transaction.atomic():
         AuditEvent.objects.create(
             actor_kind="robot", action="lobby_created", created_at=timezone.now()

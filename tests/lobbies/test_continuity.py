@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.test import Client
 
+from lobbies.actions.continuity import set_role
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import AuditEvent, Checkpoint, ReceiptEvent
 from tests.conftest import AgentClient
@@ -146,8 +147,6 @@ def test_bad_checkpoints_are_refused_naming_why(backend, checkpoint, expected):
 
 
 def test_context_carries_role_checkpoint_inbox_and_uncertain_work(lead, backend):
-    from lobbies.actions.continuity import set_role
-
     set_role("my-team", "backend", "You own the API. Never deploy on Fridays.")
     session = Session(backend)
     ids = [lead.send("backend", f"task {n}", f"r-{n}")["message_id"] for n in range(30)]

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from lobbies import dispatch
+from lobbies import timers
+from lobbies.actions import operator
 from lobbies.models import Message, ScheduleOccurrence
 
 
@@ -23,7 +24,7 @@ def _schedule(client, **options):
 
 def _tick_at(moment: datetime) -> None:
     with time_machine.travel(moment, tick=False):
-        dispatch.tick()
+        timers.tick()
 
 
 def test_each_occurrence_is_a_real_message_with_its_slot(lead, backend):
@@ -85,8 +86,6 @@ def test_weekdays_only(lead, backend):
 def test_a_failed_occurrence_is_skipped_with_its_reason_and_the_schedule_goes_on(
     make_agent, lead, backend
 ):
-    from lobbies.actions import operator
-
     with time_machine.travel(datetime(2026, 12, 1, 6, 0, tzinfo=UTC), tick=False):
         _schedule(lead, to="backend")
     operator.disable_agent("my-team", "backend")

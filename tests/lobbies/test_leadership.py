@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from lobbies.dispatch import Leadership
+from pocolobby.loops import Leadership
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the lock is PostgreSQL's; SQLite is one process"

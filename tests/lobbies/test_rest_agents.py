@@ -10,7 +10,7 @@ import pytest_asyncio
 import time_machine
 from channels.layers import get_channel_layer
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions.messages import send_message
 from lobbies.models import Agent
 from lobbies.schemas import SendMessage
@@ -31,9 +31,9 @@ def test_rest_and_resume_at_a_set_time(lead, backend):
         later = (start + timedelta(hours=1)).isoformat()
         lead.ok("rest_agents", agent_ids=["backend"], rest=False, at=later)
     assert Agent.objects.get(agent_id="backend").resting is True
-    dispatch.tick(start + timedelta(minutes=30))
+    timers.tick(start + timedelta(minutes=30))
     assert Agent.objects.get(agent_id="backend").resting is True
-    dispatch.tick(start + timedelta(hours=1, seconds=1))
+    timers.tick(start + timedelta(hours=1, seconds=1))
     assert Agent.objects.get(agent_id="backend").resting is False
 
 

@@ -8,9 +8,18 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lobbies import dispatch
+from lobbies import timers
+from lobbies.actions import retention
 from lobbies.actions.retention import sweep
-from lobbies.models import Delivery, Message, ReceiptEvent, Schedule
+from lobbies.models import (
+    ActorKind,
+    AuditAction,
+    AuditEvent,
+    Delivery,
+    Message,
+    ReceiptEvent,
+    Schedule,
+)
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -47,7 +56,7 @@ def test_a_scheduled_message_waits_and_counts_from_its_delivery(lead, backend):
     sweep(T0 + timedelta(days=2))
     assert Message.objects.filter(pk=sent["message_id"]).exists()
     with time_machine.travel(due, tick=False):
-        dispatch.tick()
+        timers.tick()
     sweep(due + timedelta(hours=23))
     assert Message.objects.filter(pk=sent["message_id"]).exists()
     sweep(due + timedelta(days=1, seconds=1))
@@ -89,9 +98,6 @@ def test_an_idle_sweep_only_reads(lead, backend):
 
 
 def test_audit_events_beyond_each_lobbys_newest_are_trimmed(db, monkeypatch):
-    from lobbies.actions import retention
-    from lobbies.models import ActorKind, AuditAction, AuditEvent
-
     monkeypatch.setattr(retention, "AUDIT_KEPT_PER_LOBBY", 3)
     for i in range(5):
         for lobby in ("team", "other", ""):

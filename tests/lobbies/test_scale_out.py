@@ -28,7 +28,7 @@ import psycopg
 import pytest
 import redis
 
-from lobbies.dispatch import LEADER_LOCK_KEY
+from pocolobby.loops import LEADER_LOCK_KEY
 from tests.bridge_client import Bridge, acknowledge, payload, send_message
 from tests.server import Broker
 

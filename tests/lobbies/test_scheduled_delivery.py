@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.test import override_settings
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.models import Delivery, Message
+from pocolobby.config import Bounds
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -34,7 +36,7 @@ def test_a_scheduled_send_is_stored_and_invisible_until_due(clock, lead, backend
     assert (status, body["error"]["code"]) == (409, "not_yet_delivered")
 
     clock.move_to(T0 + timedelta(minutes=30, seconds=1))
-    dispatch.tick()
+    timers.tick()
     inbox = backend.ok("get_messages")["messages"]
     assert [m["content"] for m in inbox] == ["stand up"] and inbox[0]["late"] is False
     assert backend.ok("acknowledge_messages", message_ids=[sent["message_id"]])["acknowledged"]
@@ -51,7 +53,7 @@ def test_an_early_acknowledgment_refuses_the_whole_batch(clock, lead, backend):
 def test_a_time_missed_while_the_broker_was_down_is_delivered_late(clock, lead, backend):
     lead.send("backend", "reminder", "r1", deliver_at=_at(5))
     clock.move_to(T0 + timedelta(hours=2))  # the broker was down across the time
-    dispatch.tick()
+    timers.tick()
     message = backend.ok("get_messages")["messages"][0]
     assert message["late"] is True
 
@@ -80,10 +82,6 @@ def test_deliver_at_needs_a_zone(lead, backend):
 
 
 def test_a_sender_holds_at_most_100_waiting_messages(clock, lead, backend):
-    from django.test import override_settings
-
-    from pocolobby.config import Bounds
-
     with override_settings(BOUNDS=Bounds(sends_per_minute=1000)):
         for n in range(100):
             lead.send("backend", "x", f"r{n}", deliver_at=_at(10))
@@ -103,10 +101,10 @@ def test_list_cancel_and_update(clock, lead, backend):
     assert [m["message_id"] for m in listed] == [sent["message_id"]]
     lead.ok("update_scheduled", message_id=sent["message_id"], content="final", deliver_at=_at(20))
     clock.move_to(T0 + timedelta(minutes=15))
-    dispatch.tick()
+    timers.tick()
     assert backend.ok("get_messages")["messages"] == []
     clock.move_to(T0 + timedelta(minutes=21))
-    dispatch.tick()
+    timers.tick()
     assert [m["content"] for m in backend.ok("get_messages")["messages"]] == ["final"]
     status, body = lead.call("cancel_scheduled", message_id=sent["message_id"])
     assert (status, body["error"]["code"]) == (409, "already_delivered")
@@ -117,7 +115,7 @@ def test_a_cancelled_message_never_arrives_and_cancelling_again_finds_it(clock, 
     assert lead.ok("cancel_scheduled", message_id=sent["message_id"])["status"] == "cancelled"
     assert lead.ok("cancel_scheduled", message_id=sent["message_id"])["status"] == "cancelled"
     clock.move_to(T0 + timedelta(minutes=11))
-    dispatch.tick()
+    timers.tick()
     assert backend.ok("get_messages")["messages"] == []
     # Held for good: acknowledging records nothing, without refusal.
     result = backend.ok("acknowledge_messages", message_ids=[sent["message_id"]])

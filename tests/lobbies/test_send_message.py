@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -7,6 +8,8 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from lobbies.actions import operator
+from lobbies.actions.messages import _QUEUED_BOTH
 from lobbies.actions.operator import disable_agent
 from lobbies.models import Delivery, Message
 from pocolobby.config import Bounds
@@ -54,8 +57,6 @@ def test_unknown_recipient_is_refused_and_nothing_stored(lead: AgentClient):
 
 
 def test_disabled_recipient_is_refused(lead: AgentClient, backend: AgentClient):
-    from lobbies.actions import operator
-
     operator.disable_agent("my-team", "backend")
     status, body = lead.call("send_message", to="backend", content="hi", client_request_id="r-1")
     assert (status, body["error"]["code"]) == (409, "recipient_disabled")
@@ -63,8 +64,6 @@ def test_disabled_recipient_is_refused(lead: AgentClient, backend: AgentClient):
 
 
 def test_an_agent_of_another_lobby_is_not_addressable(make_agent, lead: AgentClient):
-    from lobbies.actions import operator
-
     operator.create_lobby("other-team")
     make_agent("stranger", lobby_name="other-team")
     status, body = lead.call("send_message", to="stranger", content="hi", client_request_id="r")
@@ -241,8 +240,6 @@ def test_scheduled_copies_take_room_and_final_holds_do_not(lead, backend):
 @pytest.mark.django_db
 def test_the_capacity_count_reads_only_the_queued_index():
     """A recipient's acknowledged history must not slow each send to it (issue 2's bar)."""
-    from lobbies.actions.messages import _QUEUED_BOTH
-
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN QUERY PLAN {_QUEUED_BOTH}", [1])
         plan = " ".join(str(row[-1]) for row in cursor.fetchall())
@@ -266,8 +263,6 @@ def test_reply_to_may_name_an_expired_message_but_not_an_invisible_one(make_agen
 
 
 def test_the_rest_route_and_the_tool_route_share_idempotency(lead, backend):
-    import json
-
     via_route = lead.client.post(
         "/v1/messages",
         data=json.dumps({"to": "backend", "content": "x", "client_request_id": "r-1"}),

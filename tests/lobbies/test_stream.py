@@ -12,11 +12,13 @@ from django.test import override_settings
 from django.utils import timezone
 
 from lobbies.actions import operator
-from lobbies.actions.messages import acknowledge_messages, send_message
+from lobbies.actions.messages import send_message
+from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError
-from lobbies.models import Delivery, Message, Notice
+from lobbies.models import BrokerProcess, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
+from lobbies.selectors import list_agents
 from pocolobby.config import Bounds
 from tests.lobbies.stream import (
     bootstrapped,
@@ -271,8 +273,6 @@ async def test_disabling_the_agent_closes_its_stream(backend):
 
 
 async def test_presence_shows_the_connection_while_it_is_open(lead, backend):
-    from lobbies.selectors import list_agents
-
     def entry() -> dict:
         return {a["agent_id"]: a for a in list_agents(lead.agent)["agents"]}["backend"]
 
@@ -286,9 +286,6 @@ async def test_presence_shows_the_connection_while_it_is_open(lead, backend):
 
 
 async def test_an_old_connection_reads_offline_once_its_process_stops_beating(backend):
-    from lobbies.models import BrokerProcess
-    from lobbies.selectors import list_agents
-
     stream = await open_stream(backend.token, new_runtime())
     await bootstrapped(stream)
     await sync(BrokerProcess.objects.update)(last_seen_at=timezone.now() - timedelta(minutes=5))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lobbies.models import Delivery
+from lobbies.models import Delivery, Message
+from lobbies.presentation import headline_for
 
 
 def test_unseen_copies_are_held_and_seen_ones_get_the_new_message(make_agent, lead, backend):
@@ -42,9 +43,6 @@ def test_only_your_own_message_can_be_superseded(lead, backend):
 
 
 def test_the_push_says_what_it_replaces(lead, backend):
-    from lobbies.models import Message
-    from lobbies.presentation import headline_for
-
     old = lead.send("backend", "v1", "a")
     new = lead.send("backend", "v2", "b", supersedes=old["message_id"])
     headline = headline_for(Message.objects.get(pk=new["message_id"]))

@@ -12,10 +12,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from lobbies import dispatch
+from lobbies import timers
 from lobbies.actions.messages import send_message
 from lobbies.models import Agent, SeenReceipt
 from lobbies.schemas import SendMessage
+from lobbies.selectors import list_agents
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, run_tick, sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -78,8 +79,6 @@ async def test_a_retry_behind_a_confirmed_host_write_is_consumed_silently(lead, 
 
 
 async def test_exhaustion_keeps_messages_pending_and_flags_attention(lead, backend):
-    from lobbies.selectors import list_agents
-
     stream = await _connected(backend)
     sent = await sync(_send)(lead, "backend", "r-1")
     await frame(stream)
@@ -174,7 +173,7 @@ async def test_an_idle_broker_tick_writes_nothing(lead, backend):
 
     def idle_tick() -> list[str]:
         with CaptureQueriesContext(connection) as queries:
-            dispatch.tick(timezone.now())
+            timers.tick(timezone.now())
         return [q["sql"] for q in queries.captured_queries]
 
     statements = await sync(idle_tick)()
@@ -190,8 +189,8 @@ async def test_a_resting_agents_due_retry_waits_without_writing(lead, backend):
             resting=True, notify_next_at=now - timedelta(seconds=5), notify_attempts=1
         )
         with CaptureQueriesContext(connection) as queries:
-            dispatch.tick(now)
-            dispatch.tick(now + timedelta(seconds=1))
+            timers.tick(now)
+            timers.tick(now + timedelta(seconds=1))
         return [q["sql"] for q in queries.captured_queries]
 
     statements = await sync(two_ticks)()

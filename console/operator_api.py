@@ -1,0 +1,88 @@
+"""The operator's console routes under /v1/admin: accounts, owners, repositories, tickets.
+
+Authenticated by the admin token like the lobby routes (lobbies/operator_api.py); composed
+under /v1 by pocolobby/urls_api.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from django.http import HttpRequest, JsonResponse
+
+from console import local
+from console.actions import accounts as account_actions
+from console.models import Account
+from lobbies.catalog import parse_arguments
+from lobbies.errors import BrokerError
+from lobbies.hosts import hosted
+from lobbies.http import api_view, json_body
+from lobbies.operator_api import require_operator
+from lobbies.schemas import Operation, bounded_text
+
+
+class SaveAccount(Operation):
+    email: Annotated[str, bounded_text(254)]
+    enabled: bool | None = None
+    may_create_lobbies: bool | None = None
+
+
+class SetOwner(Operation):
+    email: Annotated[str, bounded_text(254)]
+
+
+class Repository(Operation):
+    repository: Annotated[str, bounded_text(140)]
+
+
+def _account_entry(account: Account) -> dict[str, Any]:
+    return {
+        "email": account.email,
+        "enabled": account.enabled,
+        "may_create_lobbies": account.may_create_lobbies,
+    }
+
+
+@api_view(("POST",))
+def accounts(request: HttpRequest) -> JsonResponse:
+    """Create an account or change it; disabling ends its sessions and hand-offs."""
+    require_operator(request)
+    args = parse_arguments(SaveAccount, json_body(request))
+    account, created = account_actions.save_account(
+        args.email, enabled=args.enabled, may_create_lobbies=args.may_create_lobbies
+    )
+    return JsonResponse(
+        {**_account_entry(account), "created": created}, status=201 if created else 200
+    )
+
+
+@api_view(("PUT",))
+def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
+    require_operator(request)
+    args = parse_arguments(SetOwner, json_body(request))
+    account = account_actions.set_owner(lobby, args.email)
+    return JsonResponse({"lobby": lobby, "owner": account.email})
+
+
+@api_view(("POST", "DELETE"))
+def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
+    require_operator(request)
+    args = parse_arguments(Repository, json_body(request))
+    if request.method == "POST":
+        created = account_actions.approve_repository(lobby, args.repository)
+        return JsonResponse(
+            {"lobby": lobby, "approved": args.repository.strip()}, status=201 if created else 200
+        )
+    account_actions.withdraw_repository(lobby, args.repository)
+    return JsonResponse({"lobby": lobby, "withdrawn": args.repository.strip()})
+
+
+@api_view(("POST",))
+def settings_ticket(request: HttpRequest) -> JsonResponse:
+    """A one-minute, single-use ticket for `pocolobby settings` (local broker only)."""
+    require_operator(request)
+    if hosted():
+        raise BrokerError(
+            404, "not_local", "a hosted broker's owners sign in with email; tickets are local"
+        )
+    return JsonResponse({"ticket": local.issue_ticket(), "expires_in": local.TICKET_SECONDS})

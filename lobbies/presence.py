@@ -1,0 +1,76 @@
+"""Presence: which broker processes are alive and which bridge sockets each one holds.
+
+Each process registers itself, vouches for the sockets it heard from every beat, and its
+rows go stale when it stops; readers count only connections of live processes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from lobbies.models import BrokerProcess, Connection
+
+# This process's identity in the presence registry.
+PROCESS_ID = uuid.uuid4()
+PROCESS_STALE_AFTER = timedelta(seconds=60)
+
+
+def ensure_process() -> None:
+    now = timezone.now()
+    BrokerProcess.objects.update_or_create(
+        id=PROCESS_ID,
+        defaults={"last_seen_at": now},
+        create_defaults={"started_at": now, "last_seen_at": now},
+    )
+
+
+def open_connection(agent_pk: int, generation: int) -> int:
+    ensure_process()
+    now = timezone.now()
+    return Connection.objects.create(
+        agent_id=agent_pk,
+        process_id=PROCESS_ID,
+        generation=generation,
+        connected_at=now,
+        last_heartbeat_at=now,
+    ).pk
+
+
+def close_connection(connection_pk: int) -> None:
+    Connection.objects.filter(pk=connection_pk).delete()
+
+
+def heartbeat(connection_pks: list[int]) -> None:
+    """This process is alive; these connections were heard from since the last beat."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not BrokerProcess.objects.filter(id=PROCESS_ID).update(last_seen_at=now):
+            ensure_process()
+        if connection_pks:
+            Connection.objects.filter(pk__in=connection_pks).update(last_heartbeat_at=now)
+
+
+def live_connections() -> QuerySet[Connection]:
+    return Connection.objects.filter(
+        process__last_seen_at__gte=timezone.now() - PROCESS_STALE_AFTER
+    )
+
+
+def register_process() -> None:
+    """At start, before serving: this process joins the registry. A SQLite file is served by
+    one process only, so any other registered process is a dead predecessor."""
+    ensure_process()
+    if connection.vendor == "sqlite":
+        BrokerProcess.objects.exclude(id=PROCESS_ID).delete()
+
+
+def forget_dead_processes(now: datetime) -> None:
+    """Processes not heard from for a while are gone; their connections go with them."""
+    stale = BrokerProcess.objects.filter(last_seen_at__lt=now - PROCESS_STALE_AFTER)
+    if stale.exclude(id=PROCESS_ID).exists():
+        stale.exclude(id=PROCESS_ID).delete()

@@ -1,0 +1,251 @@
+"""Push: what each bridge is sent, and the transport facts it reports back.
+
+The inbox rows are the queue. A socket's consumer calls the `*_frame` functions to turn
+pending deliveries into one notice, recording the attempt in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from lobbies import presentation, store
+from lobbies.models import Agent, Delivery, DeliveryState, Message, Notice, NoticeKind, Priority
+from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
+
+Frame = dict[str, Any]
+
+
+def _notice(
+    agent: Agent,
+    kind: NoticeKind,
+    message_ids: list[int],
+    shown: presentation.Presentation,
+    *,
+    now: datetime,
+    count: int | None = None,
+) -> Frame:
+    notice = store.insert(
+        Notice,
+        {
+            "id": uuid.uuid4(),
+            "agent_id": agent.pk,
+            "runtime_id": agent.runtime_id or "",
+            "generation": agent.runtime_generation,
+            "kind": kind,
+            "message_ids": message_ids,
+            "created_at": now,
+        },
+    )
+    return {
+        "type": FRAME_NOTICE,
+        "event_version": EVENT_VERSION,
+        "notice_id": str(notice.id),
+        "notice_kind": kind,
+        "generation": agent.runtime_generation,
+        "as_of": iso(now),
+        "message_ids": message_ids,
+        "count": len(message_ids) if count is None else count,
+        "truncated": shown.truncated,
+        "content": shown.content,
+        "meta": shown.meta,
+        "extensions": shown.extensions,
+    }
+
+
+def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Agent | None:
+    """The agent row, if `generation` still holds its runtime (and it is not resting).
+
+    Read inside the caller's write transaction (BEGIN IMMEDIATE on SQLite; on PostgreSQL
+    the FOR UPDATE locks the row), so the runtime cannot change before the push is recorded.
+    """
+    agent = store.select(
+        Agent,
+        "t.id = %s",
+        [agent_pk],
+        join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
+        annotations={"lobby_name": "l.name"},
+        for_update=True,
+    )
+    if agent is None or not agent.enabled or agent.runtime_generation != generation:
+        return None
+    if agent.resting and not resting_too:
+        return None
+    return agent
+
+
+def _schedule_retry(agent: Agent, now: datetime) -> None:
+    if agent.notify_next_at is None:
+        agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
+        store.execute(
+            "UPDATE lobbies_agent SET notify_next_at = %s WHERE id = %s",
+            [store.as_db_time(agent.notify_next_at), agent.pk],
+        )
+
+
+def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
+    """A new runtime's bootstrap: the nonce, and everything that waited as one backlog notice."""
+    with transaction.atomic():
+        agent = _current(agent_pk, generation, resting_too=True)
+        if agent is None or agent.ready_at is not None:
+            return None
+        now = timezone.now()
+        backlog = store.select_all(
+            Delivery,
+            _PUSHABLE_SQL + " AND m.sequence <= %s",
+            [agent_pk, generation, agent_pk, agent.backlog_sequence],
+            join=_MESSAGE_JOIN,
+            tail="ORDER BY m.sequence",
+        )
+        ids = [d.message_id for d in backlog]
+        Delivery.objects.filter(pk__in=[d.pk for d in backlog]).update(
+            pushed_generation=generation, pushed_at=now
+        )
+        shown = presentation.bootstrap_notice(
+            agent.agent_id,
+            agent.lobby_name,
+            nonce=agent.bootstrap_nonce,
+            generation=generation,
+            backlog_ids=ids,
+            as_of=now,
+        )
+        agent.bootstrap_sent_at = now
+        agent.bootstrap_attempts += 1
+        agent.save(update_fields=["bootstrap_sent_at", "bootstrap_attempts"])
+        if ids:
+            _schedule_retry(agent, now)
+        return _notice(agent, NoticeKind.BOOTSTRAP, ids, shown, now=now)
+
+
+# Pending copies this generation has not been sent, by hand (the stream's hottest read):
+# a note to yourself wakes nobody, a reminder to yourself (scheduled) does.
+_PUSHABLE_SQL = (
+    "t.recipient_id = %s AND t.state = 'pending' "
+    "AND (t.pushed_generation IS NULL OR t.pushed_generation <> %s) "
+    "AND NOT (m.sender_id = %s AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
+)
+_MESSAGE_JOIN = "JOIN lobbies_message m ON m.id = t.message_id"
+
+
+def push_frame(agent_pk: int, generation: int) -> Frame | None:
+    """New pending messages with their bodies, important first; None when nothing is due.
+
+    Reads first: the common "nothing more" answer opens no write transaction. Its statements
+    are hand-written (lobbies/store.py) because this runs once per message per recipient.
+    """
+    params = [agent_pk, generation, agent_pk]
+    waiting = store.select_all(
+        Delivery, _PUSHABLE_SQL, params, join=_MESSAGE_JOIN, tail="ORDER BY m.sequence LIMIT 1"
+    )
+    if not waiting:
+        return None
+    with transaction.atomic():
+        agent = _current(agent_pk, generation)
+        if agent is None:
+            return None
+        ids = [
+            d.message_id
+            for d in store.select_all(
+                Delivery,
+                _PUSHABLE_SQL,
+                params,
+                join=_MESSAGE_JOIN,
+                tail="ORDER BY m.sequence LIMIT 200",
+            )
+        ]
+        if not ids:
+            return None
+        marks = ", ".join(["%s"] * len(ids))
+        messages = store.select_all(Message, f"t.id IN ({marks})", ids)
+        now = timezone.now()
+        mark_pushed = (
+            "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
+            f"WHERE recipient_id = %s AND message_id IN ({marks})"
+        )
+        store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
+        messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
+        shown = presentation.messages_notice(
+            agent.agent_id, agent.lobby_name, messages, cap_bytes=settings.BOUNDS.push_bytes
+        )
+        _schedule_retry(agent, now)
+        return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
+
+
+def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
+    """A coalesced reminder of unacknowledged messages, counted as of now, naming them."""
+    with transaction.atomic():
+        agent = _current(agent_pk, generation)
+        if agent is None:
+            return None
+        still = list(
+            Delivery.objects.filter(
+                recipient=agent, state=DeliveryState.PENDING, message_id__in=message_ids
+            )
+            .order_by("message__sequence")
+            .values_list("message_id", flat=True)
+        )
+        if not still:
+            return None
+        now = timezone.now()
+        shown = presentation.hint_notice(agent.agent_id, agent.lobby_name, still, now)
+        return _notice(agent, NoticeKind.HINT, still, shown, now=now)
+
+
+def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> Frame | None:
+    with transaction.atomic():
+        agent = Agent.objects.select_related("lobby").filter(pk=agent_pk, enabled=True).first()
+        if agent is None or agent.runtime_id is None:
+            return None
+        shown = presentation.receipts_notice(agent.agent_id, agent.lobby.name, receipts)
+        ids = [r["message_id"] for r in receipts]
+        return _notice(agent, NoticeKind.RECEIPTS, ids, shown, now=timezone.now())
+
+
+def reconnected(agent_pk: int, generation: int) -> None:
+    """A reconnect of the same process: what it may not have written to the host goes again."""
+    Delivery.objects.filter(
+        recipient_id=agent_pk, state=DeliveryState.PENDING, pushed_generation=generation
+    ).filter(Q(notified_generation__isnull=True) | ~Q(notified_generation=generation)).update(
+        pushed_generation=None
+    )
+
+
+def notice_known(agent_pk: int, generation: int, notice_id: str) -> bool:
+    try:
+        key = uuid.UUID(notice_id)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return Notice.objects.filter(id=key, agent_id=agent_pk, generation=generation).exists()
+
+
+TransportFact = tuple[int, int, str, str]  # agent, generation, notice id, "received"|"host_written"
+
+
+def record_transport_facts(facts: list[TransportFact]) -> None:
+    """What bridges reported about their notices, many at once: one transaction, one fsync."""
+    now = timezone.now()
+    with transaction.atomic():
+        for agent_pk, generation, notice_id, fact in facts:
+            notice = Notice.objects.filter(
+                id=uuid.UUID(notice_id), agent_id=agent_pk, generation=generation
+            ).first()
+            if notice is None:
+                continue
+            deliveries = Delivery.objects.filter(
+                recipient_id=agent_pk, message_id__in=notice.message_ids
+            )
+            if fact == "received":
+                if notice.received_at is None:
+                    Notice.objects.filter(id=notice.id).update(received_at=now)
+                deliveries.update(adapter_received_at=now)
+            else:
+                if notice.host_written_at is None:
+                    Notice.objects.filter(id=notice.id).update(host_written_at=now)
+                if notice.kind != NoticeKind.RECEIPTS:
+                    deliveries.update(notification_attempted_at=now, notified_generation=generation)

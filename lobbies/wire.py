@@ -1,0 +1,125 @@
+"""What the broker and the bridge must agree on, in one Django-free leaf.
+
+The bridge (pocolobby/bridge) imports this module and nothing else of `lobbies`; it imports
+no other module (import-linter checks both). The event version, the header names, the frame
+type names, the one time format, the cursors, and the delivery and addressing facts a
+message carries on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+# The push protocol's version: a bridge stating another is refused with bridge_outdated.
+EVENT_VERSION = 5
+
+# Headers a bridge sends on the stream's upgrade and on its HTTP requests.
+EVENT_VERSION_HEADER = "X-PocoLobby-Event-Version"
+RUNTIME_HEADER = "X-PocoLobby-Runtime"
+GENERATION_HEADER = "X-PocoLobby-Generation"
+
+# Frames the broker sends on the stream.
+FRAME_WELCOME = "welcome"
+FRAME_NOTICE = "notice"
+FRAME_ERROR = "error"
+FRAME_HEARTBEAT = "heartbeat"
+# Frames a bridge sends (besides heartbeat): what became of a notice.
+FRAME_RECEIVED = "received"
+FRAME_HOST_WRITTEN = "host_written"
+BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN)
+
+
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with a Z, the one time format on the wire."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class CursorError(ValueError):
+    """A cursor this broker did not issue, or one issued for another view."""
+
+
+def encode_cursor(view: str, sequence: int) -> str:
+    raw = f"{view}:{sequence}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(view: str, cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        prefix, _, number = base64.urlsafe_b64decode(padded).decode().partition(":")
+        sequence = int(number)
+    except (ValueError, UnicodeDecodeError):
+        raise CursorError("cursor is not one this broker issued") from None
+    if prefix != view or sequence < 0:
+        raise CursorError(f"cursor belongs to another view than {view!r}")
+    return sequence
+
+
+class DeliveryRow(Protocol):
+    """A recipient's copy, as the store holds it (lobbies.models.Delivery)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def held_reason(self) -> str | None: ...
+    @property
+    def delivered_at(self) -> datetime | None: ...
+    @property
+    def adapter_received_at(self) -> datetime | None: ...
+    @property
+    def notification_attempted_at(self) -> datetime | None: ...
+    @property
+    def agent_seen_at(self) -> datetime | None: ...
+
+
+def delivery_facts(delivery: DeliveryRow) -> dict[str, Any]:
+    return {
+        "delivery_state": delivery.state,
+        "held_reason": delivery.held_reason,
+        "delivered_at": iso(delivery.delivered_at),
+        "adapter_received_at": iso(delivery.adapter_received_at),
+        "notification_attempted_at": iso(delivery.notification_attempted_at),
+        "agent_seen_at": iso(delivery.agent_seen_at),
+    }
+
+
+class AddressedMessage(Protocol):
+    """A message with its room name annotated (lobbies.models.Message)."""
+
+    @property
+    def room_name(self) -> str | None: ...
+    @property
+    def addressed_to(self) -> list[str]: ...
+    @property
+    def supersedes(self) -> int | None: ...
+    @property
+    def deliver_at(self) -> datetime | None: ...
+    @property
+    def late(self) -> bool: ...
+    @property
+    def schedule_id(self) -> int | None: ...
+    @property
+    def slot(self) -> datetime | None: ...
+
+
+def addressing_facts(message: AddressedMessage) -> dict[str, Any]:
+    """Room, addressees, replacement and timing: present only where they apply."""
+    facts: dict[str, Any] = {}
+    if message.room_name:
+        facts["room_id"] = message.room_name
+    if message.addressed_to:
+        facts["addressed_to"] = message.addressed_to
+    if message.supersedes:
+        facts["supersedes"] = message.supersedes
+    if message.deliver_at:
+        facts["deliver_at"] = iso(message.deliver_at)
+    if message.deliver_at or message.schedule_id:
+        facts["late"] = message.late
+    if message.schedule_id:
+        facts["schedule_id"] = message.schedule_id
+        facts["slot"] = iso(message.slot)
+    return facts

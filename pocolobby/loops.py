@@ -1,0 +1,194 @@
+"""The loops `pocolobby serve` runs beside the server: the dispatcher and presence.
+
+The dispatcher runs the lobby timers (lobbies/timers.py) with the console's expiry sweep
+composed in, in one process at a time (Leadership); presence vouches for this process's
+sockets. Both start on the server's event loop once its sockets listen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from console.actions.expiry import sweep_expired
+from lobbies import timers
+from lobbies.consumers import LOCAL
+from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
+from lobbies.presence import heartbeat
+from lobbies.timers import Sweep, TickResult
+
+log = logging.getLogger("pocolobby.dispatch")
+
+# What the retention sweep removes besides the lobby store's expired rows.
+SWEEPS: tuple[Sweep, ...] = (sweep_expired,)
+
+TICK_SECONDS = 0.25
+MIN_TICK_SPACING = 0.05
+GROUP_REFRESH_SECONDS = 600
+BEAT_SECONDS = 15
+# Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
+LEADER_LOCK_KEY = 0x506F4C62_00000001
+
+
+class Leadership:
+    """Timers run in one process at a time: the holder of a PostgreSQL advisory lock.
+
+    The lock lives on a dedicated connection, so it is released when the process dies and
+    another process takes over at its next attempt. A follower keeps its connection and asks
+    for the lock again on it, rather than reconnecting every attempt. SQLite serves one
+    process: always leader.
+    """
+
+    def __init__(self) -> None:
+        self.connection: Any = None
+        self.leading = False
+
+    def _connect(self) -> Any:
+        import psycopg  # local: installed everywhere, but only a PostgreSQL broker needs it
+
+        db = settings.DATABASES["default"]
+        return psycopg.connect(
+            host=db.get("HOST") or None,
+            port=db.get("PORT") or None,
+            dbname=db["NAME"],
+            user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None,
+            autocommit=True,
+        )
+
+    def hold(self) -> bool:
+        if connection.vendor != "postgresql":
+            return True
+        try:
+            if self.connection is None:
+                self.connection = self._connect()
+            if self.leading:
+                self.connection.execute("SELECT 1")  # the lock lives as long as this session
+                return True
+            row = self.connection.execute(
+                "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
+            ).fetchone()
+            self.leading = bool(row[0])
+            if self.leading:
+                log.info("this process runs the dispatcher's timers")
+            return self.leading
+        except Exception:
+            log.warning("lost the dispatcher lock's connection", exc_info=True)
+            self.release()
+            return False
+
+    def release(self) -> None:
+        self.leading = False
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except Exception:
+                log.debug("closing the lock connection failed", exc_info=True)
+            self.connection = None
+
+
+def tick(now: datetime | None = None) -> TickResult:
+    """One pass of the lobby timers, with the console's expiry sweep composed in."""
+    return timers.tick(now, sweeps=SWEEPS)
+
+
+def run_retention(now: datetime) -> None:
+    """The retention sweep alone, lobby store and console together."""
+    timers.run_retention(now, SWEEPS)
+
+
+def _tick_and_close() -> TickResult:
+    close_old_connections()
+    return tick()
+
+
+async def _listen_for_wakes(layer: Any, channel: str, woken: asyncio.Event) -> None:
+    """Turn commit wakes from any process into an in-process event.
+
+    The receive is never cancelled (channel layers handle a cancelled receive poorly), and
+    an error here only costs latency: the tick runs anyway.
+    """
+    joined_at = 0.0
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            if loop.time() - joined_at > GROUP_REFRESH_SECONDS:
+                await layer.group_add(DISPATCH_GROUP, channel)
+                joined_at = loop.time()
+            await layer.receive(channel)
+            woken.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("the dispatcher's wake channel failed; ticking on", exc_info=True)
+            await asyncio.sleep(1)
+
+
+async def run_dispatcher() -> None:
+    """Tick every 250 ms, or sooner when a commit wakes us through the channel layer.
+
+    Ticks run on their own thread, not the one Django's sync views share, and at most one
+    per 50 ms however many commits wake it: a burst of sends costs one pass, not one each.
+    The loop outlives any error: while it holds the timers' lock no other process runs them.
+    """
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    woken = asyncio.Event()
+    listener = asyncio.ensure_future(_listen_for_wakes(layer, channel, woken))
+    leadership = Leadership()
+    hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
+    run = database_sync_to_async(_tick_and_close, thread_sensitive=False)
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            started = loop.time()
+            woken.clear()
+            try:
+                if await hold():
+                    result = await run()
+                    for group, message in result.publish:
+                        await layer.group_send(group, message)
+                else:
+                    await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatcher tick failed; retrying")
+                await asyncio.sleep(1)
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(woken.wait(), timeout=TICK_SECONDS)
+            await asyncio.sleep(max(0.0, started + MIN_TICK_SPACING - loop.time()))
+    finally:
+        listener.cancel()
+        leadership.release()
+
+
+async def run_presence() -> None:
+    """Vouch for this process's sockets every 15 s, with the ones heard from since."""
+    while True:
+        await asyncio.sleep(BEAT_SECONDS)
+        heard = []
+        for consumer in list(LOCAL):
+            if consumer.heard_since_beat and consumer.connection_pk is not None:
+                heard.append(consumer.connection_pk)
+                consumer.heard_since_beat = False
+        if not LOCAL:
+            continue
+        try:
+            await database_sync_to_async(heartbeat)(heard)
+        except Exception:
+            log.exception("presence heartbeat failed")
+
+
+def start_loops() -> list[asyncio.Task[None]]:
+    """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
+    SERVER_LOOP["loop"] = asyncio.get_running_loop()
+    return [asyncio.ensure_future(run_dispatcher()), asyncio.ensure_future(run_presence())]

@@ -1,0 +1,91 @@
+"""The bridge and the broker spell the stream alike: one `lobbies.wire`, copied nowhere.
+
+`lobbies.wire` is the only module both sides import; the bridge imports nothing else of the
+broker and no Django (`test_units.test_the_bridge_and_the_cli_import_no_django...`).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from lobbies import consumers, credentials, push, selectors, wire
+from pocolobby.bridge import broker, core, link, results
+from tests.server import REPO_ROOT
+
+SHARED = (
+    "EVENT_VERSION",
+    "EVENT_VERSION_HEADER",
+    "RUNTIME_HEADER",
+    "GENERATION_HEADER",
+    "FRAME_WELCOME",
+    "FRAME_NOTICE",
+    "FRAME_ERROR",
+    "FRAME_RECEIVED",
+    "FRAME_HOST_WRITTEN",
+    "FRAME_HEARTBEAT",
+)
+
+
+def test_both_sides_hold_the_wire_modules_own_objects():
+    for module in (consumers, push, selectors, core, link, results):
+        assert module.EVENT_VERSION is wire.EVENT_VERSION, module.__name__
+    for module in (link, broker):
+        assert module.RUNTIME_HEADER is wire.RUNTIME_HEADER
+        assert module.GENERATION_HEADER is wire.GENERATION_HEADER
+    assert link.EVENT_VERSION_HEADER is wire.EVENT_VERSION_HEADER
+    for name in ("FRAME_WELCOME", "FRAME_NOTICE", "FRAME_ERROR", "FRAME_HEARTBEAT"):
+        assert getattr(link, name) is getattr(wire, name)
+    assert core.FRAME_RECEIVED is wire.FRAME_RECEIVED
+    assert core.FRAME_HOST_WRITTEN is wire.FRAME_HOST_WRITTEN
+
+
+def _assigned_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_no_module_defines_its_own_copy_of_a_wire_name():
+    """A second `EVENT_VERSION = 5` anywhere is how the two sides drifted apart before."""
+    copies = []
+    for folder in ("lobbies", "console", "board", "pocolobby", "tests", "benchmarks"):
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            if path == REPO_ROOT / "lobbies" / "wire.py" or "migrations" in path.parts:
+                continue
+            copies += [
+                f"{path.relative_to(REPO_ROOT)}: {n}" for n in _assigned_names(path) & set(SHARED)
+            ]
+    assert copies == []
+
+
+def test_the_broker_reads_the_headers_the_wire_names():
+    """The broker parses these headers by the wire's own names, not strings of its own."""
+    assert credentials.RUNTIME_HEADER is wire.RUNTIME_HEADER
+    assert credentials.GENERATION_HEADER is wire.GENERATION_HEADER
+    assert consumers.EVENT_VERSION_HEADER is wire.EVENT_VERSION_HEADER
+
+
+def test_the_wire_module_imports_nothing_of_django_or_the_apps():
+    code = (
+        "import sys, lobbies.wire\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'channels', 'console', 'board', 'pocolobby') or "
+        "(m.startswith('lobbies') and m not in ('lobbies', 'lobbies.wire'))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "[]", result.stdout

@@ -1,0 +1,59 @@
+"""The wire leaf: what the broker and the bridge must agree on, and that it stays a leaf."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from lobbies import wire
+from pocolobby.bridge import link
+
+
+def test_the_wire_module_loads_without_django_or_any_other_project_module():
+    probe = (
+        "import sys, lobbies.wire; "
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'lobbies', 'console', 'board', 'pocolobby')); print(loaded)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['lobbies', 'lobbies.wire']"
+
+
+def test_the_bridge_states_the_event_version_the_broker_speaks():
+    assert link.EVENT_VERSION == wire.EVENT_VERSION
+
+
+def test_times_on_the_wire_are_utc_milliseconds_with_a_z():
+    moment = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    assert wire.iso(moment) == "2026-03-01T10:00:00.123Z"
+    assert wire.iso(None) is None
+
+
+def test_a_cursor_reads_back_only_in_its_own_view():
+    cursor = wire.encode_cursor("inbox", 42)
+    assert wire.decode_cursor("inbox", cursor) == 42
+    with pytest.raises(wire.CursorError, match="another view"):
+        wire.decode_cursor("history", cursor)
+    with pytest.raises(wire.CursorError, match="not one this broker issued"):
+        wire.decode_cursor("inbox", "%%%")
+
+
+def test_addressing_facts_name_only_what_applies():
+    class Plain:
+        room_name, addressed_to, supersedes = "", [], None
+        deliver_at, late, schedule_id, slot = None, False, None, None
+
+    class Scheduled(Plain):
+        room_name, schedule_id = "ops", 7
+        slot = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    assert wire.addressing_facts(Plain()) == {}
+    assert wire.addressing_facts(Scheduled()) == {
+        "room_id": "ops",
+        "late": False,
+        "schedule_id": 7,
+        "slot": "2026-03-01T09:00:00.000Z",
+    }
