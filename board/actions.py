@@ -210,3 +210,21 @@ def set_notes_source(
             ref=ref,
             paths=cleaned,
         )
+
+
+def set_public_message_contents(actor: Actor, lobby_id: int, shown: bool) -> None:
+    """Whether a public dashboard's messages page shows the words (off until the owner says)."""
+    with transaction.atomic():
+        lobby = owned(actor, lobby_id)
+        config = _config(lobby)
+        if config.public_message_contents == shown:
+            return
+        BoardConfig.objects.filter(pk=config.pk).update(
+            public_message_contents=shown, updated_at=timezone.now()
+        )
+        audit(
+            actor,
+            AuditAction.VISIBILITY_CHANGED,
+            lobby,
+            "message contents " + ("public" if shown else "private"),
+        )

@@ -42,6 +42,8 @@ class BoardConfig(models.Model):
         max_length=40, choices=SummaryModel.choices, default=SummaryModel.HAIKU
     )
     summary_effort = models.CharField(max_length=8, choices=Effort.choices, default=Effort.LOW)
+    # A public dashboard shows who sent what to whom; the words only when the owner says so.
+    public_message_contents = models.BooleanField(default=False)
     updated_at = models.DateTimeField()
 
     class Meta:

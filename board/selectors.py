@@ -47,7 +47,7 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import usage
-from lobbies.models import Agent, Delivery, Lobby, Message, Scope
+from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
 from lobbies.presence import live_connections
 from lobbies.selectors import (
     AnnotatedAgent,
@@ -288,10 +288,39 @@ class AgentRow:
     # The latest of sent, received and acknowledged, and the seconds since (None: none yet).
     last_activity_at: datetime | None = None
     idle_seconds: int | None = None
+    pending: int = 0
+    important: int = 0
+    online: bool = False
+    last_seen: datetime | None = None
 
     @property
     def idle(self) -> timedelta | None:
         return None if self.idle_seconds is None else timedelta(seconds=self.idle_seconds)
+
+    @property
+    def transport(self) -> str:
+        """How messages reach it: the bridge's Channel while connected (the only delivery
+        the bridge offers so far), nothing while not."""
+        return "channel" if self.online else "none"
+
+
+def inbox_counts(agent_pks: list[int]) -> dict[int, tuple[int, int]]:
+    """Pending deliveries per agent, and how many of them are important: one grouped read."""
+    rows = (
+        Delivery.objects.filter(recipient_id__in=agent_pks, state=DeliveryState.PENDING)
+        .values("recipient_id")
+        .annotate(
+            n=Count("id"), important=Count("id", filter=Q(message__priority=Priority.IMPORTANT))
+        )
+        .order_by()
+    )
+    return {r["recipient_id"]: (r["n"], r["important"]) for r in rows}
+
+
+def _last_seen(agent: AnnotatedAgent) -> datetime | None:
+    """The latest sign of the agent: a heartbeat, a turn it took, a message it sent."""
+    times = [t for t in (agent.heartbeat_at, agent.last_progress_at, agent.last_sent_at) if t]
+    return max(times) if times else None
 
 
 @dataclass(frozen=True)
@@ -382,6 +411,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
     turns = _turns(pks, now)
+    inboxes = inbox_counts(pks)
     summaries = (
         picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
     )
@@ -412,6 +442,10 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 active_minutes=int(turn.active_today.total_seconds() // 60),
                 last_activity_at=activity,
                 idle_seconds=idle_seconds(activity, now),
+                pending=inboxes.get(agent.pk, (0, 0))[0],
+                important=inboxes.get(agent.pk, (0, 0))[1],
+                online=bool(agent.online),
+                last_seen=_last_seen(agent),
             )
         )
     return rows
@@ -532,6 +566,7 @@ def settings_page(lobby: Lobby) -> dict[str, Any]:
     return {
         **facts,
         "visibility": config.visibility if config else Visibility.PRIVATE,
+        "public_message_contents": bool(config and config.public_message_contents),
         "summary_model": config.summary_model if config else SummaryModel.HAIKU,
         "summary_effort": config.summary_effort if config else Effort.LOW,
         "models": SummaryModel.choices,

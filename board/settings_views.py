@@ -9,7 +9,13 @@ from django.shortcuts import render
 
 from board import actions, selectors
 from console import selectors as console_selectors
-from console.forms import AppearanceForm, NotesSourceForm, SummaryForm, VisibilityForm
+from console.forms import (
+    AppearanceForm,
+    NotesSourceForm,
+    PublicContentsForm,
+    SummaryForm,
+    VisibilityForm,
+)
 from console.lobby_views import actor_of
 from console.pages import LobbyPage, lobby_page
 from console.web import json_ok, parse_json_post
@@ -73,3 +79,13 @@ def notes_source(request: HttpRequest, page: LobbyPage) -> JsonResponse:
         actor_of(page.visitor), page.lobby.pk, form.room, form.repository, form.ref, form.paths
     )
     return json_ok(message=f"saved the notes source of {form.room}")
+
+
+@lobby_page(settings=True)
+def public_contents(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, PublicContentsForm)
+    actions.set_public_message_contents(
+        actor_of(page.visitor), page.lobby.pk, form.public_message_contents
+    )
+    shown = "shows" if form.public_message_contents else "does not show"
+    return json_ok(message=f"A public dashboard {shown} message contents.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import settings_views, views
+from board import message_views, replies, settings_views, views
 from lobbies.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
@@ -16,10 +16,14 @@ urlpatterns = [
     path("parts/agents", views.agents_part, name="dashboard-agents"),
     path("parts/accounts", views.accounts_part, name="dashboard-accounts"),
     path("tokens", views.tokens, name="dashboard-tokens"),
+    path("reply", replies.reply, name="dashboard-reply"),
+    path("messages", message_views.messages, name="dashboard-messages"),
+    path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
     path("settings", settings_views.settings_page),
     path("settings/visibility", settings_views.visibility),
     path("settings/agents/appearance", settings_views.appearance),
     path("settings/summary", settings_views.summary),
     path("settings/notes-source", settings_views.notes_source),
+    path("settings/public-contents", settings_views.public_contents),
     path("", include("console.lobby_urls")),
 ]

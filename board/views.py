@@ -16,6 +16,7 @@ from django.utils import timezone
 from board import selectors
 from board.refresh import Picture, on_dashboard_opened, picture_of
 from board.summary import DAILY_CEILING_USD
+from board.token_chart import agent_tokens
 from console.pages import LobbyPage, lobby_page
 
 log = logging.getLogger("pocolobby.board")
@@ -88,7 +89,10 @@ def accounts_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
 
 @dashboard_page
 def tokens(request: HttpRequest, page: LobbyPage) -> HttpResponse:
-    lines = selectors.token_lines(page.lobby, timezone.now())
+    series, lines = agent_tokens(page.lobby, timezone.now())
+    scale = max((n for agent in series for _, n in agent.days), default=0)
     return render(
-        request, "board/tokens.html", page.context(lines=lines, days=selectors.TOKEN_DAYS)
+        request,
+        "board/tokens.html",
+        page.context(series=series, scale=scale, lines=lines, days=selectors.TOKEN_DAYS),
     )

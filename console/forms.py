@@ -79,3 +79,16 @@ class NotesSourceForm(StrictForm):
 
 class DeleteLobbyForm(StrictForm):
     confirm: Annotated[str, Field(max_length=40)]
+
+
+class ReplyForm(StrictForm):
+    """The owner's reply box: the message's bounds are the send action's, not the form's."""
+
+    to: Name
+    content: str
+    important: bool = False
+    client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class PublicContentsForm(StrictForm):
+    public_message_contents: bool

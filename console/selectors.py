@@ -12,6 +12,7 @@ from django.db.models import Prefetch
 from console import mail
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
 from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
+from lobbies.names import OWNER_SENDER
 
 ACTIVITY_PAGE_SIZE = 50
 
@@ -65,7 +66,9 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
             Prefetch("members", queryset=RoomMember.objects.select_related("agent")),
         )
     )
-    agents = list(Agent.objects.filter(lobby=lobby).order_by("agent_id"))
+    agents = list(
+        Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER).order_by("agent_id")
+    )
     return {
         "rooms": [
             {

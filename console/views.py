@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -19,6 +20,7 @@ from console.access import ACCOUNT_COOKIE, OPERATOR_COOKIE
 from console.actions import accounts, handoff, sign_in
 from console.clients import client_address, client_bucket
 from console.forms import CodeForm, CreateLobbyForm, EmailForm, EmptyForm, TicketForm
+from console.lobby_facts import LobbyFacts, lobby_facts
 from console.models import Account, SessionPlace
 from console.pages import account_page, end_visit
 from console.web import (
@@ -70,6 +72,12 @@ def _pending(value: str) -> str:
     return value if PENDING_OPEN.match(value) else ""
 
 
+def _with_facts(entries: list[tuple[str, Any]]) -> list[tuple[Any, str, LobbyFacts]]:
+    """Each home entry with its lobby's origin and the facts the home shows about it."""
+    facts = lobby_facts([name for name, _ in entries])
+    return [(entry, lobby_origin(name), facts[name]) for name, entry in entries]
+
+
 @account_page(signed_in=False)
 def home(request: HttpRequest, account: Account | None) -> HttpResponse:
     if hosted():
@@ -85,18 +93,19 @@ def home(request: HttpRequest, account: Account | None) -> HttpResponse:
             "console/home.html",
             {
                 "account": account,
-                "lobbies": [(entry, lobby_origin(entry.name)) for entry in lobbies],
+                "lobbies": _with_facts([(entry.name, entry) for entry in lobbies]),
                 "may_create": may_create,
                 "hosted": True,
             },
         )
     if not local.operator_session_valid(host_cookie(request, OPERATOR_COOKIE)):
         return render(request, "console/local_signed_out.html")
+    names = selectors.all_lobby_names()
     return render(
         request,
         "console/home.html",
         {
-            "lobbies": [(name, lobby_origin(name)) for name in selectors.all_lobby_names()],
+            "lobbies": _with_facts([(name, name) for name in names]),
             "may_create": True,
             "hosted": False,
         },

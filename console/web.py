@@ -77,7 +77,9 @@ def clear_host_cookie(response: HttpResponse, name: str) -> None:
     response.cookies[f"__Host-{name}"]["secure"] = True
 
 
-def parse_json_post(request: HttpRequest, form: type[Form]) -> Form:
+def parse_json_post(
+    request: HttpRequest, form: type[Form], *, max_bytes: int = MAX_FORM_BYTES
+) -> Form:
     """The route's fields from a JSON body sent by this page's exact origin, or a refusal."""
     if request.method != "POST":
         raise PageRefusal(405, "this address takes a POST", "method_not_allowed")
@@ -91,8 +93,8 @@ def parse_json_post(request: HttpRequest, form: type[Form]) -> Form:
         )
     if request.content_type != "application/json":
         raise PageRefusal(415, "send the form as application/json", "bad_content_type")
-    if len(request.body) > MAX_FORM_BYTES:
-        raise PageRefusal(413, f"the form is larger than {MAX_FORM_BYTES} bytes", "too_large")
+    if len(request.body) > max_bytes:
+        raise PageRefusal(413, f"the form is larger than {max_bytes} bytes", "too_large")
     try:
         data = json.loads(request.body or b"null")
     except ValueError:

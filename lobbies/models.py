@@ -310,6 +310,12 @@ class Message(models.Model):
                 condition=Q(scheduled_pending=True),
                 name="message_scheduled_due",
             ),
+            # The messages page's "important" filter: few rows, so no cost to ordinary sends.
+            models.Index(
+                fields=["lobby", "sequence"],
+                condition=Q(priority="important"),
+                name="message_important",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -574,6 +580,7 @@ class AuditAction(models.TextChoices):
     SCHEDULED_CANCELLED = "scheduled_cancelled"
     DELIVERY_PAUSED = "delivery_paused"
     DELIVERY_RESUMED = "delivery_resumed"
+    OWNER_MESSAGE_SENT = "owner_message_sent"
 
 
 class AuditEvent(models.Model):

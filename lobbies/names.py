@@ -18,6 +18,11 @@ RESERVED_LOBBY_NAMES = frozenset(
 )
 
 
+# The lobby's human owner as a sender: a reserved per-lobby row no agent can take or hold a
+# token for (lobbies/actions/owner_messages.py; docs/DECISIONS.md "The owner as a sender").
+OWNER_SENDER = "owner"
+
+
 def is_name(value: str) -> bool:
     return bool(_NAME.match(value))
 
@@ -36,4 +41,14 @@ def check_lobby_name(value: str) -> str:
     check_name(value, "lobby name")
     if value in RESERVED_LOBBY_NAMES:
         raise bad_request(f"lobby name {value!r} is reserved", code="reserved_name")
+    return value
+
+
+def check_agent_name(value: str) -> str:
+    """An agent's address: a name, and never `owner`, which speaks for the lobby's human."""
+    check_name(value, "agent name")
+    if value == OWNER_SENDER:
+        raise bad_request(
+            f"agent name {value!r} is reserved for the lobby's human owner", code="reserved_name"
+        )
     return value

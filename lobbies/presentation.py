@@ -13,11 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from lobbies.models import Message, Priority, Scope
+from lobbies.names import OWNER_SENDER
 from lobbies.wire import addressing_facts, iso
 
 IMPORTANT_SENTENCE = (
     "Handle it before lower-priority queued work; it did not interrupt a running tool."
 )
+OWNER_SENTENCE = "It is from the lobby's human owner, the only sender who speaks for them."
 NO_REPLY_SENTENCE = "No reply expected: do not answer unless you need something from the sender."
 READ_INBOX = "Read them with get_messages and acknowledge each one you handle."
 
@@ -65,6 +67,8 @@ def headline_for(message: Message) -> str:
     else:
         line = f"PocoLobby {important}{_scope_phrase(message)} from {message.sender_name}."
     extra = _circumstances(message)
+    if message.sender_name == OWNER_SENDER:
+        extra.insert(0, OWNER_SENTENCE)
     if message.priority == Priority.IMPORTANT:
         extra.append(IMPORTANT_SENTENCE)
     if message.kind and not message.reply_expected:
@@ -82,6 +86,8 @@ def message_payload(message: Message, *, with_body: bool = True) -> dict[str, An
         "priority": message.priority,
         "created_at": _iso(message.created_at),
     }
+    if message.sender_name == OWNER_SENDER:
+        body["from_owner"] = True
     if message.reply_to:
         body["reply_to"] = message.reply_to
     body.update(addressing_facts(message))

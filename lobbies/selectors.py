@@ -27,6 +27,7 @@ from lobbies.models import (
     Schedule,
     Scope,
 )
+from lobbies.names import OWNER_SENDER
 from lobbies.presence import PROCESS_ID, live_connections
 from lobbies.usage import readings_for, usage_entry
 from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
@@ -75,6 +76,8 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
         "correlation_id": message.correlation_id or None,
         "created_at": iso(message.created_at),
     }
+    if message.sender_name == OWNER_SENDER:
+        body["from_owner"] = True
     body.update(addressing_facts(message))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].recipient.agent_id
@@ -336,6 +339,7 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
     """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
     agents = with_last_message_at(
         Agent.objects.filter(lobby=lobby)
+        .exclude(agent_id=OWNER_SENDER)
         .annotate(
             pending=Count("deliveries", filter=Q(deliveries__state=DeliveryState.PENDING)),
             important=Count(

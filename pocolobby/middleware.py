@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import DisallowedHost
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
@@ -60,7 +60,24 @@ class StaticFilesMiddleware:
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         response = self._static(request)
-        return response if response is not None else await self.get_response(request)
+        if response is None:
+            return await self.get_response(request)
+        return _as_async_stream(response)
+
+
+def _as_async_stream(response: HttpResponseBase) -> HttpResponseBase:
+    """WhiteNoise streams a file through a sync iterator, which Django under ASGI warns about
+    on every request; our static files are small, so the same chunks come from an async one."""
+    if isinstance(response, StreamingHttpResponse) and not response.is_async:
+        chunks = response.streaming_content
+
+        async def stream() -> AsyncIterator[bytes]:
+            # not is_async, so the content is a sync iterator; the stubs type it as either
+            for chunk in chunks:  # type: ignore[union-attr]
+                yield chunk
+
+        response.streaming_content = stream()
+    return response
 
 
 class HostRouting:

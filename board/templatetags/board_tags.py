@@ -7,9 +7,12 @@ it holds only numbers and times we compute, never anything an agent wrote.
 from __future__ import annotations
 
 import functools
+import secrets
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django import template
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 
 from board.selectors import CELL, CELLS, Cell
@@ -38,9 +41,19 @@ def strip_svg(cells: list[Cell]) -> SafeString:
         for c in cells
     )
     total = int(sum(c.count for c in cells))
+    # Hour ticks every 6 hours counted back from now, and the now marker at the right edge.
+    ticks = "".join(
+        f'<rect x="{x - 0.07:.2f}" y="1.7" width="0.14" height="0.3" class="tick"></rect>'
+        for x in (24, 48, 72)
+    )
+    busiest = max(cells, key=lambda c: c.count)
+    peak = (
+        f"; busiest {labels[busiest.index]} UTC with {int(busiest.count)}" if busiest.count else ""
+    )
     return SafeString(
         '<svg class="strip" viewBox="0 0 96 2" preserveAspectRatio="none" role="img" '
-        f'aria-label="Messages in the last 24 hours by quarter hour: {total}">{rects}</svg>'
+        f'aria-label="Messages in the last 24 hours by quarter hour: {total}{peak}">'
+        f'{rects}{ticks}<rect x="95.65" y="0" width="0.35" height="2" class="now"></rect></svg>'
     )
 
 
@@ -66,3 +79,94 @@ def tokens(value: int) -> str:
 @register.filter
 def points(value: float) -> str:
     return f"{abs(value):.0f}"
+
+
+@register.simple_tag
+def form_key() -> str:
+    """A fresh idempotency key per rendered form: a double tap or a retry sends it again."""
+    return secrets.token_urlsafe(16)
+
+
+HELD_WORDS = {
+    "recipient_disabled": "recipient disabled",
+    "scheduled": "scheduled for later",
+    "removed": "left the room",
+    "room_deleted": "room deleted",
+    "cancelled": "cancelled by the sender",
+    "superseded": "replaced by a newer message",
+}
+
+
+@register.filter
+def held_reason(value: str | None) -> str:
+    return HELD_WORDS.get(value or "", value or "")
+
+
+LOW_LEFT, VERY_LOW_LEFT = 20.0, 5.0  # percent left: amber at or below 20, red at or below 5
+
+
+@register.filter
+def left_level(left: float) -> str:
+    if left <= VERY_LOW_LEFT:
+        return "very-low"
+    if left <= LOW_LEFT:
+        return "low"
+    return "fine"
+
+
+@register.simple_tag
+def usage_bar(left: float, what: str) -> SafeString:
+    """What is left of a plan window as an SVG bar: numbers we computed, nothing agents wrote."""
+    shown = max(0.0, min(100.0, float(left)))
+    level = left_level(shown)
+    return SafeString(
+        f'<svg class="bar {level}" viewBox="0 0 100 4" preserveAspectRatio="none" role="img" '
+        f'aria-label="{shown:.0f}% of the {escape(what)} left">'
+        f'<rect class="track" width="100" height="4" rx="2"></rect>'
+        f'<rect class="fill" width="{shown:.1f}" height="4" rx="2"></rect></svg>'
+    )
+
+
+@register.simple_tag
+def token_bars(days: list[tuple[Any, int]], scale: int) -> SafeString:
+    """One bar per day, heights against the lobby's busiest day, each with its number."""
+    width = len(days) * 10
+    bars = []
+    for n, (day, total) in enumerate(days):
+        height = 0.0 if scale <= 0 else 40 * total / scale
+        label = f"{day:%b %d}: {tokens(total)} tokens"
+        bars.append(
+            f'<rect x="{n * 10 + 1}" y="{40 - height:.2f}" width="8" height="{height:.2f}" '
+            f'class="bar{" empty" if not total else ""}"><title>{escape(label)}</title></rect>'
+        )
+    first, last = days[0][0], days[-1][0]
+    total = sum(t for _, t in days)
+    return SafeString(
+        f'<svg class="token-bars" viewBox="0 0 {width} 41" preserveAspectRatio="none" role="img" '
+        f'aria-label="Tokens per day from {first:%b %d} to {last:%b %d}: {tokens(total)} in all">'
+        f'<rect x="0" y="40" width="{width}" height="1" class="axis"></rect>{"".join(bars)}</svg>'
+    )
+
+
+@register.simple_tag(takes_context=True)
+def reply_box(context: template.Context, agent_id: str, name: str, where: str) -> SafeString:
+    """The owner's folded reply box for one agent, built here rather than by an include: a
+    page draws one per agent row, and an include per row cost a fifth of the agents part.
+    `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped."""
+    return format_html(
+        '<details class="reply" data-reply><summary>Reply to {name}</summary>'
+        '<form data-json data-reply-form action="{base}/reply">'
+        '<input type="hidden" name="to" value="{agent}">'
+        '<input type="hidden" name="client_request_id" value="{key}" data-form-key>'
+        '<label for="reply-{where}-{agent}">Message to {name}, as the owner</label>'
+        '<textarea id="reply-{where}-{agent}" name="content" rows="3" required></textarea>'
+        '<div class="row reply-actions"><label class="choice">'
+        '<input type="checkbox" name="important"> Important</label>'
+        '<button type="submit">Send</button></div>'
+        '<p data-form-status role="status"></p></form></details>',
+        name=name,
+        base=context.get("base", ""),
+        agent=agent_id,
+        key=form_key(),
+        where=where,
+    )

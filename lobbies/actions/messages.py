@@ -29,6 +29,7 @@ from lobbies.models import (
     Schedule,
     Scope,
 )
+from lobbies.names import OWNER_SENDER
 from lobbies.permissions import require_permission
 from lobbies.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
 
@@ -76,6 +77,12 @@ class Addressing:
 
 
 def address_direct(sender: Agent, name: str) -> Addressing:
+    if name == OWNER_SENDER:
+        raise bad_request(
+            "'owner' is the lobby's human owner, not an agent: tell them what you wait on with "
+            "set_owner_requests; nothing was sent",
+            code="reserved_name",
+        )
     recipient = store.select(Agent, "t.lobby_id = %s AND t.agent_id = %s", [sender.lobby_id, name])
     if recipient is None:
         raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")

@@ -22,7 +22,7 @@ from lobbies.models import (
     Lobby,
     RetiredRuntime,
 )
-from lobbies.names import check_lobby_name, check_name
+from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
 from lobbies.tokens import new_token
 
 OPERATOR = ActorKind.OPERATOR
@@ -41,7 +41,7 @@ def agent_named(lobby_name: str, agent_id: str) -> Agent:
         .filter(lobby__name=lobby_name, agent_id=agent_id)
         .first()
     )
-    if agent is None:
+    if agent is None or agent_id == OWNER_SENDER:
         lobby_named(lobby_name)
         raise not_found("unknown_agent", f"no agent {agent_id!r} in lobby {lobby_name!r}")
     return agent
@@ -115,7 +115,7 @@ def add_agent(
     broadcast: bool = False,
 ) -> tuple[Agent, str]:
     """Admit an agent and issue its first token, which is returned once and never stored."""
-    check_name(agent_id, "agent name")
+    check_agent_name(agent_id)
     with transaction.atomic():
         lobby = lobby_named(lobby_name)
         if Agent.objects.filter(lobby=lobby, agent_id=agent_id).exists():

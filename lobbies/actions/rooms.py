@@ -30,7 +30,7 @@ from lobbies.models import (
     ScheduleStatus,
     Scope,
 )
-from lobbies.names import check_name
+from lobbies.names import OWNER_SENDER, check_name
 
 
 def room_of(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
@@ -44,7 +44,8 @@ def room_of(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
 def _admitted(lobby_id: int, names: Iterable[str]) -> list[Agent]:
     """Only agents the owner already admitted to this lobby can be members."""
     wanted = list(dict.fromkeys(names))
-    found = {a.agent_id: a for a in Agent.objects.filter(lobby_id=lobby_id, agent_id__in=wanted)}
+    admitted = Agent.objects.filter(lobby_id=lobby_id, agent_id__in=wanted)
+    found = {a.agent_id: a for a in admitted.exclude(agent_id=OWNER_SENDER)}
     unknown = [n for n in wanted if n not in found]
     if unknown:
         raise bad_request(

@@ -164,7 +164,7 @@ def test_a_window_past_its_reset_is_dropped(lead: AgentClient) -> None:
         reading.received_at,
     )
     html = operator_client().get("/my-team/parts/accounts").content.decode()
-    assert "5 hours" not in html and "Week: 60% left" in html
+    assert "5 hours" not in html and "window seven-day" in html and "60% left" in html
     assert _usage_in_list_agents(lead)["five_hour"] is None
 
 

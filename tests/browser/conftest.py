@@ -113,6 +113,13 @@ class HostedBroker:
 
 @pytest.fixture(scope="session")
 def hosted_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedBroker]:
+    yield from run_hosted_broker(tmp_path_factory)
+
+
+def run_hosted_broker(
+    tmp_path_factory: pytest.TempPathFactory, **extra_env: str
+) -> Iterator[HostedBroker]:
+    """A hosted broker for the tests that use it, stopped after them."""
     port = free_port()
     data_dir = tmp_path_factory.mktemp("browser-broker")
     domain = f"pocolobby.localhost:{port}"
@@ -129,6 +136,7 @@ def hosted_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedBr
             "POCOLOBBY_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
             "POCOLOBBY_EMAIL_FILE_PATH": str(mail_dir),
             "POCOLOBBY_SIGN_IN_FLOOR_SECONDS": "0",
+            **extra_env,
         },
     ).start()
     yield HostedBroker(broker, domain, mail_dir)

@@ -58,3 +58,30 @@ def test_signed_out_visitors_are_sent_to_sign_in(db):
     assert answer.status_code == 302 and answer["Location"] == "/sign-in"
     refused = post_json(browser_at(ACCOUNT_HOST), "/lobbies/create", {"name": "x"})
     assert refused.status_code == 401
+
+
+def test_each_lobby_shows_agents_online_what_waits_and_the_last_message(make_account):
+    from lobbies import presence
+    from lobbies.actions.messages import send_message
+    from lobbies.schemas import SendMessage
+
+    ann = make_account("ann@example.com")
+    busy, quiet = operator.create_lobby("busy"), operator.create_lobby("quiet")
+    for lobby in (busy, quiet):
+        LobbyOwner.objects.create(lobby=lobby, account=ann, created_at=timezone.now())
+    lead, _ = operator.add_agent("busy", "lead")
+    operator.add_agent("busy", "backend")
+    lead.owner_request_count = 2
+    lead.save(update_fields=["owner_request_count"])
+    send_message(lead, SendMessage(to="backend", content="hi", client_request_id="r-1"))
+    presence.ensure_process()
+    presence.open_connection(lead.pk, lead.runtime_generation)
+    browser = browser_at(ACCOUNT_HOST)
+    sign_in(browser, "ann@example.com")
+    page = browser.get("/").content.decode()
+    busy_row = page.split('data-lobby="busy"')[1].split("</li>")[0]
+    assert 'data-online="1" data-agents="2"' in busy_row and "1 of 2 agents online" in busy_row
+    assert 'data-waiting="2"' in busy_row and "last message <time" in busy_row
+    quiet_row = page.split('data-lobby="quiet"')[1].split("</li>")[0]
+    assert "0 of 0 agents online" in quiet_row and "no messages yet" in quiet_row
+    assert "data-waiting" not in quiet_row

@@ -1,0 +1,120 @@
+"""The messages page's server time on a busy lobby: 100,000 messages in the last 24 hours.
+
+Builds the same store as dashboard_render.py (50 agents, 100,000 messages of the day, 80%
+direct with a delivery each), gives the messages varied text, then renders the messages page
+in-process through Django's test client as the local operator: unfiltered, a deep page, and
+each filter, including the ones that match nothing (they scan the whole day). Prints medians
+against the 100 ms bar.
+
+    .venv/bin/python benchmarks/messages_page.py [--messages 100000] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dashboard_render import build_store  # a sibling script, not a package
+
+BAR_MS = 100.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="pocolobby-messages-"))
+    now = datetime.now(UTC).replace(tzinfo=None)
+
+    def stamp(moment: datetime) -> str:
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    started = time.perf_counter()
+    build_store(data_dir, args.agents, args.messages)
+    db = sqlite3.connect(data_dir / "pocolobby.sqlite3")
+    db.execute(
+        "UPDATE lobbies_message SET content = 'status report ' || id || ' about item ' || "
+        "(id % 97) || ': the build is green and the review is waiting on the owner', "
+        "kind = CASE WHEN id % 7 = 0 THEN 'request' ELSE NULL END, "
+        "priority = CASE WHEN id % 500 = 0 THEN 'important' ELSE 'info' END"
+    )
+    # Sequences follow acceptance time, as the send path hands them out.
+    db.executemany(
+        "UPDATE lobbies_message SET created_at = ? WHERE id = ?",
+        [(stamp(now - timedelta(seconds=(args.messages - n) * 0.86)), n)
+         for n in range(1, args.messages + 1)],
+    )
+    db.execute(
+        "UPDATE lobbies_delivery SET delivered_at = (SELECT created_at FROM lobbies_message m"
+        " WHERE m.id = message_id), agent_seen_at = (SELECT created_at FROM lobbies_message m"
+        " WHERE m.id = message_id)"
+    )
+    db.execute("ANALYZE")
+    db.commit()
+    db.close()
+    print(
+        f"built a store of {args.agents} agents and {args.messages:,} messages "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
+
+    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
+        os.environ.pop(name)
+    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
+    os.environ.pop("DATABASE_URL", None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from console import local
+
+    client = Client(HTTP_HOST="127.0.0.1:8787")
+    client.cookies["__Host-pocolobby-operator"] = local.redeem_ticket(local.issue_ticket()) or ""
+    middle = args.messages // 2
+    cases = [
+        ("newest page", "/bench/messages"),
+        ("live part", "/bench/parts/messages"),
+        ("a page mid-day", f"/bench/messages?before={middle}"),
+        ("one agent", "/bench/messages?agent=agent-07"),
+        ("kind request", "/bench/messages?kind=request"),
+        ("text, common", "/bench/messages?q=item+42"),
+        ("text, no match", "/bench/messages?q=no-such-words"),
+        ("important (0.2%)", "/bench/messages?priority=important"),
+        ("agent+text", "/bench/messages?agent=agent-07&q=item+42"),
+    ]
+    worst = 0.0
+    for label, path in cases:
+        times, queries, size = [], 0, 0
+        for run in range(args.runs + 2):
+            with CaptureQueriesContext(connection) as captured:
+                t = time.perf_counter()
+                response = client.get(path)
+                elapsed = (time.perf_counter() - t) * 1000
+            assert response.status_code == 200, response.content[:300]
+            if run >= 2:  # the first two warm caches and templates
+                times.append(elapsed)
+            queries, size = len(captured), len(response.content)
+        median = statistics.median(times)
+        worst = max(worst, median)
+        print(
+            f"{label:<16}: median {median:6.1f} ms, max {max(times):6.1f} ms over {args.runs} "
+            f"runs; {queries} queries, {size / 1024:.0f} KiB; {median / BAR_MS:.2f} of the bar"
+        )
+    print(f"slowest median: {worst:.1f} ms = {worst / BAR_MS:.2f} of the 100 ms bar")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""The reply box's POST: the owner answers one agent; parse -> call -> answer JSON."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+
+from board.views import dashboard_page
+from console.actions.owner_replies import reply_to_agent
+from console.forms import ReplyForm
+from console.lobby_views import actor_of
+from console.pages import LobbyPage
+from console.web import PageRefusal, json_ok, parse_json_post
+
+NOT_OWNER = "only this lobby's owner can answer its agents; viewers may read, not send"
+
+
+def _reply_bytes() -> int:
+    """Room for the largest message the send action accepts, JSON-escaped, plus the fields."""
+    return settings.BOUNDS.content_bytes * 6 + 4096
+
+
+# A dashboard page (the public reaches it and is told why not), answering only the owner.
+@dashboard_page
+def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    if not page.visitor.may_change_settings:
+        raise PageRefusal(403, NOT_OWNER, "forbidden")
+    form = parse_json_post(request, ReplyForm, max_bytes=_reply_bytes())
+    outcome = reply_to_agent(
+        actor_of(page.visitor),
+        page.lobby.pk,
+        to=form.to,
+        content=form.content,
+        important=form.important,
+        client_request_id=form.client_request_id,
+    )
+    return json_ok(
+        message=f"Sent to {form.to} as the owner (message {outcome.message.pk}).",
+        message_id=outcome.message.pk,
+        duplicate=outcome.duplicate,
+    )
