@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -123,18 +124,45 @@ def local_operator_user() -> Any:
 
 class LocalOperatorAdmin:
     """On a local broker, the session `pocolobby settings` opened is also an admin session,
-    with the same 12-hour life, so `/admin/` needs no `createsuperuser`."""
+    with the same 12-hour life, so `/admin/` needs no `createsuperuser`.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    Async-capable: one sync-only middleware would put every page request of the process
+    through Django's single sync thread (pocolobby/middleware.py says why that matters).
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
         if not (request.path.startswith("/admin/") and operator_signed_in(request)):
             return self.get_response(request)
         request.user = local_operator_user()
         response = self.get_response(request)
+        self._after(request, response)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith("/admin/") or not await sync_to_async(
+            operator_signed_in
+        )(request):
+            response: HttpResponse = await self.get_response(request)
+            return response
+        request.user = local_operator_user()
+        response = await self.get_response(request)
+        await sync_to_async(self._after)(request, response)
+        return response
+
+    @staticmethod
+    def _after(request: HttpRequest, response: HttpResponse) -> None:
         if request.path == "/admin/logout/" and request.method == "POST":
             # One sign-in, one sign-out: the admin's "log out" ends the operator's session.
             local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
             clear_host_cookie(response, OPERATOR_COOKIE)
-        return response

@@ -153,6 +153,7 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
         )
     if action in ("rest", "resume"):
         resting = action == "rest"
+        operator.agent_named(lobby, agent_id)  # an unknown agent is 404, as for every action
         rooms.rest_agents(operator.operator_changer(lobby), [agent_id], resting, None)
         return JsonResponse({"agent": agent_id, "resting": resting})
     if action == "retry-notifications":

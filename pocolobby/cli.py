@@ -14,7 +14,6 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from lobbies import secret_files
 from pocolobby import config, store_lock
 
 
@@ -32,6 +31,9 @@ def _prepare() -> str:
     the secret files. A data directory others could read is tightened, saying so once; a
     refused start takes back the secret files it created, leaving nothing new behind.
     """
+    # local: the bridge shares this CLI and must load nothing of the broker but its wire
+    from lobbies import secret_files
+
     os.umask(0o077)
     directory = config.data_dir()
     existed = directory.exists()

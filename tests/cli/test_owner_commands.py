@@ -28,7 +28,7 @@ def test_owner_controls_from_the_command_line(module_broker: Broker, tmp_path: P
 
     assert '"resting": true' in broker.cli_ok("agent", "rest", "owned", "backend").stdout
     assert '"resting": false' in broker.cli_ok("agent", "resume", "owned", "backend").stdout
-    assert "was_spent" in broker.cli_ok("agent", "retry-notifications", "owned", "backend").stdout
+    assert "retried" in broker.cli_ok("agent", "retry-notifications", "owned", "backend").stdout
     assert '"messages": 0' in broker.cli_ok("agent", "cancel-scheduled", "owned", "lead").stdout
     assert "paused" in broker.cli_ok("lobby", "pause", "owned").stdout
     assert "resumed" in broker.cli_ok("lobby", "resume", "owned").stdout

@@ -46,7 +46,7 @@ def test_permissions_change_after_add_and_take_effect(lead, backend):
 def test_rest_and_resume_set_the_state_rest_agents_sets(lead, backend):
     assert admin("/agents/backend/rest") == (200, {"agent": "backend", "resting": True})
     assert Agent.objects.get(agent_id="backend").resting is True
-    assert audited("agents_rested").detail == {"rest": True, "by": "owner"}
+    assert audited("agents_rested").detail == {"rest": True, "at": None}
     assert admin("/agents/backend/resume")[0] == 200
     assert Agent.objects.get(agent_id="backend").resting is False
 
@@ -56,7 +56,7 @@ def test_retry_notifications_gives_a_spent_budget_a_fresh_start(lead, backend):
         notification_attention_required=True, notify_attempts=9, notify_next_at=None
     )
     status, body = admin("/agents/backend/retry-notifications")
-    assert (status, body) == (200, {"agent": "backend", "was_spent": True})
+    assert (status, body) == (200, {"retried": "backend"})
     row = Agent.objects.get(pk=backend.agent.pk)
     assert (row.notification_attention_required, row.notify_attempts) == (False, 0)
     assert row.notify_next_at is not None
