@@ -5,11 +5,11 @@ from __future__ import annotations
 import socket
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from lobbies import wire
+from lobbies import store, wire
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
@@ -60,7 +60,22 @@ def decode_cursor(view: str, cursor: str) -> int:
         raise bad_request(str(error), code="invalid_cursor") from None
 
 
-def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> dict[str, Any]:
+class Copy(NamedTuple):
+    """A recipient's copy as a page shows it: the delivery's facts and the recipient's name."""
+
+    message_id: int
+    recipient_id: int
+    agent_id: str
+    state: str
+    held_reason: str | None
+    delivered_at: datetime | None
+    adapter_received_at: datetime | None
+    notification_attempted_at: datetime | None
+    agent_seen_at: datetime | None
+    redacted: bool
+
+
+def message_for(viewer: Agent, message: Message, deliveries: list[Copy]) -> dict[str, Any]:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
     body: dict[str, Any] = {
         "message_id": message.pk,
@@ -80,14 +95,12 @@ def message_for(viewer: Agent, message: Message, deliveries: list[Delivery]) -> 
         body["from_owner"] = True
     body.update(addressing_facts(message))
     if message.scope == Scope.DIRECT and deliveries:
-        body["to"] = deliveries[0].recipient.agent_id
+        body["to"] = deliveries[0].agent_id
     elif message.scope != Scope.DIRECT:
         body["to"] = "*"
     if message.sender_id == viewer.pk:
         body["client_request_id"] = message.client_request_id
-        body["recipients"] = [
-            {"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries
-        ]
+        body["recipients"] = [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries]
     mine = next((d for d in deliveries if d.recipient_id == viewer.pk), None)
     if mine is not None:
         body["delivery"] = delivery_facts(mine)
@@ -105,15 +118,6 @@ def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool
         "duplicate": duplicate,
         "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
     }
-
-
-def _with_deliveries(messages: QuerySet[Message]) -> QuerySet[Message]:
-    return messages.prefetch_related(
-        Prefetch(
-            "deliveries",
-            queryset=Delivery.objects.select_related("recipient").order_by("recipient__agent_id"),
-        )
-    )
 
 
 def room_entry(room: Room) -> dict[str, Any]:
@@ -185,13 +189,11 @@ NEVER_ARRIVED = (HeldReason.SCHEDULED, HeldReason.CANCELLED)
 def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
     """Pending deliveries, oldest first. Held ones (scheduled, disabled) are never listed."""
     after = decode_cursor("inbox", cursor) if cursor else 0
-    messages = _with_deliveries(
-        Message.objects.filter(
-            deliveries__recipient=agent,
-            deliveries__state=DeliveryState.PENDING,
-            sequence__gt=after,
-        ).order_by("sequence")
-    )[: limit + 1]
+    messages = Message.objects.filter(
+        deliveries__recipient=agent,
+        deliveries__state=DeliveryState.PENDING,
+        sequence__gt=after,
+    ).order_by("sequence")[: limit + 1]
     return _page(agent, list(messages), limit, "inbox")
 
 
@@ -206,18 +208,65 @@ def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None
         messages = messages.filter(sequence__lt=decode_cursor("history", cursor))
     if query:
         messages = messages.filter(content__icontains=query)
-    page = _with_deliveries(messages.order_by("-sequence"))[: limit + 1]
+    page = messages.order_by("-sequence")[: limit + 1]
     return _page(agent, list(page), limit, "history")
 
 
 def _page(agent: Agent, rows: list[Message], limit: int, view: str) -> dict[str, Any]:
     more = len(rows) > limit
     rows = rows[:limit]
+    copies = _copies(agent, rows)
     return {
         "view": view,
-        "messages": [message_for(agent, m, list(m.deliveries.all())) for m in rows],
+        "messages": [message_for(agent, m, copies.get(m.pk, [])) for m in rows],
         "next_cursor": encode_cursor(view, rows[-1].sequence) if more else None,
     }
+
+
+def _copies(viewer: Agent, messages: list[Message]) -> dict[int, list[Copy]]:
+    """The copies a page shows, in one statement, by message, ordered by recipient.
+
+    A page shows every copy of the viewer's own sends, the one copy of a direct message (its
+    `to`), and otherwise only the viewer's own: a broadcast's copies to everyone else are
+    never read.
+    """
+    every = [m.pk for m in messages if m.sender_id == viewer.pk or m.scope == Scope.DIRECT]
+    own = [m.pk for m in messages if not (m.sender_id == viewer.pk or m.scope == Scope.DIRECT)]
+    clauses, params = [], []
+    if every:
+        clauses.append(f"d.message_id IN ({', '.join(['%s'] * len(every))})")
+        params += every
+    if own:
+        clauses.append(
+            f"(d.recipient_id = %s AND d.message_id IN ({', '.join(['%s'] * len(own))}))"
+        )
+        params += [viewer.pk, *own]
+    if not clauses:
+        return {}
+    found: dict[int, list[Copy]] = {}
+    for row in store.rows(_COPY_SQL + " OR ".join(clauses) + " ORDER BY a.agent_id", params):
+        delivered, received, attempted, seen = store.as_times(row[5:9])
+        copy = Copy(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            delivered,
+            received,
+            attempted,
+            seen,
+            bool(row[9]),
+        )
+        found.setdefault(copy.message_id, []).append(copy)
+    return found
+
+
+_COPY_SQL = (
+    "SELECT d.message_id, d.recipient_id, a.agent_id, d.state, d.held_reason, d.delivered_at,"
+    " d.adapter_received_at, d.notification_attempted_at, d.agent_seen_at, d.redacted"
+    ' FROM "lobbies_delivery" d JOIN "lobbies_agent" a ON a.id = d.recipient_id WHERE '
+)
 
 
 def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
@@ -475,7 +524,6 @@ def broker_identity() -> dict[str, Any]:
         "event_version": EVENT_VERSION,
         # A restore issues a new one: a different history than the bridge may remember.
         "incarnation": str(
-            BrokerState.objects.filter(pk=1).values_list("incarnation", flat=True).first()
-            or ""
+            BrokerState.objects.filter(pk=1).values_list("incarnation", flat=True).first() or ""
         ),
     }

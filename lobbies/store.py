@@ -240,3 +240,16 @@ def scalar_row(sql: str, params: list[Any]) -> tuple[Any, ...]:
 def as_db_time(moment: Any) -> Any:
     """A datetime as this backend stores it, for parameters of hand-written SQL."""
     return connection.ops.adapt_datetimefield_value(moment)
+
+
+def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of a hand-written SELECT, as the driver returns it (no conversion)."""
+    return [tuple(row) for row in _query(sql, params, "all")]
+
+
+def as_times(values: tuple[Any, ...]) -> list[datetime | None]:
+    """Datetime columns of `rows`, converted as the ORM would (SQLite stores text)."""
+    if connection.vendor != "sqlite":
+        return list(values)
+    convert = getattr(connection.ops, "convert_datetimefield_value")  # noqa: B009 (SQLite's)
+    return [None if value is None else convert(value, None, connection) for value in values]
