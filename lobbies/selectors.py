@@ -165,13 +165,14 @@ def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy])
         body["to"] = deliveries[0].agent_id
     elif message.scope != Scope.DIRECT:
         body["to"] = "*"
-    if message.sender_id == viewer.pk:
+    me = viewer.pk
+    if message.sender_id == me:
         body["client_request_id"] = message.client_request_id
         body["recipients"] = [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries]
-    mine = next((d for d in deliveries if d.recipient_id == viewer.pk), None)
+    mine = next((d for d in deliveries if d.recipient_id == me), None)
     if mine is not None:
         body["delivery"] = delivery_facts(mine)
-        if mine.redacted and message.sender_id != viewer.pk:
+        if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
     return body
 
@@ -297,8 +298,9 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
     `to`), and otherwise only the viewer's own: a broadcast's copies to everyone else are
     never read.
     """
-    every = [m.pk for m in messages if m.sender_id == viewer.pk or m.scope == Scope.DIRECT]
-    own = [m.pk for m in messages if not (m.sender_id == viewer.pk or m.scope == Scope.DIRECT)]
+    me = viewer.pk
+    every = [m.pk for m in messages if m.sender_id == me or m.scope == Scope.DIRECT]
+    own = [m.pk for m in messages if not (m.sender_id == me or m.scope == Scope.DIRECT)]
     clauses, params = [], []
     if every:
         clauses.append(f"d.message_id IN ({', '.join(['%s'] * len(every))})")
@@ -307,7 +309,7 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
         clauses.append(
             f"(d.recipient_id = %s AND d.message_id IN ({', '.join(['%s'] * len(own))}))"
         )
-        params += [viewer.pk, *own]
+        params += [me, *own]
     if not clauses:
         return {}
     found: dict[int, list[Copy]] = {}
