@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from django.db import connection
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 
 from lobbies import store, wire
 from lobbies.errors import bad_request
@@ -275,9 +277,30 @@ def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None
     if cursor:
         messages = messages.filter(sequence__lt=decode_cursor("history", cursor))
     if query:
-        messages = messages.filter(content__icontains=query)
+        messages = messages.filter(_matching(query))
     page = messages.order_by("-sequence")[: limit + 1]
     return _page(agent, _shown(page), limit, "history")
+
+
+# Shorter queries cannot use a trigram index; they are matched row by row.
+TRIGRAM = 3
+
+
+def _matching(query: str) -> Q:
+    """Messages whose content contains `query`, ignoring case, through the search index.
+
+    SQLite: the FTS5 trigram table (migration 0013) as a phrase (quotes doubled), which folds
+    case for all of Unicode. PostgreSQL: `icontains` compares UPPER(content), which the
+    migration's GIN trigram index serves. Under 3 characters SQLite's `LIKE` folds ASCII only.
+    """
+    if connection.vendor == "sqlite" and len(query) >= TRIGRAM:
+        phrase = '"' + query.replace('"', '""') + '"'
+        found = RawSQL(
+            "SELECT rowid FROM lobbies_message_search WHERE lobbies_message_search MATCH %s",
+            [phrase],
+        )
+        return Q(pk__in=found)
+    return Q(content__icontains=query)
 
 
 def _page(agent: Agent, rows: list[Shown], limit: int, view: str) -> dict[str, Any]:
