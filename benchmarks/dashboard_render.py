@@ -41,7 +41,8 @@ def build_store(data_dir: Path, agents: int, count: int) -> None:
         return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
 
     db.execute(
-        "INSERT INTO lobbies_lobby (name, created_at, message_sequence) VALUES (?, ?, ?)",
+        "INSERT INTO lobbies_lobby (name, created_at, message_sequence, delivery_paused)"
+        " VALUES (?, ?, ?, 0)",
         ("bench", stamp(now), count),
     )
     agent_cols = (
