@@ -15,7 +15,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from lobbies import secret_files
-from pocolobby import config, store_lock
+from pocolobby import config, msg, store_lock
 
 
 class CliError(Exception):
@@ -609,6 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")
     p.set_defaults(func=tokens_cmd)
+
+    msg.add_parser(sub)
 
     p = sub.add_parser("backup", help="a checked, consistent copy of the store while it serves")
     p.add_argument("--to", help="directory for backups (default <data dir>/backups)")
