@@ -399,7 +399,7 @@ def bridge_cmd(args: argparse.Namespace) -> int:
     # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config, verbose=args.verbose)
+    return bridge_main(args.config, verbose=args.verbose, deliver=args.deliver, pane=args.pane)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
@@ -588,6 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="log connections and catalog revisions to stderr, not only what is wrong",
     )
+    p.add_argument(
+        "--deliver",
+        choices=("channel", "tmux"),
+        default="channel",
+        help="push as Claude Channel events (default) or type one line into a tmux pane",
+    )
+    p.add_argument("--pane", help="with --deliver tmux: the pane id %%N (default $TMUX_PANE)")
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(
