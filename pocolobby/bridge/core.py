@@ -238,7 +238,7 @@ class Bridge:
             nonce = _payload(content).get("nonce") if kind == "bootstrap" else None
             line = notice_line(str(kind), ids, nonce if isinstance(nonce, str) else None)
             # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
-            self.spawn(self._type_notice(self.pane, notice_id, line, send))
+            self.spawn(self._type_notice(self.pane, notice_id, line, send, str(kind), ids))
             return
         note, shown = (None, None) if kind == "bootstrap" else self._catalog_note()
         text = content if note is None else f"{content}\n\n{note}"
@@ -256,10 +256,24 @@ class Bridge:
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
 
     async def _type_notice(
-        self, pane: PaneDelivery, notice_id: str, line: str, send: SendFrame
+        self,
+        pane: PaneDelivery,
+        notice_id: str,
+        line: str,
+        send: SendFrame,
+        kind: str,
+        ids: list[int],
     ) -> None:
         """Type the notice's line; host_written only once the line and Enter were typed."""
-        if not await pane.deliver(line):
+
+        def wanted() -> bool:  # messages this session acknowledged while the line was held
+            return kind not in ("messages", "hint") or not ids or not self.acknowledged >= set(ids)
+
+        result = await pane.deliver(line, wanted)
+        if result == "dropped":
+            log.info("dropped notice %s: its messages were acknowledged while held", notice_id)
+            return
+        if result != "typed":
             log.warning("notice %s was not typed into the pane: %s", notice_id, pane.last_error)
             return
         try:

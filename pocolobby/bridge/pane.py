@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,29 +156,33 @@ class PaneDelivery:
         self.last_error: str | None = None
         self._one_at_a_time = asyncio.Lock()
 
-    async def deliver(self, line: str) -> bool:
-        """Type `line` once the pane is idle, holding the pane lock; False if it was not typed
-        (pane gone, or never idle within the hold), and the broker will retry."""
+    async def deliver(self, line: str, wanted: Callable[[], bool] = lambda: True) -> str:
+        """Type `line` once the pane is idle, holding the pane lock: "typed"; "dropped" when
+        `wanted` turned false first (its messages were acknowledged); "failed" when the pane is
+        gone or never idle within the hold, and the broker will retry."""
         async with self._one_at_a_time:
             deadline = time.monotonic() + self.hold_seconds
             try:
                 while True:
-                    if await self._attempt(line):
+                    if not wanted():
+                        self.held_since = None
+                        return "dropped"
+                    if await self._attempt(line, wanted):
                         self.held_since = None
                         self.last_error = None
-                        return True
+                        return "typed"
                     self.held_since = self.held_since or time.time()
                     if time.monotonic() >= deadline:
                         self.last_error = "the pane never showed an idle prompt"
-                        return False
+                        return "failed"
                     await asyncio.sleep(CHECK_SECONDS)
             except PaneError as exc:
                 self.last_error = str(exc)
-                return False
+                return "failed"
 
-    async def _attempt(self, line: str) -> bool:
+    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> bool:
         with _flock(self.pane.lock_path()) as held:
-            if not held or not await self.pane.idle():
+            if not held or not await self.pane.idle() or not wanted():
                 return False
             await self.pane.type_line(line)
             return True

@@ -224,3 +224,28 @@ async def test_deliver_tmux_without_a_pane_refuses_to_start(tmp_path: Path, modu
         check=False,
     )
     assert gone.returncode == 1 and "tmux display-message" in gone.stderr
+
+
+async def test_a_message_acknowledged_while_held_is_not_typed(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-acked", ["lead", "coder"], tmp_path
+    )
+    lead = configs["lead"].token
+    host = await tmux_host(configs["coder"].path, agent_pane, tmp_path).start()
+    try:
+        await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "-l", "busy 4")
+        agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
+        await agent_pane.wait_for(lambda ls: "busy 4" in ls)
+        held = await send_message(module_broker.url, lead, "coder", "read by polling", "p-4")
+        await asyncio.sleep(1.0)
+        await host.ok("acknowledge_messages", message_ids=[held])
+
+        after = await send_message(module_broker.url, lead, "coder", "next", "p-5")
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert f"ids {after} " in marked(lines)[1]
+        assert not any(f"ids {held} " in line for line in marked(lines))
+    finally:
+        await host.close()
