@@ -4,6 +4,7 @@ broker subprocess and the bridge as a real subprocess under a simulated MCP host
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -85,11 +86,11 @@ def agent_pane(tmp_path: Path) -> Iterator[AgentPane]:
     socket.unlink(missing_ok=True)
 
 
-def tmux_host(config_path: Path, pane: AgentPane, tmp_path: Path) -> Host:
+def tmux_host(config_path: Path, pane: AgentPane, tmp_path: Path, name: str = "bridge") -> Host:
     return Host(
         config_path,
         str(uuid.uuid4()),
-        tmp_path / "bridge.log",
+        tmp_path / f"{name}.log",
         extra_env={"TMUX": f"{pane.socket},0,0"},
         bridge_args=["--deliver", "tmux", "--pane", pane.pane_id],
     )
@@ -249,3 +250,42 @@ async def test_a_message_acknowledged_while_held_is_not_typed(
         assert not any(f"ids {held} " in line for line in marked(lines))
     finally:
         await host.close()
+
+
+async def test_two_bridges_on_one_pane_type_whole_lines(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-two", ["lead", "one", "two"], tmp_path
+    )
+    hosts = [
+        await tmux_host(configs[name].path, agent_pane, tmp_path, name).start()
+        for name in ("one", "two")
+    ]
+    try:
+        await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        lead = configs["lead"].token
+        sent = await asyncio.gather(
+            *(
+                send_message(module_broker.url, lead, name, "hi", f"p-{name}-{n}")
+                for n in range(3)
+                for name in ("one", "two")
+            )
+        )
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) >= 4, timeout=30)
+        await asyncio.sleep(1.0)
+        lines = agent_pane.lines()
+        whole = re.compile(
+            r"^\[pocolobby\] (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
+            r"|\d+ new messages?: ids \d+(,\d+)* - call get_messages, then acknowledge_messages)$"
+        )
+        assert all(whole.match(line) for line in lines), lines
+        typed = {
+            int(i)
+            for line in marked(lines)[2:]
+            for i in line.split("ids ")[1].split()[0].split(",")
+        }
+        assert typed == set(sent)
+    finally:
+        for host in reversed(hosts):  # each host's task scopes close in reverse order
+            await host.close()
