@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from pocolobby import config, store_lock
+from pocolobby import config, msg, store_lock
 
 
 class CliError(Exception):
@@ -401,7 +401,7 @@ def bridge_cmd(args: argparse.Namespace) -> int:
     # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config, verbose=args.verbose)
+    return bridge_main(args.config, verbose=args.verbose, deliver=args.deliver, pane=args.pane)
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
@@ -590,6 +590,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="log connections and catalog revisions to stderr, not only what is wrong",
     )
+    p.add_argument(
+        "--deliver",
+        choices=("channel", "tmux"),
+        default="channel",
+        help="push as Claude Channel events (default) or type one line into a tmux pane",
+    )
+    p.add_argument("--pane", help="with --deliver tmux: the pane id %%N (default $TMUX_PANE)")
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(
@@ -611,6 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")
     p.set_defaults(func=tokens_cmd)
+
+    msg.add_parser(sub)
 
     p = sub.add_parser("backup", help="a checked, consistent copy of the store while it serves")
     p.add_argument("--to", help="directory for backups (default <data dir>/backups)")

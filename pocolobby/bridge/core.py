@@ -23,6 +23,7 @@ from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, Catalog, CatalogError, compare, local_guide
 from pocolobby.bridge.config import AgentConfig, Runtime
 from pocolobby.bridge.host import HostGone, HostPipe
+from pocolobby.bridge.pane import PaneDelivery, notice_line
 from pocolobby.bridge.results import (
     Stop,
     as_text,
@@ -107,6 +108,8 @@ class Bridge:
         self._catalog_wanted = False
         self._wake_loader = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Set for `--deliver tmux`: notices are typed into this pane instead of the channel.
+        self.pane: PaneDelivery | None = None
         self._handlers: dict[str, ToolHandler] = {
             "acknowledge_messages": self._acknowledge_messages,
             "get_context": self._get_context,
@@ -231,6 +234,12 @@ class Bridge:
                 "dropped %s notice %s: this session acknowledged its messages", kind, notice_id
             )
             return
+        if self.pane is not None:
+            nonce = _payload(content).get("nonce") if kind == "bootstrap" else None
+            line = notice_line(str(kind), ids, nonce if isinstance(nonce, str) else None)
+            # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
+            self.spawn(self._type_notice(self.pane, notice_id, line, send, str(kind), ids))
+            return
         note, shown = (None, None) if kind == "bootstrap" else self._catalog_note()
         text = content if note is None else f"{content}\n\n{note}"
         try:
@@ -245,6 +254,32 @@ class Bridge:
         elif shown is not None:
             self.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
+
+    async def _type_notice(
+        self,
+        pane: PaneDelivery,
+        notice_id: str,
+        line: str,
+        send: SendFrame,
+        kind: str,
+        ids: list[int],
+    ) -> None:
+        """Type the notice's line; host_written only once the line and Enter were typed."""
+
+        def wanted() -> bool:  # messages this session acknowledged while the line was held
+            return kind not in ("messages", "hint") or not ids or not self.acknowledged >= set(ids)
+
+        result = await pane.deliver(line, wanted)
+        if result == "dropped":
+            log.info("dropped notice %s: its messages were acknowledged while held", notice_id)
+            return
+        if result != "typed":
+            log.warning("notice %s was not typed into the pane: %s", notice_id, pane.last_error)
+            return
+        try:
+            await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
+        except Exception as exc:  # the socket closed: the broker re-pushes; typed twice is fine
+            log.warning("notice %s typed but not confirmed: %s", notice_id, exc)
 
     def _catalog_note(self) -> tuple[str | None, Catalog | None]:
         """Once per new revision after bootstrap: what it adds, if the model has not seen it."""
@@ -478,6 +513,15 @@ class Bridge:
             facts["last_connection_error"] = self.last_error
         if self.catalog_error:
             facts["catalog_error"] = self.catalog_error
+        if self.pane is not None:
+            facts["delivery"] = {
+                "transport": "tmux",
+                "pane": self.pane.pane.pane_id,
+                "held_since": self.pane.held_since,
+                "last_error": self.pane.last_error,
+            }
+        else:
+            facts["delivery"] = {"transport": "channel"}
         if self.runtime.scope == "process":
             facts["runtime_note"] = (
                 "CLAUDE_CODE_SESSION_ID was not set, so this runtime belongs to this process "

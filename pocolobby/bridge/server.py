@@ -35,6 +35,7 @@ from pocolobby.bridge.config import runtime_for as derive_runtime
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostPipe
 from pocolobby.bridge.link import Link
+from pocolobby.bridge.pane import Pane, PaneDelivery, PaneError
 from pocolobby.bridge.tools import INSTRUCTIONS
 
 log = logging.getLogger("pocolobby.bridge")
@@ -84,7 +85,7 @@ def initialization_options(server: Server[Any]) -> Any:
     )
 
 
-async def serve(config: AgentConfig) -> int:
+async def serve(config: AgentConfig, pane: Pane | None = None) -> int:
     """Serve one host over stdio until it closes stdin."""
     runtime = derive_runtime(config.token)
     if runtime.scope == "process":
@@ -103,6 +104,8 @@ async def serve(config: AgentConfig) -> int:
     host = await HostPipe.open_stdio()
     broker = BrokerClient(config.url, config.token, runtime.runtime_id)
     bridge = Bridge(config, runtime, host, broker)
+    if pane is not None:
+        bridge.pane = PaneDelivery(pane)
     server = build_server(bridge)
     feed, read_stream, write_stream = host.streams()
     dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
@@ -159,7 +162,9 @@ async def serve(config: AgentConfig) -> int:
     return 0
 
 
-def main(config_path: str, *, verbose: bool = False) -> int:
+def main(
+    config_path: str, *, verbose: bool = False, deliver: str = "channel", pane: str | None = None
+) -> int:
     """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
 
     Claude Code shows every stderr line of a server as an error, so only what is wrong is
@@ -177,8 +182,16 @@ def main(config_path: str, *, verbose: bool = False) -> int:
     except ConfigError as exc:
         print(f"pocolobby bridge: {exc}", file=sys.stderr)
         return 1
+    target: Pane | None = None
+    if deliver == "tmux":
+        try:
+            target = Pane.from_environment(pane)
+            asyncio.run(target.check())
+        except PaneError as exc:
+            print(f"pocolobby bridge: {exc}", file=sys.stderr)
+            return 1
     try:
-        code = asyncio.run(serve(config))
+        code = asyncio.run(serve(config, target))
     except KeyboardInterrupt:  # a signal before the handlers were installed
         code = 0
     # Everything is written and closed. The interpreter's own teardown (the SDK's many models)

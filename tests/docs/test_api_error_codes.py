@@ -40,6 +40,7 @@ PASS_THROUGH = {
     ("lobbies/events.py", "close_sockets_on_commit"),
     ("console/pages.py", "_refused"),
     ("console/web.py", "refusal_response"),
+    ("pocolobby/msg.py", "failure_json"),  # prints the broker's code (or the client's) as is
 }
 # A table row whose first cell is an HTTP status, a WebSocket close code or "frame".
 STATUS_ROW = re.compile(r"^\|\s*(?:\d{3,4}|frame)\s*\|\s*([^|]+)\|")

@@ -1,0 +1,188 @@
+"""Delivery into a tmux pane, for agents without Claude Channels (issue 15, seed 000).
+
+A push becomes one line typed into the agent's pane: a fixed marker, the notice's kind and
+every message id, never a body (peer text typed into a terminal could run as a command). The
+line is typed only while the pane shows an idle prompt, under an flock shared by every writer
+to the same tmux server and pane, with `send-keys -l` for the literal text and Enter after it.
+The caller reports `host_written` only after this returns True: at least once, never early.
+
+Plain `tmux` commands rather than libtmux: the four calls used here (display, capture-pane,
+send-keys -l, send-keys Enter) are one line each, and the bridge then needs no new dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER = "[pocolobby]"
+CHECK_SECONDS = 1.0  # how often a held notice re-checks the pane
+HOLD_SECONDS = 300.0  # then the notice is given up; the broker's retries try again
+TMUX_TIMEOUT = 5.0
+PANE_ID = re.compile(r"^%[0-9]{1,9}$")
+NONCE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+# The prompts recognised as "waiting for input", as the last non-blank line of the pane with
+# nothing typed after them: Claude Code and Gemini CLI (`>`), Codex CLI (U+203A), zsh and
+# starship (U+276F, `%`), a shell (`$`, `#`). Add an agent's prompt character here.
+PROMPT = re.compile("(?:^|\\s)[>\u203a\u276f]$|(?<![0-9])[$#%]$")
+# The box-drawing border some agents draw around their input line.
+_BORDER = "│┃|"
+
+
+class PaneError(Exception):
+    """tmux is missing, the pane is not set or is gone; says which."""
+
+
+def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> str:
+    """The one line typed for a notice: only the marker, fixed words, integers and a checked
+    nonce, so nothing in it can be interpreted by tmux or a shell."""
+    ids = ",".join(str(int(i)) for i in message_ids)
+    if kind == "bootstrap":
+        proof = f" with nonce {nonce}" if nonce and NONCE.match(nonce) else ""
+        return f"{MARKER} bootstrap: call get_context, then ready{proof}"
+    if kind == "receipts":
+        return f"{MARKER} receipts: ids {ids} were read by their recipients"
+    count = len(message_ids)
+    noun = "message" if count == 1 else "messages"
+    word = "reminder" if kind == "hint" else "new"
+    return (
+        f"{MARKER} {count} {word} {noun}: ids {ids} - call get_messages, then acknowledge_messages"
+    )
+
+
+def is_idle(screen: str) -> bool:
+    """True when the pane's last non-blank line is a recognised prompt with nothing after it."""
+    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+    if not lines:
+        return False
+    last = lines[-1].strip().strip(_BORDER).rstrip()
+    return bool(PROMPT.search(last))
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One tmux pane on one tmux server (the socket from $TMUX, or tmux's default)."""
+
+    pane_id: str
+    socket: str | None
+
+    @classmethod
+    def from_environment(cls, pane: str | None, environ: dict[str, str] | None = None) -> Pane:
+        env = dict(os.environ) if environ is None else environ
+        pane_id = (pane or env.get("TMUX_PANE") or "").strip()
+        if not pane_id:
+            raise PaneError("--deliver tmux needs a pane: run inside tmux or give --pane %N")
+        if not PANE_ID.match(pane_id):
+            raise PaneError(f"{pane_id!r} is not a tmux pane id (%N)")
+        if shutil.which("tmux") is None:
+            raise PaneError("--deliver tmux: tmux is not installed")
+        socket = (env.get("TMUX") or "").split(",")[0] or None
+        return cls(pane_id, socket)
+
+    def lock_path(self) -> Path:
+        """One lock file per tmux server and pane, shared by every writer on this machine."""
+        key = hashlib.sha256(f"{self.socket or 'default'}\0{self.pane_id}".encode()).hexdigest()
+        return Path(tempfile.gettempdir()) / f"pocolobby-pane-{key[:24]}.lock"
+
+    async def tmux(self, *args: str) -> str:
+        command = ["tmux", *(("-S", self.socket) if self.socket else ()), *args]
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), TMUX_TIMEOUT)
+        except TimeoutError:
+            process.kill()
+            raise PaneError(f"tmux {args[0]} did not answer in {TMUX_TIMEOUT:g} s") from None
+        if process.returncode != 0:
+            raise PaneError(f"tmux {args[0]} -t {self.pane_id}: {err.decode().strip()}")
+        return out.decode(errors="replace")
+
+    async def check(self) -> None:
+        """PaneError unless the pane exists now."""
+        await self.tmux("display-message", "-p", "-t", self.pane_id, "#{pane_id}")
+
+    async def idle(self) -> bool:
+        state = await self.tmux(
+            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}"
+        )
+        if state.split() != ["0", "0"]:
+            return False
+        return is_idle(await self.tmux("capture-pane", "-p", "-t", self.pane_id))
+
+    async def type_line(self, line: str) -> None:
+        await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
+        await self.tmux("send-keys", "-t", self.pane_id, "Enter")
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[bool]:
+    """Try the pane lock without blocking; yields whether it is held."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class PaneDelivery:
+    """Types notices into one pane, one at a time, each only when the pane is idle."""
+
+    def __init__(self, pane: Pane, hold_seconds: float = HOLD_SECONDS) -> None:
+        self.pane = pane
+        self.hold_seconds = hold_seconds
+        self.held_since: float | None = None
+        self.last_error: str | None = None
+        self._one_at_a_time = asyncio.Lock()
+
+    async def deliver(self, line: str, wanted: Callable[[], bool] = lambda: True) -> str:
+        """Type `line` once the pane is idle, holding the pane lock: "typed"; "dropped" when
+        `wanted` turned false first (its messages were acknowledged); "failed" when the pane is
+        gone or never idle within the hold, and the broker will retry."""
+        async with self._one_at_a_time:
+            deadline = time.monotonic() + self.hold_seconds
+            try:
+                while True:
+                    if not wanted():
+                        self.held_since = None
+                        return "dropped"
+                    if await self._attempt(line, wanted):
+                        self.held_since = None
+                        self.last_error = None
+                        return "typed"
+                    self.held_since = self.held_since or time.time()
+                    if time.monotonic() >= deadline:
+                        self.last_error = "the pane never showed an idle prompt"
+                        return "failed"
+                    await asyncio.sleep(CHECK_SECONDS)
+            except PaneError as exc:
+                self.last_error = str(exc)
+                return "failed"
+
+    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> bool:
+        with _flock(self.pane.lock_path()) as held:
+            if not held or not await self.pane.idle() or not wanted():
+                return False
+            await self.pane.type_line(line)
+            return True

@@ -1,0 +1,322 @@
+"""`pocolobby msg`: the broker's tools from a shell, for an agent that can run commands but has
+no MCP (Codex CLI, Gemini CLI, aider, a script).
+
+Each subcommand is one tool call through `POST /v1/tools/<name>` with the agent's token, the
+same path the bridge uses, so arguments, validation, idempotency and answers are the tools'.
+The exit code says what the caller may conclude:
+
+- 0: the broker answered with a result;
+- 2: the broker refused (a 4xx answer, or 507 recipient_capacity): nothing was stored;
+- 3: the outcome is unknown (network failure, timeout, another 5xx): a send may have been
+  stored, so retry it with the same `--request-id` (the broker answers the original);
+- 1: the command could not start (no configuration, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from typing import Any, TextIO
+
+from pocolobby.agent_reports import config_path
+from pocolobby.bridge.broker import BrokerClient, Outcome
+from pocolobby.bridge.config import ConfigError, load_config, runtime_for
+
+EXIT_OK = 0
+EXIT_USAGE = 1
+EXIT_REFUSED = 2
+EXIT_UNKNOWN = 3
+
+# 507 recipient_capacity is the one 5xx that API.md documents as a decided refusal (nothing
+# stored); every other 5xx may come from a proxy or a crash mid-request, so it is unknown.
+_DECIDED_5XX = frozenset({507})
+
+KINDS = ("request", "notice", "assignment", "report", "question")
+PRIORITIES = ("info", "important")
+
+
+def new_request_id() -> str:
+    """A fresh client_request_id within the tools' pattern (printable ASCII, no space)."""
+    return f"msg-{uuid.uuid4().hex}"
+
+
+def exit_code(outcome: Outcome) -> int:
+    if outcome.ok:
+        return EXIT_OK
+    if outcome.transport is not None or outcome.status is None:
+        return EXIT_UNKNOWN
+    if outcome.status < 500 and outcome.code != "invalid_answer":
+        return EXIT_REFUSED
+    return EXIT_REFUSED if outcome.status in _DECIDED_5XX else EXIT_UNKNOWN
+
+
+# ---------------------------------------------------------------- arguments per subcommand
+
+
+def _read_content(raw: str, stdin: TextIO) -> str:
+    """`-` reads the message from standard input, so long or multi-line text needs no quoting."""
+    return stdin.read() if raw == "-" else raw
+
+
+def send_arguments(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
+    """send_message's arguments: only what was given, so the broker applies its own defaults."""
+    arguments: dict[str, Any] = {
+        "to": args.to,
+        "content": _read_content(args.content, stdin),
+        "client_request_id": args.request_id,
+    }
+    optional = {
+        "kind": args.kind,
+        "priority": args.priority,
+        "reply_expected": args.reply_expected,
+        "reply_to": args.reply_to,
+        "correlation_id": args.correlation_id,
+        "deliver_at": args.deliver_at,
+        "supersedes": args.supersedes,
+    }
+    arguments.update({key: value for key, value in optional.items() if value is not None})
+    if args.fields is not None:
+        arguments["fields"] = args.fields
+    if args.notify_when_seen:
+        arguments["notify_when_seen"] = True
+    return arguments
+
+
+def _page_arguments(args: argparse.Namespace, view: str) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"view": view}
+    for key in ("query", "limit", "cursor"):
+        value = getattr(args, key, None)
+        if value is not None:
+            arguments[key] = value
+    return arguments
+
+
+def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, dict[str, Any]]:
+    """The tool and its arguments for one `msg` subcommand."""
+    command = args.msg_command
+    if command == "send":
+        return "send_message", send_arguments(args, stdin)
+    if command in ("inbox", "history"):
+        return "get_messages", _page_arguments(args, command)
+    if command == "ack":
+        return "acknowledge_messages", {"message_ids": args.message_ids}
+    if command == "context":
+        return "get_context", {} if args.cursor is None else {"cursor": args.cursor}
+    if command == "status":
+        return "set_status", {"status": args.text}
+    raise ValueError(f"unknown msg command {command!r}")
+
+
+# ---------------------------------------------------------------- text output
+
+
+def _message_lines(message: dict[str, Any]) -> list[str]:
+    to = f" -> {message['to']}" if message.get("to") else ""
+    tags = [str(message.get(key)) for key in ("kind",) if message.get(key)]
+    if message.get("priority") == "important":
+        tags.append("important")
+    if message.get("reply_expected"):
+        tags.append("reply expected")
+    if message.get("reply_to"):
+        tags.append(f"reply to #{message['reply_to']}")
+    head = f"#{message.get('message_id')} {message.get('created_at', '')} {message.get('from')}{to}"
+    if tags:
+        head += f" [{', '.join(tags)}]"
+    body = str(message.get("content", ""))
+    return [head, *(f"    {line}" for line in body.splitlines() or [""])]
+
+
+def _ids(values: Any) -> str:
+    return ", ".join(str(value) for value in values or []) or "none"
+
+
+def render_text(command: str, data: dict[str, Any], request_id: str | None) -> str:
+    """The readable form of one answer; `--json` prints the answer itself instead."""
+    if command == "send":
+        recipients = ", ".join(
+            f"{r.get('agent_id')} ({r.get('delivery_state')})" for r in data.get("recipients", [])
+        )
+        verb = "already stored (a retry)" if data.get("duplicate") else "stored"
+        return (
+            f"message {data.get('message_id')} {verb} for {recipients or 'no one'}\n"
+            f"request id: {request_id}"
+        )
+    if command in ("inbox", "history"):
+        messages = data.get("messages") or []
+        lines = [line for message in messages for line in _message_lines(message)]
+        if not messages:
+            lines.append("no pending messages" if command == "inbox" else "no messages")
+        elif command == "inbox":
+            ids = ",".join(str(m.get("message_id")) for m in messages)
+            lines.append(f"acknowledge when handled: pocolobby msg ack {ids.replace(',', ' ')}")
+        if data.get("next_cursor"):
+            lines.append(f"more: --cursor {data['next_cursor']}")
+        return "\n".join(lines)
+    if command == "ack":
+        return (
+            f"acknowledged: {_ids(data.get('acknowledged'))}\n"
+            f"unknown: {_ids(data.get('unknown_message_ids'))}\n"
+            f"held: {_ids(data.get('held_message_ids'))}\n"
+            f"receipt sequence: {data.get('receipt_sequence')}"
+        )
+    if command == "status":
+        status = data.get("status")
+        return f"status: {status}" if status else "status cleared"
+    return render_context(data)
+
+
+def render_context(data: dict[str, Any]) -> str:
+    inbox = data.get("inbox") or {}
+    checkpoint = data.get("checkpoint")
+    uncertain = data.get("uncertain") or {}
+    lines = [
+        f"agent {data.get('agent_id')} in lobby {data.get('lobby_id')}",
+        f"inbox: {inbox.get('pending', 0)} pending ({inbox.get('important', 0)} important)",
+        "checkpoint: "
+        + (f"revision {checkpoint.get('revision')}" if isinstance(checkpoint, dict) else "none"),
+        f"uncertain (acknowledged after the checkpoint): {uncertain.get('total', 0)}",
+    ]
+    role = str(data.get("role") or "").strip()
+    if role:
+        lines += ["role:", *(f"    {line}" for line in role.splitlines())]
+    lines += [f"- {line}" for line in data.get("guidance") or []]
+    return "\n".join(lines)
+
+
+def render_failure(outcome: Outcome, code: int, request_id: str | None) -> str:
+    retry = f"; retry with --request-id {request_id}" if request_id else ""
+    if code == EXIT_REFUSED:
+        stored = "; nothing stored" if request_id else ""
+        return f"refused ({outcome.status} {outcome.code}): {outcome.message}{stored}"
+    if outcome.transport == "not_sent":
+        return f"not sent, the broker was not reached ({outcome.message}){retry}"
+    what = f"{outcome.status} {outcome.code}: " if outcome.status else ""
+    may = "the message may have been stored" if request_id else "no answer"
+    return f"outcome unknown ({what}{outcome.message}): {may}{retry}"
+
+
+def failure_json(outcome: Outcome, code: int) -> dict[str, Any]:
+    error = dict(outcome.error) or {"code": outcome.code, "message": outcome.message}
+    return {
+        "outcome": "refused" if code == EXIT_REFUSED else "unknown",
+        "status": outcome.status,
+        "transport": outcome.transport,
+        "error": error,
+    }
+
+
+# ---------------------------------------------------------------- the command
+
+
+async def _call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> Outcome:
+    # No runtime headers: a shell command is no bound runtime, as a tool call without a stream.
+    client = BrokerClient(url, token, runtime_for(token).runtime_id)
+    try:
+        return await client.call(tool, arguments)
+    finally:
+        await client.aclose()
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """Run one `msg` subcommand; prints the answer (or why not) and returns the exit code."""
+    try:
+        config = load_config(config_path(args.config))
+    except ConfigError as exc:
+        print(f"pocolobby: {exc}", file=stderr)
+        return EXIT_USAGE
+    command = args.msg_command
+    if command == "send" and args.request_id is None:
+        args.request_id = new_request_id()
+    request_id = args.request_id if command == "send" else None
+    tool, arguments = call_for(args, stdin)
+    outcome = asyncio.run(_call(config.url, config.token, tool, arguments))
+    code = exit_code(outcome)
+    if code == EXIT_OK:
+        data = dict(outcome.data or {})
+        if args.json:
+            if request_id:
+                data["client_request_id"] = request_id
+            print(json.dumps(data, ensure_ascii=False, indent=2), file=stdout)
+        else:
+            print(render_text(command, data, request_id), file=stdout)
+        return code
+    if args.json:
+        answer = failure_json(outcome, code)
+        if request_id:
+            answer["client_request_id"] = request_id
+        print(json.dumps(answer, ensure_ascii=False, indent=2), file=stdout)
+    print(f"pocolobby: {render_failure(outcome, code, request_id)}", file=stderr)
+    return code
+
+
+def _fields(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--fields must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--fields must be a JSON object")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    """`pocolobby msg …`: one subcommand per tool an agent without MCP needs."""
+    p = sub.add_parser(
+        "msg",
+        help="send, read and acknowledge messages as an agent, without MCP",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    msub = p.add_subparsers(dest="msg_command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        q: argparse.ArgumentParser = msub.add_parser(name, help=help_text)
+        q.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
+        q.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
+        return q
+
+    q = command("send", "send one message (send_message)")
+    q.add_argument("to", help="the recipient's agent id")
+    q.add_argument("content", help="the message text, or - to read it from standard input")
+    q.add_argument(
+        "--request-id",
+        help="the client_request_id; reuse the printed one to retry a send whose outcome is "
+        "unknown (default: a new one)",
+    )
+    q.add_argument("--kind", choices=KINDS)
+    q.add_argument("--priority", choices=PRIORITIES)
+    q.add_argument("--reply-expected", action=argparse.BooleanOptionalAction, default=None)
+    q.add_argument("--reply-to", type=int, metavar="MESSAGE_ID")
+    q.add_argument("--correlation-id")
+    q.add_argument("--fields", type=_fields, help="a JSON object: commit, files, evidence, …")
+    q.add_argument("--notify-when-seen", action="store_true")
+    q.add_argument("--deliver-at", metavar="TIME", help="ISO 8601 time to deliver at")
+    q.add_argument("--supersedes", type=int, metavar="MESSAGE_ID")
+
+    q = command("inbox", "your pending messages, oldest first (get_messages view=inbox)")
+    q.add_argument("--limit", type=int)
+    q.add_argument("--cursor")
+
+    q = command("history", "messages you sent or received, newest first")
+    q.add_argument("--query", help="only messages whose text contains this")
+    q.add_argument("--limit", type=int)
+    q.add_argument("--cursor")
+
+    q = command("ack", "acknowledge handled messages (acknowledge_messages)")
+    q.add_argument("message_ids", type=int, nargs="+", metavar="MESSAGE_ID")
+
+    q = command("context", "your role, checkpoint, inbox summary and guidance (get_context)")
+    q.add_argument("--cursor", help="the uncertain receipts' next_cursor")
+
+    q = command("status", "set the one line peers see beside you; '' clears it (set_status)")
+    q.add_argument("text")
+    p.set_defaults(func=run)
