@@ -80,6 +80,8 @@ def test_the_operator_disables_and_enables_an_agent_at_phone_width(local_broker,
     while not any(c["name"] == "__Host-pocolobby-operator" for c in page.context.cookies()):
         assert time.monotonic() < deadline, "the ticket was not redeemed"
         page.wait_for_timeout(100)
+    # The ticket page then goes to the console's home itself; let it arrive before moving on.
+    page.wait_for_url(f"{broker.url}/")
     page.goto(f"{broker.url}/admin/lobbies/agent/")
     expect(page.locator("#result_list")).to_contain_text("backend")
 
