@@ -22,13 +22,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 BAR_MS = 100.0
 
 
-def build_store(data_dir: Path, agents: int, count: int) -> None:
+def build_store(
+    data_dir: Path, agents: int, count: int, text: Callable[[random.Random], str] | None = None
+) -> None:
+    """The store described above; `text(rng)` gives each message its content ('x' if None)."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env["POCOLOBBY_DATA_DIR"] = str(data_dir)
     subprocess.run(
@@ -84,21 +88,24 @@ def build_store(data_dir: Path, agents: int, count: int) -> None:
             sender = rng.randrange(1, agents + 1)
             direct = n % 5 != 0
             scope = "direct" if direct else "broadcast"
-            messages.append((n + 1, n + 1, sender, f"agent-{sender - 1:02d}", scope, f"b-{n}", at))
+            content = "x" if text is None else text(rng)
+            size = len(content.encode())
+            name = f"agent-{sender - 1:02d}"
+            messages.append((n + 1, n + 1, sender, name, scope, content, size, f"b-{n}", at))
             if direct:
                 recipient = rng.randrange(1, agents + 1)
-                deliveries.append((n + 1, recipient, at, at))
+                deliveries.append((n + 1, recipient, size, at, at))
         db.executemany(
             "INSERT INTO lobbies_message (id, lobby_id, sequence, sender_id, sender_name, scope,"
             " reply_expected, priority, content, content_bytes, fields, correlation_id,"
             " client_request_id, notify_when_seen, request_hash, room_name, addressed_to,"
             " scheduled_pending, late, created_at) VALUES"
-            " (?, 1, ?, ?, ?, ?, 0, 'info', 'x', 1, '{}', '', ?, 0, '', '', '[]', 0, 0, ?)",
+            " (?, 1, ?, ?, ?, ?, 0, 'info', ?, ?, '{}', '', ?, 0, '', '', '[]', 0, 0, ?)",
             messages,
         )
         db.executemany(
             "INSERT INTO lobbies_delivery (message_id, recipient_id, state, content_bytes,"
-            " delivered_at, agent_seen_at, redacted) VALUES (?, ?, 'seen', 1, ?, ?, 0)",
+            " delivered_at, agent_seen_at, redacted) VALUES (?, ?, 'seen', ?, ?, ?, 0)",
             deliveries,
         )
         db.commit()

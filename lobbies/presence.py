@@ -30,8 +30,14 @@ def ensure_process() -> None:
 
 
 def open_connection(agent_pk: int, generation: int) -> int:
-    ensure_process()
     now = timezone.now()
+    # The process's row must exist and look alive; a fresh one (the heartbeat keeps it so)
+    # is only read, so a connect writes one row: a burst of reconnects after a restart
+    # paid an update (and its fsync) per socket here.
+    if not BrokerProcess.objects.filter(
+        id=PROCESS_ID, last_seen_at__gte=now - PROCESS_STALE_AFTER / 2
+    ).exists():
+        ensure_process()
     return Connection.objects.create(
         agent_id=agent_pk,
         process_id=PROCESS_ID,

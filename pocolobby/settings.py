@@ -152,7 +152,7 @@ CHANNEL_LAYERS = (
         }
     }
     if os.environ.get("REDIS_URL")
-    else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    else {"default": {"BACKEND": "lobbies.events.InMemoryChannelLayer"}}
 )
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
