@@ -287,7 +287,7 @@ def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None
 
 # Shorter queries cannot use a trigram index; they are matched row by row.
 TRIGRAM = 3
-# The first window of index matches a search reads; each next one is 4 times larger.
+# The first window of index matches a search reads; the next ones are sized from its hits.
 SEARCH_WINDOW = 1000
 
 
@@ -296,9 +296,9 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
 
     SQLite: the FTS5 trigram table (migration 0013), queried as a phrase (quotes doubled),
     folds case for all of Unicode. Its matches are read newest first (rowid descending) in
-    growing windows, and each window's messages filtered and cut at the page: a query most
+    windows, and each window's messages filtered and cut at the page: a query most
     of the day's messages match stops after a page's worth instead of collecting every
-    match first (35 -> 7 ms of CPU over 100,000 messages, benchmarks/search.py). Exact
+    match first (benchmarks/search.py, docs/PERFORMANCE.md). Exact
     because a lobby's message ids and sequences grow together (both are taken in the send's
     transaction, under the lobby's sequence bump).
     PostgreSQL (and queries under 3 characters): `icontains`, which on PostgreSQL compares
@@ -317,13 +317,20 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
             params.append(below)
         sql += " ORDER BY rowid DESC LIMIT %s"
         ids = [row[0] for row in store.rows(sql, [*params, window])]
+        wanted = limit + 1 - len(rows)
+        found: list[Shown] = []
         if ids:
-            found = RawSQL("SELECT value FROM json_each(%s)", [json.dumps(ids)])
-            page = messages.filter(pk__in=found).order_by("-sequence")
-            rows += _shown(page[: limit + 1 - len(rows)])
+            among = RawSQL("SELECT value FROM json_each(%s)", [json.dumps(ids)])
+            found = _shown(messages.filter(pk__in=among).order_by("-sequence")[:wanted])
+            rows += found
         if len(ids) < window:
             break
-        below, window = ids[-1], window * 4
+        # Next window: what the hit rate so far says the rest of the page needs, with room.
+        wanted -= len(found)
+        grow = window * 4
+        if found:
+            grow = min(grow, max(SEARCH_WINDOW // 10, 2 * wanted * len(ids) // len(found)))
+        below, window = ids[-1], grow
     return rows
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import time_machine
 from django.db import connection
 
+from lobbies import selectors
 from lobbies.actions.retention import sweep
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -65,3 +66,29 @@ def test_retention_removes_a_message_from_search(lead, backend):
     assert _found(backend, "ÉCOLE") == ["l'école est finie"] and _indexed("école") == 1
     sweep(T0 + timedelta(days=1))
     assert _found(backend, "ÉCOLE") == [] and _indexed("école") == 0
+
+
+def test_search_pages_through_many_index_windows(lead, backend, make_agent, monkeypatch):
+    """Matches are read from the index newest first a window at a time: pages stay newest
+    first, complete and without repeats across windows, cursors and other agents' traffic."""
+    monkeypatch.setattr(selectors, "SEARCH_WINDOW", 3)
+    make_agent("frontend")
+    expected = []
+    for n in range(40):
+        if n % 3 == 0:
+            lead.send("frontend", f"build report {n} for frontend", f"f-{n}")  # not backend's
+        elif n % 5 == 0:
+            lead.send("backend", f"lunch at {n}?", f"l-{n}")  # no match
+        else:
+            lead.send("backend", f"BUILD report {n}", f"b-{n}")
+            expected.append(f"BUILD report {n}")
+    expected.reverse()
+    found, cursor = [], None
+    while True:
+        args = {"view": "history", "query": "build rep", "limit": 4}
+        page = backend.ok("get_messages", **args, **({"cursor": cursor} if cursor else {}))
+        found += [m["content"] for m in page["messages"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert found == expected
