@@ -28,8 +28,10 @@ import hashlib
 import http.client
 import json
 import os
+import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8, help="concurrent HTTP clients")
     parser.add_argument("--agents", type=int, default=4, help="agents sending to each other")
     parser.add_argument("--warmup", type=int, default=100, help="untimed HTTP sends first")
+    parser.add_argument("--profile", help="py-spy raw samples of the broker to this file")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="pocolobby-bench-") as temp:
@@ -333,9 +336,29 @@ def main(argv: list[str] | None = None) -> int:
             names = [f"agent-{n}" for n in range(args.agents)]
             configs = broker.provision(LOBBY, names, root / "configs")
             http_sends(configs, args.warmup, args.threads, "warmup")
+            profiler = None
+            if args.profile:  # py-spy samples the broker over the timed sends only
+                profiler = subprocess.Popen(
+                    [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "-p",
+                        str(broker.pid),
+                        "-f",
+                        "raw",
+                        "-o",
+                        args.profile,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                time.sleep(1)
             cpu_before = cpu_seconds(broker.pid)
             http_seconds, latencies = http_sends(configs, args.sends, args.threads, "timed")
             broker_cpu = cpu_seconds(broker.pid) - cpu_before
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(60)
         except BaseException:
             print(broker.log_text()[-4000:], file=sys.stderr)
             raise
