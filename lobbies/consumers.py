@@ -91,6 +91,42 @@ class FactQueue:
 FACTS = FactQueue()
 
 
+class Openings:
+    """Sockets of this process recorded in batches: a reconnect storm shares its commits.
+
+    Each connect waits for its own row (the fence below names it), but the connects that
+    arrive while one batch is written go in the next one together.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int, asyncio.Future[int]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def open(self, agent_pk: int, generation: int) -> int:
+        opened: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.pending.append((agent_pk, generation, opened))
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._write())
+        return await opened
+
+    async def _write(self) -> None:
+        while self.pending:
+            batch, self.pending = self.pending, []
+            try:
+                pks = await on_worker(presence.open_connections)([(a, g) for a, g, _ in batch])
+            except Exception as error:
+                for _, _, opened in batch:
+                    if not opened.done():
+                        opened.set_exception(error)
+                continue
+            for (_, _, opened), pk in zip(batch, pks, strict=True):
+                if not opened.done():
+                    opened.set_result(pk)
+
+
+OPENINGS = Openings()
+
+
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
@@ -144,7 +180,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.connection_pk = await on_worker(presence.open_connection)(agent.pk, self.generation)
+        self.connection_pk = await OPENINGS.open(agent.pk, self.generation)
         LOCAL.add(self)
         # Fence every other socket of this agent: older generations and stale twins.
         await self.channel_layer.group_send(
