@@ -93,7 +93,7 @@ def announce_catalog_on_commit(agent_pk: int) -> None:
     on_commit_publish([(agent_group(agent_pk), {"type": "agent.catalog"})])
 
 
-class InMemoryChannelLayer(channels.layers.InMemoryChannelLayer):
+class InMemoryChannelLayer(channels.layers.InMemoryChannelLayer):  # type: ignore[misc]  # channels is untyped
     """channels' in-memory layer, its expiry sweep run at most once a second.
 
     The stock layer walks every channel's queue and every group's members on each `receive`
