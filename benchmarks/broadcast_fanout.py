@@ -49,15 +49,16 @@ LOBBY = "fanout"
 CONTENT = "Release freeze at 18:00 UTC: land or park your branches. " * 2
 
 
-async def stamp_pushes(bridge: Bridge, arrivals: dict[int, list[float]]) -> None:
-    """Record when each pushed message id reached this bridge; answer notices as a bridge."""
+async def stamp_pushes(bridge: Bridge, arrivals: dict[int, dict[str, float]]) -> None:
+    """Record when each pushed message id first reached this bridge (a re-push or a hint
+    naming it again does not count); answer notices as a bridge does."""
     with contextlib.suppress(ConnectionClosed):
         async for raw in bridge.socket:
             now = time.perf_counter()
             frame = json.loads(raw)
             if frame.get("type") == "notice":
                 for message_id in frame.get("message_ids", []):
-                    arrivals[message_id].append(now)
+                    arrivals[message_id].setdefault(bridge.name, now)
                 await acknowledge(bridge.socket, frame)
 
 
@@ -79,7 +80,7 @@ async def run(args: argparse.Namespace) -> int:
                 raise SystemExit(f"sender: {answer.status_code} {answer.text[:300]}")
             sender = answer.json()["token"]
             bridges = await open_bridges(broker, tokens, 50, Connects())
-            arrivals: dict[int, list[float]] = defaultdict(list)
+            arrivals: dict[int, dict[str, float]] = defaultdict(dict)
             for bridge in bridges:
                 bridge.reader = asyncio.create_task(stamp_pushes(bridge, arrivals))
             print(f"{len(bridges)} bridges connected and bootstrapped", flush=True)
@@ -109,7 +110,7 @@ async def run(args: argparse.Namespace) -> int:
                         await asyncio.sleep(0.05)
                     last, each, missing = [], [], 0
                     for message_id, at in answered.items():
-                        seen = arrivals[message_id]
+                        seen = list(arrivals[message_id].values())
                         missing += len(bridges) - len(seen)
                         if seen:
                             last.append((max(seen) - at) * 1000)

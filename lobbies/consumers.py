@@ -127,6 +127,44 @@ class Openings:
 OPENINGS = Openings()
 
 
+class Pushes:
+    """Sockets' `push_frame` calls written in batches: a broadcast's fan-out shares commits.
+
+    Every socket a broadcast wakes asks for its frame at about the same moment; the ones
+    that ask while a batch is written go in the next one together (`push.push_frames`).
+    Each socket still gets its own frame, after the commit that recorded it.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int, asyncio.Future[push.Frame | None]]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def frame(self, agent_pk: int, generation: int) -> push.Frame | None:
+        answer: asyncio.Future[push.Frame | None] = asyncio.get_running_loop().create_future()
+        self.pending.append((agent_pk, generation, answer))
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._write())
+        return await answer
+
+    async def _write(self) -> None:
+        while self.pending:
+            batch, self.pending = self.pending, []
+            try:
+                frames = await on_worker(push.push_frames)([(a, g) for a, g, _ in batch])
+            except Exception as error:
+                frames = [error] * len(batch)
+            for (_, _, answer), frame in zip(batch, frames, strict=True):
+                if answer.done():
+                    continue
+                if isinstance(frame, Exception):
+                    answer.set_exception(frame)
+                else:
+                    answer.set_result(frame)
+
+
+PUSHES = Pushes()
+
+
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
@@ -319,7 +357,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
+                frame = await PUSHES.frame(self.agent_pk, self.generation)
                 if frame is None:
                     return
                 await self._send_frame(frame)
