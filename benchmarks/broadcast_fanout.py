@@ -37,6 +37,7 @@ from push_latency import (  # a sibling script, not a package
     Bridge,
     Connects,
     acknowledge,
+    broker_env,
     close_bridges,
     open_bridges,
     percentile,
@@ -64,8 +65,8 @@ async def stamp_pushes(bridge: Bridge, arrivals: dict[int, dict[str, float]]) ->
 
 async def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="pocolobby-fanout-") as temp:
-        env = {"POCOLOBBY_LOG_LEVEL": "WARNING"}
-        broker = start_broker(Path(temp), "fanout", env)
+        # Recipients never acknowledge here: their queues must hold every broadcast.
+        broker = start_broker(Path(temp), "fanout", broker_env(4 * args.broadcasts))
         bridges: list[Bridge] = []
         try:
             names = [f"recipient-{n:03d}" for n in range(args.recipients)]
@@ -121,6 +122,9 @@ async def run(args: argparse.Namespace) -> int:
                 f"{args.gap * 1000:.0f} ms apart; time from the send's answer to the push frame"
             )
             for priority, last, each, missing in results:
+                if not last:
+                    print(f"  {priority:9} NO push arrived ({missing} missing)")
+                    continue
                 p99 = percentile(last, 0.99)
                 verdict = "met" if p99 <= TARGET_P99_MS and not missing else "NOT met"
                 print(
