@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db import transaction
 
 from lobbies import presence, push
 from lobbies.actions.runtime import Claim, claim_runtime
@@ -89,59 +91,28 @@ class FactQueue:
 
 
 FACTS = FactQueue()
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
 
 
-class Openings:
-    """Sockets of this process recorded in batches: a reconnect storm shares its commits.
+class Batches(Generic[Item, Answer]):
+    """Database work of many sockets written together: a burst shares its commits.
 
-    Each connect waits for its own row (the fence below names it), but the connects that
-    arrive while one batch is written go in the next one together.
+    Each socket awaits its own answer; the sockets that ask while a batch is written go in
+    the next one together. `write` takes the batch's items and returns one answer or
+    exception per item (a failure stays that socket's), on the process's database thread.
+    Used for claims and connection rows at connect (a reconnect storm) and for push frames
+    (a broadcast's fan-out), which were one transaction and one fsync per socket.
     """
 
-    def __init__(self) -> None:
-        self.pending: list[tuple[int, int, asyncio.Future[int]]] = []
+    def __init__(self, write: Callable[[list[Item]], list[Answer | Exception]]) -> None:
+        self.write = write
+        self.pending: list[tuple[Item, asyncio.Future[Answer]]] = []
         self.task: asyncio.Task[None] | None = None
 
-    async def open(self, agent_pk: int, generation: int) -> int:
-        opened: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.pending.append((agent_pk, generation, opened))
-        if self.task is None or self.task.done():
-            self.task = asyncio.ensure_future(self._write())
-        return await opened
-
-    async def _write(self) -> None:
-        while self.pending:
-            batch, self.pending = self.pending, []
-            try:
-                pks = await on_worker(presence.open_connections)([(a, g) for a, g, _ in batch])
-            except Exception as error:
-                for _, _, opened in batch:
-                    if not opened.done():
-                        opened.set_exception(error)
-                continue
-            for (_, _, opened), pk in zip(batch, pks, strict=True):
-                if not opened.done():
-                    opened.set_result(pk)
-
-
-OPENINGS = Openings()
-
-
-class Pushes:
-    """Sockets' `push_frame` calls written in batches: a broadcast's fan-out shares commits.
-
-    Every socket a broadcast wakes asks for its frame at about the same moment; the ones
-    that ask while a batch is written go in the next one together (`push.push_frames`).
-    Each socket still gets its own frame, after the commit that recorded it.
-    """
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[int, int, asyncio.Future[push.Frame | None]]] = []
-        self.task: asyncio.Task[None] | None = None
-
-    async def frame(self, agent_pk: int, generation: int) -> push.Frame | None:
-        answer: asyncio.Future[push.Frame | None] = asyncio.get_running_loop().create_future()
-        self.pending.append((agent_pk, generation, answer))
+    async def __call__(self, item: Item) -> Answer:
+        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self.pending.append((item, answer))
         if self.task is None or self.task.done():
             self.task = asyncio.ensure_future(self._write())
         return await answer
@@ -149,20 +120,40 @@ class Pushes:
     async def _write(self) -> None:
         while self.pending:
             batch, self.pending = self.pending, []
+            answers: list[Answer | Exception]
             try:
-                frames = await on_worker(push.push_frames)([(a, g) for a, g, _ in batch])
+                answers = await on_worker(self.write)([item for item, _ in batch])
             except Exception as error:
-                frames = [error] * len(batch)
-            for (_, _, answer), frame in zip(batch, frames, strict=True):
-                if answer.done():
+                answers = [error] * len(batch)
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if future.done():
                     continue
-                if isinstance(frame, Exception):
-                    answer.set_exception(frame)
+                if isinstance(answer, Exception):
+                    future.set_exception(answer)
                 else:
-                    answer.set_result(frame)
+                    future.set_result(answer)
 
 
-PUSHES = Pushes()
+def _claims(many: list[dict[str, str]]) -> list[Claim | Exception]:
+    """`_authenticate_and_claim` for sockets connecting together, in one transaction."""
+    answers: list[Claim | Exception] = []
+    with transaction.atomic():
+        for headers in many:
+            try:
+                with transaction.atomic():  # a savepoint: a refusal stays this socket's
+                    answers.append(_authenticate_and_claim(headers))
+            except Exception as error:
+                answers.append(error)
+    return answers
+
+
+def _openings(many: list[tuple[int, int]]) -> list[int | Exception]:
+    return list(presence.open_connections(many))
+
+
+CLAIMS = Batches(_claims)
+OPENINGS = Batches(_openings)
+PUSHES = Batches(push.push_frames)
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -208,7 +199,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         await self.accept()
         try:
-            self.claim = await on_worker(_authenticate_and_claim)(_headers(self.scope))
+            self.claim = await CLAIMS(_headers(self.scope))
         except BrokerError as error:
             await self._refuse(error)
             return
@@ -218,7 +209,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.connection_pk = await OPENINGS.open(agent.pk, self.generation)
+        self.connection_pk = await OPENINGS((agent.pk, self.generation))
         LOCAL.add(self)
         # Fence every other socket of this agent: older generations and stale twins.
         await self.channel_layer.group_send(
@@ -357,7 +348,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await PUSHES.frame(self.agent_pk, self.generation)
+                frame = await PUSHES((self.agent_pk, self.generation))
                 if frame is None:
                     return
                 await self._send_frame(frame)
