@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from lobbies.actions.messages import send_message
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError
-from lobbies.models import AuditEvent, BrokerProcess, Delivery, Message, Notice
+from lobbies.models import AuditEvent, BrokerProcess, Connection, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
 from lobbies.selectors import list_agents
 from pocolobby.config import Bounds
@@ -379,3 +380,19 @@ async def test_a_lobby_host_serves_no_stream_in_hosted_mode(backend, settings):
     welcome, _notice = await bootstrapped(api)
     assert welcome["generation"] == 1
     await api.disconnect()
+
+
+async def test_sockets_connecting_together_are_answered_each_on_its_own(lead, backend):
+    """Connects that arrive together share one transaction; a refusal stays its socket's."""
+    streams = await asyncio.gather(
+        open_stream(lead.token, new_runtime()),
+        open_stream("plt_wrong", new_runtime()),
+        open_stream(backend.token, new_runtime()),
+    )
+    assert (await closed_with(streams[1]))[0]["code"] == "invalid_token"
+    welcomes = [(await bootstrapped(streams[n]))[0] for n in (0, 2)]
+    assert [w["agent_id"] for w in welcomes] == ["lead", "backend"]
+    agents = await sync(lambda: sorted(Connection.objects.values_list("agent__agent_id")))()
+    assert agents == [("backend",), ("lead",)]
+    for stream in streams:
+        await stream.disconnect()
