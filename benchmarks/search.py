@@ -11,7 +11,7 @@ phrase, a query that matches nothing, and Unicode queries in another case than t
 Each query runs in three implementations in alternation, after checking they return the same
 page (`LIKE` excepted for Unicode: it folds ASCII only): `LIKE` row by row (before migration
 0013), every index match then the page (0013 as first merged), and the current selector
-(index matches newest first in growing windows). Prints medians per query (wall and CPU) and
+(index matches newest first, a window at a time). Prints medians per query (wall and CPU) and
 the p50 over every timed search of each. Target: p50 <= 20 ms.
 
     .venv/bin/python benchmarks/search.py [--messages 100000] [--runs 15]
@@ -161,7 +161,7 @@ def main() -> None:
     print(
         "medians of wall time / cpu time in ms. LIKE = row by row (before 0013); FTS, all = "
         "every index match, then the page (0013); FTS, windows = matches newest first in "
-        "growing windows (now)"
+        "windows sized from the hits so far (now)"
     )
     print(f"{'query':<34} {'hits':>5} " + " ".join(f"{name:>17}" for name, _ in variants))
     for label, query in QUERIES:

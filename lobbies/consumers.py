@@ -101,8 +101,8 @@ class Batches(Generic[Item, Answer]):
     Each socket awaits its own answer; the sockets that ask while a batch is written go in
     the next one together. `write` takes the batch's items and returns one answer or
     exception per item (a failure stays that socket's), on the process's database thread.
-    Used for claims and connection rows at connect (a reconnect storm) and for push frames
-    (a broadcast's fan-out), which were one transaction and one fsync per socket.
+    Used for claims and connection rows at connect (a reconnect storm), which were one
+    transaction and one fsync per socket.
     """
 
     def __init__(self, write: Callable[[list[Item]], list[Answer | Exception]]) -> None:
@@ -153,7 +153,6 @@ def _openings(many: list[tuple[int, int]]) -> list[int | Exception]:
 
 CLAIMS = Batches(_claims)
 OPENINGS = Batches(_openings)
-PUSHES = Batches(push.push_frames)
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -348,7 +347,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await PUSHES((self.agent_pk, self.generation))
+                frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
                 if frame is None:
                     return
                 await self._send_frame(frame)

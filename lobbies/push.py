@@ -183,36 +183,6 @@ def push_frame(agent_pk: int, generation: int) -> Frame | None:
         return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
 
 
-def push_frames(sockets: list[tuple[int, int]]) -> list[Frame | Exception | None]:
-    """`push_frame` for many sockets (agent, generation) in one write transaction.
-
-    A broadcast wakes every recipient's socket at once; one transaction (one fsync) for
-    the sockets that ask together instead of one each. Each socket's work runs in its own
-    savepoint: a failure is that socket's answer (returned, not raised) and the others'
-    frames still commit. Sockets with nothing due open no transaction, as in `push_frame`.
-    """
-    answers: list[Frame | Exception | None] = [None] * len(sockets)
-    due = []
-    for n, (agent_pk, generation) in enumerate(sockets):
-        if store.select_all(
-            Delivery,
-            _PUSHABLE_SQL,
-            [agent_pk, generation, agent_pk],
-            join=_MESSAGE_JOIN,
-            tail="ORDER BY m.sequence LIMIT 1",
-        ):
-            due.append(n)
-    if not due:
-        return answers
-    with transaction.atomic():
-        for n in due:
-            try:
-                answers[n] = push_frame(*sockets[n])
-            except Exception as error:  # this socket's; its savepoint was rolled back
-                answers[n] = error
-    return answers
-
-
 def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
     """A coalesced reminder of unacknowledged messages, counted as of now, naming them."""
     with transaction.atomic():
