@@ -93,6 +93,7 @@ class FactQueue:
 FACTS = FactQueue()
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
+BATCH_MAX = 200
 
 
 class Batches(Generic[Item, Answer]):
@@ -119,7 +120,9 @@ class Batches(Generic[Item, Answer]):
 
     async def _write(self) -> None:
         while self.pending:
-            batch, self.pending = self.pending, []
+            # Bounded, so a storm's batch holds the write lock (and the one SQLite thread
+            # every send also waits for) for a bounded time.
+            batch, self.pending = self.pending[:BATCH_MAX], self.pending[BATCH_MAX:]
             answers: list[Answer | Exception]
             try:
                 answers = await on_worker(self.write)([item for item, _ in batch])

@@ -16,6 +16,7 @@ from lobbies.actions import operator
 from lobbies.actions.messages import send_message
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
+from lobbies.consumers import BATCH_MAX, Batches
 from lobbies.errors import BrokerError
 from lobbies.models import AuditEvent, BrokerProcess, Connection, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
@@ -396,3 +397,20 @@ async def test_sockets_connecting_together_are_answered_each_on_its_own(lead, ba
     assert agents == [("backend",), ("lead",)]
     for stream in streams:
         await stream.disconnect()
+
+
+async def test_a_burst_is_written_in_bounded_batches_and_each_gets_its_own_answer():
+    sizes: list[int] = []
+
+    def write(items: list[int]) -> list[int | Exception]:
+        sizes.append(len(items))
+        return [ValueError(f"refused {i}") if i % 7 == 0 else i * 2 for i in items]
+
+    batches = Batches(write)
+    answers = await asyncio.gather(*(batches(i) for i in range(450)), return_exceptions=True)
+    assert sum(sizes) == 450 and max(sizes) <= BATCH_MAX and len(sizes) >= 3
+    for i, answer in enumerate(answers):
+        if i % 7 == 0:
+            assert isinstance(answer, ValueError) and str(answer) == f"refused {i}"
+        else:
+            assert answer == i * 2
