@@ -108,6 +108,9 @@ class SoakConfig:
     redis: str = "redis://127.0.0.1:6379"
     root: Path | None = None
     say: Callable[[str], None] = print
+    # Called with the store's reader after the brokers stopped, before the audit (a test
+    # changes the store behind the brokers' back to see the audit catch it).
+    before_audit: Callable[[StoreReader], None] | None = None
 
 
 @dataclass
@@ -1022,6 +1025,8 @@ async def _soak(config: SoakConfig, root: Path, report: SoakReport) -> None:
         for broker in brokers:
             await asyncio.to_thread(broker.stop)
         reader = StoreReader(None if pg_url else brokers[0].data_dir / "pocolobby.sqlite3", pg_url)
+        if config.before_audit is not None:
+            config.before_audit(reader)
         await asyncio.to_thread(audit, shared, reader, pending)
     finally:
         for cleanup in cleanups:

@@ -11,7 +11,7 @@ from typing import Any
 from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from lobbies import credentials
@@ -19,6 +19,34 @@ from lobbies.errors import BrokerError, bad_request, method_not_allowed, request
 from lobbies.schemas import check_depth
 
 log = logging.getLogger("pocolobby.api")
+
+# PostgreSQL breaks a lock cycle between transactions by aborting one of them (40P01,
+# deadlock_detected; 40001 is a serialization failure). The aborted transaction stored
+# nothing, so the request runs again rather than answering 500 (the chaos soak,
+# benchmarks/chaos.py, met both under concurrent acknowledgments and sends).
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+DATABASE_ATTEMPTS = 3
+
+
+def _retryable(error: OperationalError) -> bool:
+    return (
+        getattr(error.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
+        and not connection.in_atomic_block
+    )
+
+
+def run_retrying(view: Callable[[], JsonResponse]) -> JsonResponse:
+    """Run `view`; again (at most DATABASE_ATTEMPTS in all) when the database aborted it."""
+    for attempt in range(1, DATABASE_ATTEMPTS + 1):
+        try:
+            return view()
+        except OperationalError as error:
+            if attempt == DATABASE_ATTEMPTS or not _retryable(error):
+                raise
+            code = getattr(error.__cause__, "sqlstate", "")
+            log.warning("the database aborted a transaction (SQLSTATE %s); retrying", code)
+    raise AssertionError("unreachable")
+
 
 View = Callable[..., JsonResponse]
 
@@ -123,7 +151,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
                     raise BrokerError(
                         403, "origin_refused", "the API serves native clients, not browser pages"
                     )
-                return view(request, *args, **kwargs)
+                return run_retrying(functools.partial(view, request, *args, **kwargs))
             except BrokerError as error:
                 return error_response(error)
             except Exception:

@@ -96,7 +96,7 @@ def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
 
 def _locked(agent: Agent) -> Agent:
     """The agent re-read under a row lock, so a check and its change see the same state."""
-    return Agent.objects.select_for_update().select_related("lobby").get(pk=agent.pk)
+    return Agent.objects.select_for_update(of=("self",)).select_related("lobby").get(pk=agent.pk)
 
 
 def _issue_credential(agent: Agent) -> str:

@@ -40,8 +40,6 @@ class Claim:
     started: bool  # a new generation: the process must bootstrap
 
 
-
-
 def check_runtime_id(runtime_id: str) -> str:
     if not RUNTIME_ID.match(runtime_id or ""):
         raise BrokerError(400, "invalid_runtime", "the runtime id must be a lowercase UUID")
@@ -52,7 +50,9 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
     """Bind, resume or reconnect `runtime_id`; refuse anything that would take over silently."""
     check_runtime_id(runtime_id)
     with transaction.atomic():
-        agent = Agent.objects.select_for_update().select_related("lobby").get(pk=agent.pk)
+        agent = (
+            Agent.objects.select_for_update(of=("self",)).select_related("lobby").get(pk=agent.pk)
+        )
         if RetiredRuntime.objects.filter(agent=agent, runtime_id=runtime_id).exists():
             raise conflict(
                 "runtime_retired",

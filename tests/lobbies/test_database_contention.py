@@ -1,0 +1,108 @@
+"""Lock cycles on PostgreSQL that the chaos soak (benchmarks/chaos.py) met with two brokers:
+a bridge's claim locked the lobby row with its agent row while a send held the lobby row and
+waited for that agent, and an acknowledgment chosen as a deadlock's victim answered 500.
+
+Each test holds a lock from a second real PostgreSQL session, as a concurrent transaction
+would; skipped on SQLite (one writer at a time, no row locks).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+
+from lobbies.actions.runtime import claim_runtime
+from lobbies.models import Delivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks and deadlock detection are PostgreSQL's")
+
+
+@contextmanager
+def other_session() -> Iterator[psycopg.Connection[Any]]:
+    """A second session on the test database, as another broker process's transaction."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    session = psycopg.connect(**params)
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+def test_claiming_a_runtime_does_not_wait_for_the_lobby_row_a_send_holds(backend):
+    """A send holds its lobby's row (the sequence bump) until it commits, and locks its
+    sender's row after it. A claim that also locked the lobby row closed the cycle."""
+    with other_session() as send:
+        send.execute(
+            "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 WHERE id = %s",
+            [backend.agent.lobby_id],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")
+        try:
+            claim = claim_runtime(backend.agent, str(uuid.uuid4()), None)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = 0")
+    assert claim.started and claim.generation == 1
+
+
+def test_an_acknowledgment_aborted_by_a_deadlock_is_run_again_not_answered_500(lead, backend):
+    """Another transaction holds the delivery's row and then asks for the agent's row (as a
+    deferred foreign-key check does at commit) while the acknowledgment holds the agent's row
+    and waits for the delivery: PostgreSQL aborts the acknowledgment's transaction."""
+    sent = lead.send("backend", "for backend", "r-1")["message_id"]
+    answer: dict[str, Any] = {}
+
+    def acknowledge() -> None:
+        try:
+            answer["status"], answer["body"] = backend.call(
+                "acknowledge_messages", message_ids=[sent]
+            )
+        finally:
+            connection.close()
+
+    with other_session() as other:
+        # This session never gives up first: the acknowledgment is the deadlock's victim.
+        other.execute("SET deadlock_timeout = '20s'")
+        other.execute("SELECT id FROM lobbies_delivery WHERE message_id = %s FOR UPDATE", [sent])
+        worker = threading.Thread(target=acknowledge)
+        worker.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _waiting_on_a_lock(other):
+            time.sleep(0.05)
+        other.execute(
+            "SELECT id FROM lobbies_agent WHERE id = %s FOR KEY SHARE", [backend.agent.pk]
+        )
+        other.commit()
+        worker.join(30)
+    assert answer["status"] == 200, answer
+    assert answer["body"]["acknowledged"] == [sent]
+    assert Delivery.objects.get(message_id=sent).state == "seen"
+
+
+def _waiting_on_a_lock(other: psycopg.Connection[Any]) -> bool:
+    """Some other session of this database waits for a row lock (the acknowledgment)."""
+    # Activity is read once per transaction unless the snapshot is cleared.
+    other.execute("SELECT pg_stat_clear_snapshot()")
+    rows = other.execute(
+        "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    ).fetchall()
+    return bool(rows)
