@@ -851,7 +851,12 @@ def audit(shared: Shared, reader: StoreReader, pending_before_drain: dict[str, s
             if state not in ("seen", "pending", "held") or (state == "held") != bool(reason):
                 report.violation(f"delivery of {message_id} to {name}: {state} {reason}")
             if state == "pending":
-                report.violation(f"delivery of {message_id} to {name} still pending after drain")
+                origin = messages.get(message_id)
+                report.violation(
+                    f"delivery of {message_id} to {name} still pending after drain "
+                    f"(message {origin[1:3] if origin else 'gone'}, schedule "
+                    f"{origin[4] if origin else None})"
+                )
     for state, number in states.items():
         counts[f"store: deliveries {state}"] = number
     for agent in agents.values():
@@ -988,6 +993,13 @@ async def _soak(config: SoakConfig, root: Path, report: SoakReport) -> None:
         for broker in brokers:
             if not broker.running:
                 await asyncio.to_thread(broker.start, 60)
+        for agent in agents:  # a daily schedule would fire on into the audit
+            if agent.schedule_id is not None:
+                response, _ = await agent.call_until_answered(
+                    "POST", "/v1/tools/cancel_scheduled", {"schedule_id": agent.schedule_id}
+                )
+                if response is None or response.status_code != 200:
+                    report.violation(f"{agent.name}: could not cancel its daily schedule")
         await asyncio.sleep(10)
         admin = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=brokers[0].url, headers=admin, timeout=30) as c:
