@@ -911,7 +911,7 @@ def audit(shared: Shared, reader: StoreReader, pending_before_drain: dict[str, s
                         if delivery is not None and delivery[4] is None:
                             report.violation(
                                 f"{agent.name}: message {message_id} confirmed written "
-                                "(notice {notice.notice_id}) without notification_attempted_at"
+                                f"(notice {notice.notice_id}) without notification_attempted_at"
                             )
 
 

@@ -237,6 +237,17 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
     """What bridges reported about their notices, many at once: one transaction, one fsync."""
     now = timezone.now()
     with transaction.atomic():
+        # The agents' rows first, in one order, as an acknowledgment and a push take them
+        # before their deliveries: a notice's deliveries updated twice here (received, then
+        # host_written) make PostgreSQL check their foreign keys at COMMIT, `FOR KEY SHARE`
+        # on the agent row, which closed a lock cycle with an acknowledgment holding it.
+        agents = sorted({fact[0] for fact in facts})
+        list(
+            Agent.objects.select_for_update()
+            .filter(pk__in=agents)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         for agent_pk, generation, notice_id, fact in facts:
             notice = Notice.objects.filter(
                 id=uuid.UUID(notice_id), agent_id=agent_pk, generation=generation

@@ -19,8 +19,9 @@ import psycopg
 import pytest
 from django.db import connection
 
+from lobbies import push
 from lobbies.actions.runtime import claim_runtime
-from lobbies.models import Delivery
+from lobbies.models import Delivery, Notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,3 +107,49 @@ def _waiting_on_a_lock(other: psycopg.Connection[Any]) -> bool:
         "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
     ).fetchall()
     return bool(rows)
+
+
+def test_transport_facts_wait_for_an_acknowledgment_instead_of_deadlocking_with_it(lead, backend):
+    """A batch with `received` and `host_written` of one notice updates its deliveries twice,
+    so PostgreSQL checks their foreign keys at COMMIT (`FOR KEY SHARE` on the agent's row,
+    which the acknowledgment holds `FOR UPDATE` while it waits for those deliveries). Taking
+    the agents' rows first, in order, makes the batch wait instead."""
+    claim = claim_runtime(backend.agent, str(uuid.uuid4()), None)
+    sent = lead.send("backend", "for backend", "r-1")["message_id"]
+    frame = push.push_frame(backend.agent.pk, claim.generation)
+    assert frame is not None and frame["message_ids"] == [sent]
+    failure: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            push.record_transport_facts(
+                [
+                    (backend.agent.pk, claim.generation, frame["notice_id"], fact)
+                    for fact in ("received", "host_written")
+                ]
+            )
+        except BaseException as error:  # reported by the assertion below
+            failure.append(error)
+        finally:
+            connection.close()
+
+    with other_session() as acknowledgment:
+        # The acknowledgment never gives up first: a deadlock would abort the batch.
+        acknowledgment.execute("SET deadlock_timeout = '20s'")
+        acknowledgment.execute(
+            "SELECT id FROM lobbies_agent WHERE id = %s FOR UPDATE", [backend.agent.pk]
+        )
+        worker = threading.Thread(target=record)
+        worker.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _waiting_on_a_lock(acknowledgment):
+            time.sleep(0.05)
+        acknowledgment.execute(
+            "SELECT id FROM lobbies_delivery WHERE recipient_id = %s FOR UPDATE",
+            [backend.agent.pk],
+        )
+        acknowledgment.commit()
+        worker.join(30)
+    assert failure == []
+    assert Notice.objects.get(id=frame["notice_id"]).host_written_at is not None
+    assert Delivery.objects.get(message_id=sent).notified_generation == claim.generation
