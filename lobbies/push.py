@@ -241,9 +241,12 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
         # before their deliveries: a notice's deliveries updated twice here (received, then
         # host_written) make PostgreSQL check their foreign keys at COMMIT, `FOR KEY SHARE`
         # on the agent row, which closed a lock cycle with an acknowledgment holding it.
+        # NO KEY UPDATE: it still waits for an acknowledgment's FOR UPDATE, but not for a
+        # send's own foreign-key checks (FOR KEY SHARE on its recipients at COMMIT, while it
+        # holds its sender's row), which a FOR UPDATE here deadlocked with.
         agents = sorted({fact[0] for fact in facts})
         list(
-            Agent.objects.select_for_update()
+            Agent.objects.select_for_update(no_key=True)
             .filter(pk__in=agents)
             .order_by("pk")
             .values_list("pk", flat=True)

@@ -153,3 +153,35 @@ def test_transport_facts_wait_for_an_acknowledgment_instead_of_deadlocking_with_
     assert failure == []
     assert Notice.objects.get(id=frame["notice_id"]).host_written_at is not None
     assert Delivery.objects.get(message_id=sent).notified_generation == claim.generation
+
+
+def test_transport_facts_do_not_deadlock_with_a_send_checking_its_recipients(lead, backend):
+    """A send holds its sender's row (the fence) and, at COMMIT, takes `FOR KEY SHARE` on
+    its recipients' rows (deferred foreign-key checks). A facts batch for both agents that
+    held the recipient's row `FOR UPDATE` while waiting for the sender's closed a cycle."""
+    # The batch locks in ascending order: it holds the send's recipient and waits for its sender.
+    recipient, sender = sorted([lead.agent.pk, backend.agent.pk])
+    failure: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            push.record_transport_facts(
+                [(pk, 1, str(uuid.uuid4()), "received") for pk in (sender, recipient)]
+            )
+        except BaseException as error:  # reported by the assertion below
+            failure.append(error)
+        finally:
+            connection.close()
+
+    with other_session() as send:
+        send.execute("SET deadlock_timeout = '20s'")  # the batch would be the victim
+        send.execute("SELECT id FROM lobbies_agent WHERE id = %s FOR UPDATE", [sender])
+        worker = threading.Thread(target=record)
+        worker.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _waiting_on_a_lock(send):
+            time.sleep(0.05)
+        send.execute("SELECT id FROM lobbies_agent WHERE id = %s FOR KEY SHARE", [recipient])
+        send.commit()
+        worker.join(30)
+    assert failure == []
