@@ -92,3 +92,28 @@ class ReplyForm(StrictForm):
 
 class PublicContentsForm(StrictForm):
     public_message_contents: bool
+
+
+class AgentForm(StrictForm):
+    """An owner control on one agent (retry notifications, cancel its scheduled messages)."""
+
+    agent: Name
+
+
+class RestForm(StrictForm):
+    agent: Name
+    rest: bool
+
+
+class PermissionsForm(StrictForm):
+    agent: Name
+    broadcast: bool
+    manage_rooms: bool
+
+
+class DeliveryForm(StrictForm):
+    paused: bool
+
+
+class CancelMessageForm(StrictForm):
+    message_id: Annotated[int, Field(ge=1)]
