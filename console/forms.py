@@ -90,6 +90,14 @@ class ReplyForm(StrictForm):
     client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class BroadcastForm(StrictForm):
+    """The owner's message to every agent: the send action's bounds, not the form's."""
+
+    content: str
+    important: bool = False
+    client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
 class PublicContentsForm(StrictForm):
     public_message_contents: bool
 

@@ -241,6 +241,22 @@ def _phrase(event: AuditEvent) -> str:
         case "permissions_changed":
             granted = [name for name in ("manage_rooms", "broadcast") if d.get(name)]
             return f"set agent {t}'s permissions to {', '.join(granted) or 'none'}"
+        case "delivery_paused":
+            return "paused all delivery"
+        case "delivery_resumed":
+            return "resumed delivery"
+        case "notifications_retried":
+            return f"retried notifications to {t} now"
+        case "scheduled_cancelled":
+            if "message_id" in d:
+                return f"cancelled scheduled message {d['message_id']} of {t}"
+            return (
+                f"cancelled what {t} scheduled ({d.get('messages', 0)} messages, "
+                f"{d.get('schedules', 0)} daily schedules)"
+            )
+        case "owner_message_sent":
+            to = "every agent" if d.get("broadcast") else t
+            return f"sent {to} a message as the owner"
         case "repository_approved":
             return f"approved repository {t}"
         case "repository_withdrawn":
