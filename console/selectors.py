@@ -159,7 +159,9 @@ def owner_controls_of(lobby: Lobby) -> dict[str, Any]:
             }
             for m in scheduled
         ],
-        "scheduled_total": pending.count() if len(scheduled) == SCHEDULED_LISTED else len(scheduled),
+        "scheduled_total": (
+            pending.count() if len(scheduled) == SCHEDULED_LISTED else len(scheduled)
+        ),
     }
 
 

@@ -6,7 +6,6 @@ session marked as the owner's; a viewer gets no broadcast box."""
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
