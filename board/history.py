@@ -187,18 +187,45 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
     """The page's messages and one more (to know there is a next page), newest first.
 
     An agent's traffic is what it sent or received: the newest of each, read through the
-    sender and recipient indexes separately and merged, which is the newest of both.
+    (sender, sequence) and (recipient, message) indexes separately and merged, which is the
+    newest of both. Its copies are read newest message first by message id: a lobby's ids
+    and sequences rise together (both are taken while the send holds the lobby's row).
     """
-    messages = Message.objects.filter(_condition(lobby, filters, first, since)).only(*_FIELDS)
+    condition = _condition(lobby, filters, first, since)
+    messages = Message.objects.filter(condition).only(*_FIELDS)
     if not filters.agent:
         return list(messages.order_by("-sequence")[: PAGE_SIZE + 1])
     agent = Agent.objects.filter(lobby=lobby, agent_id=filters.agent).values("pk").first()
     if agent is None:
         return []
     sent = messages.filter(sender_id=agent["pk"]).order_by("-sequence")[: PAGE_SIZE + 1]
-    received = messages.filter(deliveries__recipient_id=agent["pk"]).order_by("-sequence")
-    merged = {m.pk: m for m in [*sent, *received[: PAGE_SIZE + 1]]}
+    received_ids = list(
+        Delivery.objects.filter(recipient_id=agent["pk"], message_id__gte=_first_id(lobby, first))
+        .filter(_on_message(condition))
+        .order_by("-message_id")
+        .values_list("message_id", flat=True)[: PAGE_SIZE + 1]
+    )
+    received = Message.objects.filter(pk__in=received_ids).only(*_FIELDS)
+    merged = {m.pk: m for m in [*sent, *received]}
     return sorted(merged.values(), key=lambda m: -m.sequence)[: PAGE_SIZE + 1]
+
+
+def _first_id(lobby: Lobby, first: int) -> int:
+    """The id of the window's first message: the copies' scan stops there."""
+    found = (
+        Message.objects.filter(lobby=lobby, sequence=first).values_list("pk", flat=True).first()
+    )
+    return found or 0
+
+
+def _on_message(condition: Q) -> Q:
+    """The page's condition over messages, as seen from their copies."""
+    children = [
+        _on_message(child) if isinstance(child, Q) else (f"message__{child[0]}", child[1])
+        for child in condition.children
+    ]
+    moved = Q(*children, _connector=condition.connector, _negated=condition.negated)
+    return moved
 
 
 def _agent_names(lobby: Lobby) -> list[str]:
