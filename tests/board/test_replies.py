@@ -196,3 +196,16 @@ def test_an_agent_cannot_broadcast_as_the_owner(lobby, make_agent):
     )
     assert status == 400 and "sender" in body["error"]["message"]
     assert not Message.objects.filter(sender_name="owner").exists()
+
+
+def test_the_local_operator_broadcasts_on_a_local_broker(lobby, lead, backend):
+    answer = operator_client().post(
+        "/my-team/broadcast",
+        data=json.dumps({"content": "Standup in five.", "client_request_id": "op-1"}),
+        content_type="application/json",
+        HTTP_ORIGIN=f"http://{LOCAL_HOST}",
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["recipients"] == 2
+    event = AuditEvent.objects.get(action="owner_message_sent")
+    assert (event.actor_kind, event.target, event.detail["broadcast"]) == ("operator", "*", True)
