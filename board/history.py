@@ -161,19 +161,24 @@ def _day_start_sequence(lobby: Lobby, since: datetime) -> int | None:
     )
 
 
-def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime) -> Q:
-    """Every filter but the agent's, as one condition over the day's messages."""
-    condition = Q(lobby=lobby, sequence__gte=first, created_at__gte=since)
+def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime, via: str = "") -> Q:
+    """Every filter but the agent's, as one condition over the day's messages; `via` reads
+    them from another model (`message__` from the copies)."""
+
+    def on(**terms: object) -> Q:
+        return Q(**{f"{via}{field}": value for field, value in terms.items()})
+
+    condition = on(lobby=lobby, sequence__gte=first, created_at__gte=since)
     if filters.before is not None:
-        condition &= Q(sequence__lt=filters.before)
+        condition &= on(sequence__lt=filters.before)
     if filters.room:
-        condition &= Q(scope=Scope.ROOM, room_name=filters.room)
+        condition &= on(scope=Scope.ROOM, room_name=filters.room)
     if filters.kind:
-        condition &= Q(kind=filters.kind)
+        condition &= on(kind=filters.kind)
     if filters.priority:
-        condition &= Q(priority=filters.priority)
+        condition &= on(priority=filters.priority)
     if filters.text:
-        condition &= Q(content__icontains=filters.text)
+        condition &= on(content__icontains=filters.text)
     return condition
 
 
@@ -191,8 +196,7 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
     newest of both. Its copies are read newest message first by message id: a lobby's ids
     and sequences rise together (both are taken while the send holds the lobby's row).
     """
-    condition = _condition(lobby, filters, first, since)
-    messages = Message.objects.filter(condition).only(*_FIELDS)
+    messages = Message.objects.filter(_condition(lobby, filters, first, since)).only(*_FIELDS)
     if not filters.agent:
         return list(messages.order_by("-sequence")[: PAGE_SIZE + 1])
     agent = Agent.objects.filter(lobby=lobby, agent_id=filters.agent).values("pk").first()
@@ -201,7 +205,7 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
     sent = messages.filter(sender_id=agent["pk"]).order_by("-sequence")[: PAGE_SIZE + 1]
     received_ids = list(
         Delivery.objects.filter(recipient_id=agent["pk"], message_id__gte=_first_id(lobby, first))
-        .filter(_on_message(condition))
+        .filter(_condition(lobby, filters, first, since, via="message__"))
         .order_by("-message_id")
         .values_list("message_id", flat=True)[: PAGE_SIZE + 1]
     )
@@ -216,16 +220,6 @@ def _first_id(lobby: Lobby, first: int) -> int:
         Message.objects.filter(lobby=lobby, sequence=first).values_list("pk", flat=True).first()
     )
     return found or 0
-
-
-def _on_message(condition: Q) -> Q:
-    """The page's condition over messages, as seen from their copies."""
-    children = [
-        _on_message(child) if isinstance(child, Q) else (f"message__{child[0]}", child[1])
-        for child in condition.children
-    ]
-    moved = Q(*children, _connector=condition.connector, _negated=condition.negated)
-    return moved
 
 
 def _agent_names(lobby: Lobby) -> list[str]:
