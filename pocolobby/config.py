@@ -68,6 +68,8 @@ class Bounds:
     disk_reserve_bytes: int = 256 * 1024 * 1024
     lobby_messages: int = 500_000
     broadcast_fanout: int = 100
+    # Message notices pushed to one agent per minute; the excess waits and goes as one.
+    notices_per_minute: int = 60
 
     # A connection's request headers must all arrive within this (pocolobby/server.py).
     header_seconds: int = 10
@@ -91,6 +93,7 @@ class Bounds:
             disk_reserve_bytes=_int_env("POCOLOBBY_DISK_RESERVE_BYTES", cls.disk_reserve_bytes),
             lobby_messages=_int_env("POCOLOBBY_LOBBY_MESSAGES", cls.lobby_messages),
             broadcast_fanout=_int_env("POCOLOBBY_BROADCAST_FANOUT", cls.broadcast_fanout),
+            notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
 
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             notify_retry_seconds=_seconds_list_env(
