@@ -115,13 +115,19 @@ class Pane:
         """PaneError unless the pane exists now."""
         await self.tmux("display-message", "-p", "-t", self.pane_id, "#{pane_id}")
 
-    async def idle(self) -> bool:
+    async def busy_reason(self) -> str | None:
+        """None when the agent waits for input; otherwise why a notice must wait."""
         state = await self.tmux(
             "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}"
         )
-        if state.split() != ["0", "0"]:
-            return False
-        return is_idle(await self.tmux("capture-pane", "-p", "-t", self.pane_id))
+        in_mode, dead = [*state.split(), "0", "0"][:2]
+        if dead != "0":
+            return "the pane's program has exited"
+        if in_mode != "0":
+            return "the pane is in copy mode"
+        if not is_idle(await self.tmux("capture-pane", "-p", "-t", self.pane_id)):
+            return "the agent is busy (no idle prompt)"
+        return None
 
     async def type_line(self, line: str) -> None:
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
@@ -147,12 +153,25 @@ def _flock(path: Path) -> Iterator[bool]:
 
 
 class PaneDelivery:
-    """Types notices into one pane, one at a time, each only when the pane is idle."""
+    """Types notices into one pane, one at a time, each only when the pane is idle.
 
-    def __init__(self, pane: Pane, hold_seconds: float = HOLD_SECONDS) -> None:
+    While a notice waits, `held_since` and `held_reason` say so; `on_change` is called with
+    `attention=True` once a notice was held `hold_seconds` and given up (the broker then
+    requires the owner's attention, as when a Channel's retries run out), and with False on
+    any other change of the held state, so the bridge can report it.
+    """
+
+    def __init__(
+        self,
+        pane: Pane,
+        hold_seconds: float = HOLD_SECONDS,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
         self.pane = pane
         self.hold_seconds = hold_seconds
+        self.on_change = on_change
         self.held_since: float | None = None
+        self.held_reason: str | None = None
         self.last_error: str | None = None
         self._one_at_a_time = asyncio.Lock()
 
@@ -162,27 +181,52 @@ class PaneDelivery:
         gone or never idle within the hold, and the broker will retry."""
         async with self._one_at_a_time:
             deadline = time.monotonic() + self.hold_seconds
-            try:
-                while True:
-                    if not wanted():
-                        self.held_since = None
-                        return "dropped"
-                    if await self._attempt(line, wanted):
-                        self.held_since = None
-                        self.last_error = None
-                        return "typed"
-                    self.held_since = self.held_since or time.time()
-                    if time.monotonic() >= deadline:
-                        self.last_error = "the pane never showed an idle prompt"
-                        return "failed"
-                    await asyncio.sleep(CHECK_SECONDS)
-            except PaneError as exc:
-                self.last_error = str(exc)
-                return "failed"
+            while True:
+                if not wanted():
+                    self._set_held(None)
+                    return "dropped"
+                try:
+                    reason = await self._attempt(line, wanted)
+                except PaneError as exc:
+                    self.last_error = str(exc)
+                    self._set_held(f"the pane cannot be reached: {exc}")
+                    return "failed"
+                if reason is None:
+                    self.last_error = None
+                    self._set_held(None)
+                    return "typed"
+                if not wanted():
+                    self._set_held(None)
+                    return "dropped"
+                self._set_held(reason)
+                if time.monotonic() >= deadline:
+                    self.last_error = (
+                        f"gave a notice up after {self.hold_seconds:g} s: {reason}; "
+                        "the broker retries it"
+                    )
+                    self._set_held(self.last_error, attention=True)
+                    return "failed"
+                await asyncio.sleep(CHECK_SECONDS)
 
-    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> bool:
+    def _set_held(self, reason: str | None, attention: bool = False) -> None:
+        if reason is None:
+            self.held_since = None
+        else:
+            self.held_since = self.held_since or time.time()
+        changed = reason != self.held_reason
+        self.held_reason = reason
+        if (changed or attention) and self.on_change is not None:
+            self.on_change(attention)
+
+    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> str | None:
+        """None once the line and Enter were typed; otherwise why not (yet)."""
         with _flock(self.pane.lock_path()) as held:
-            if not held or not await self.pane.idle() or not wanted():
-                return False
+            if not held:
+                return "another writer holds the pane lock"
+            reason = await self.pane.busy_reason()
+            if reason is not None:
+                return reason
+            if not wanted():  # acknowledged meanwhile: the loop drops it
+                return "its messages were acknowledged"
             await self.pane.type_line(line)
-            return True
+            return None
