@@ -31,12 +31,33 @@ HOLD_SECONDS = 300.0  # then the notice is given up; the broker's retries try ag
 TMUX_TIMEOUT = 5.0
 PANE_ID = re.compile(r"^%[0-9]{1,9}$")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-# The prompts recognised as "waiting for input", as the last non-blank line of the pane with
-# nothing typed after them: Claude Code and Gemini CLI (`>`), Codex CLI (U+203A), zsh and
-# starship (U+276F, `%`), a shell (`$`, `#`). Add an agent's prompt character here.
-PROMPT = re.compile("(?:^|\\s)[>\u203a\u276f]$|(?<![0-9])[$#%]$")
-# The box-drawing border some agents draw around their input line.
-_BORDER = "│┃|"
+# How a pane is read (docs/AGENTS.md, "Which prompts are recognised"). Two shapes of idle:
+# 1. A shell or line REPL: the last non-blank line ends in its prompt with nothing after it:
+#    `$`, `#`, `%` (bash, root, zsh), U+276F (starship), `>` (a REPL, aider).
+# 2. A full-screen agent: an input line holding only the prompt character (or the agent's
+#    own placeholder text) with a rule or box border right above or below it, anywhere in the
+#    bottom lines, as Claude Code and Gemini CLI (`>`) and Codex CLI (U+203A) draw it; and no
+#    "esc to interrupt"/"esc to cancel" in those lines (the agent is mid-turn).
+# To add an agent: its prompt character to PROMPT_CHARS, its empty-input placeholder to
+# PLACEHOLDERS, its mid-turn words to BUSY_WORDS, and a screen of it to
+# tests/bridge/test_pane_units.py.
+PROMPT_CHARS = ">\u203a\u276f"
+PROMPT = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}]$|(?<![0-9])[$#%]$")
+PLACEHOLDERS = (
+    "Type your message or @path/to/file",  # Gemini CLI
+    "Ask Codex to do anything",  # Codex CLI
+    'Try "',  # Claude Code's suggestion in an empty prompt
+)
+BUSY_WORDS = ("esc to interrupt", "esc to cancel")
+BOTTOM_LINES = 8
+_INPUT_LINE = re.compile(f"^[{PROMPT_CHARS}](?:\\s+(.*))?$")
+_RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and spaces only
+# The box-drawing border some agents draw on either side of their input line.
+_BORDER = "│┃|▌"
+# A notice line of ours typed after a prompt but never submitted: a bridge died between the
+# text and its Enter. Only the marker, fixed words, integers and a nonce can make it up.
+UNFINISHED = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}$#%]\\s+\\[pocolobby\\] [A-Za-z0-9 ,:_-]+$")
+UNFINISHED_REASON = "a notice line of ours was left without Enter"
 
 
 class PaneError(Exception):
@@ -60,13 +81,39 @@ def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> 
     )
 
 
-def is_idle(screen: str) -> bool:
-    """True when the pane's last non-blank line is a recognised prompt with nothing after it."""
-    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-    if not lines:
+def _bottom(screen: str) -> list[str]:
+    """The last non-blank lines, stripped of whitespace and side borders."""
+    lines = [line.strip().strip(_BORDER).strip() for line in screen.splitlines()]
+    return [line for line in lines if line][-BOTTOM_LINES:]
+
+
+def _empty_input(line: str) -> bool:
+    match = _INPUT_LINE.match(line)
+    if match is None:
         return False
-    last = lines[-1].strip().strip(_BORDER).rstrip()
-    return bool(PROMPT.search(last))
+    typed = (match.group(1) or "").strip()
+    return not typed or typed.startswith(PLACEHOLDERS)
+
+
+def is_idle(screen: str) -> bool:
+    """True when the agent waits for input: see the two shapes above."""
+    bottom = _bottom(screen)
+    if not bottom:
+        return False
+    if PROMPT.search(bottom[-1]):
+        return True
+    if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
+        return False
+    for index, line in enumerate(bottom):
+        neighbours = bottom[max(0, index - 1) : index] + bottom[index + 1 : index + 2]
+        if _empty_input(line) and any(_RULE.match(n) for n in neighbours):
+            return True
+    return False
+
+
+def is_unfinished_notice(screen: str) -> bool:
+    """True when an input line holds one of our notice lines, typed but not submitted."""
+    return any(UNFINISHED.search(line) for line in _bottom(screen)[-3:])
 
 
 @dataclass(frozen=True)
@@ -125,9 +172,13 @@ class Pane:
             return "the pane's program has exited"
         if in_mode != "0":
             return "the pane is in copy mode"
-        if not is_idle(await self.tmux("capture-pane", "-p", "-t", self.pane_id)):
-            return "the agent is busy (no idle prompt)"
-        return None
+        # -J joins lines the pane wrapped, so a long input line reads as the one line it is.
+        screen = await self.tmux("capture-pane", "-p", "-J", "-t", self.pane_id)
+        if is_idle(screen):
+            return None
+        if is_unfinished_notice(screen):
+            return UNFINISHED_REASON
+        return "the agent is busy (no idle prompt)"
 
     async def type_line(self, line: str) -> None:
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
@@ -224,6 +275,10 @@ class PaneDelivery:
             if not held:
                 return "another writer holds the pane lock"
             reason = await self.pane.busy_reason()
+            if reason == UNFINISHED_REASON:
+                # Submit it: a whole notice, its ids still worth a look (at least once); the
+                # prompt it leaves takes this notice on the next check.
+                await self.pane.tmux("send-keys", "-t", self.pane.pane_id, "Enter")
             if reason is not None:
                 return reason
             if not wanted():  # acknowledged meanwhile: the loop drops it
