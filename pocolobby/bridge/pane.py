@@ -31,6 +31,7 @@ HOLD_SECONDS = 300.0  # then the notice is given up; the broker's retries try ag
 TMUX_TIMEOUT = 5.0
 PANE_ID = re.compile(r"^%[0-9]{1,9}$")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+BACKLOG_IDS_SHOWN = 50  # a bootstrap line names at most this many waiting ids
 # How a pane is read (docs/AGENTS.md, "Which prompts are recognised"). Two shapes of idle:
 # 1. A shell or line REPL: the last non-blank line ends in its prompt with nothing after it:
 #    `$`, `#`, `%` (bash, root, zsh), U+276F (starship), `>` (a REPL, aider).
@@ -70,7 +71,12 @@ def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> 
     ids = ",".join(str(int(i)) for i in message_ids)
     if kind == "bootstrap":
         proof = f" with nonce {nonce}" if nonce and NONCE.match(nonce) else ""
-        return f"{MARKER} bootstrap: call get_context, then ready{proof}"
+        waiting = ""
+        if message_ids:  # the backlog: what waited for this new process (get_context lists it)
+            shown = ",".join(str(int(i)) for i in message_ids[:BACKLOG_IDS_SHOWN])
+            more = len(message_ids) - BACKLOG_IDS_SHOWN
+            waiting = f" - waiting: ids {shown}" + (f" and {more} more" if more > 0 else "")
+        return f"{MARKER} bootstrap: call get_context, then ready{proof}{waiting}"
     if kind == "receipts":
         return f"{MARKER} receipts: ids {ids} were read by their recipients"
     count = len(message_ids)
@@ -104,16 +110,28 @@ def is_idle(screen: str) -> bool:
         return True
     if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
         return False
-    for index, line in enumerate(bottom):
-        neighbours = bottom[max(0, index - 1) : index] + bottom[index + 1 : index + 2]
-        if _empty_input(line) and any(_RULE.match(n) for n in neighbours):
-            return True
-    return False
+    return any(_empty_input(line) for line in _input_lines(bottom)[:-1])
+
+
+def _input_lines(bottom: list[str]) -> list[str]:
+    """The lines that can be the current input: the last line, and boxed or ruled lines."""
+    boxed = [
+        line
+        for index, line in enumerate(bottom)
+        if any(
+            _RULE.match(n)
+            for n in bottom[max(0, index - 1) : index] + bottom[index + 1 : index + 2]
+        )
+    ]
+    return [*boxed, bottom[-1]] if bottom else []
 
 
 def is_unfinished_notice(screen: str) -> bool:
-    """True when an input line holds one of our notice lines, typed but not submitted."""
-    return any(UNFINISHED.search(line) for line in _bottom(screen)[-3:])
+    """True when the input line holds one of our notice lines, typed but not submitted."""
+    bottom = _bottom(screen)
+    if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
+        return False
+    return any(UNFINISHED.search(line) for line in _input_lines(bottom))
 
 
 @dataclass(frozen=True)

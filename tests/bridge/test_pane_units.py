@@ -101,3 +101,17 @@ def test_an_unfinished_notice_is_found_inside_an_agents_input_box() -> None:
     line = notice_line("messages", [9])
     boxed = CLAUDE_CODE.replace("│ >      ", f"│ > {line}", 1)
     assert is_unfinished_notice(boxed) and not is_idle(boxed)
+
+
+def test_a_notice_already_submitted_above_a_busy_line_is_not_unfinished() -> None:
+    line = notice_line("bootstrap", [], "abc")
+    assert not is_unfinished_notice(f"> {line}\n> busy 12\nworking...")
+    assert is_unfinished_notice(f"> {line}\n> {notice_line('messages', [3])}")
+
+
+def test_a_bootstrap_line_names_the_backlog_that_waited_for_the_new_process() -> None:
+    assert notice_line("bootstrap", [3, 4], "n") == (
+        "[pocolobby] bootstrap: call get_context, then ready with nonce n - waiting: ids 3,4"
+    )
+    long = notice_line("bootstrap", list(range(1, 121)), "n")
+    assert long.endswith(",50 and 70 more") and is_unfinished_notice(f"> {long}")
