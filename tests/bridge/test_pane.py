@@ -434,3 +434,65 @@ async def test_two_bridges_on_one_pane_type_whole_lines(
     finally:
         for host in reversed(hosts):  # each host's task scopes close in reverse order
             await host.close()
+
+
+async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-mixed", ["lead", "coder"], tmp_path
+    )
+    lead = await Host(configs["lead"].path, str(uuid.uuid4()), tmp_path / "lead.log").start()
+    coder = await tmux_host(configs["coder"].path, agent_pane, tmp_path, "coder").start()
+    try:
+        await lead.bootstrapped()
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        nonce = marked(lines)[0].rsplit("with nonce ", 1)[1]
+        await coder.ok("get_context")
+        await coder.ok("ready", nonce=nonce)  # what the tmux agent's model does on that line
+
+        # Channel -> tmux, with a read receipt back to the Channel agent.
+        asked = await lead.ok(
+            "send_message",
+            to="coder",
+            content="review PR 7",
+            client_request_id="m-1",
+            notify_when_seen=True,
+        )
+        ask = asked["message_id"]
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1] == (
+            f"[pocolobby] 1 new message: ids {ask} - call get_messages, then acknowledge_messages"
+        )
+        inbox_seen = await coder.ok("get_messages")
+        assert [m["content"] for m in inbox_seen["messages"]] == ["review PR 7"]
+        await coder.ok("acknowledge_messages", message_ids=[ask])
+        receipt = await lead.event(lambda e: e.meta.get("scope") == "receipts")
+        assert f"coder saw message {ask} at" in receipt.headline
+
+        # tmux -> Channel, with the receipt typed into the pane.
+        answered = await coder.ok(
+            "send_message",
+            to="lead",
+            content="approved",
+            client_request_id="m-2",
+            reply_to=ask,
+            notify_when_seen=True,
+        )
+        answer = answered["message_id"]
+        event = await lead.message_event(answer)
+        assert "approved" in event.content
+        await lead.ok("acknowledge_messages", message_ids=[answer])
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 3)
+        assert marked(lines)[2] == (
+            f"[pocolobby] receipts: ids {answer} were read by their recipients"
+        )
+
+        # A coordinator tells them apart only by the transport facts.
+        listing = await agents(module_broker, configs["lead"].token)
+        assert (listing["lead"]["transport"], listing["coder"]["transport"]) == ("channel", "tmux")
+        assert listing["coder"]["notices_held"] is None
+        assert coder.events == []  # nothing of the tmux agent went to a channel
+    finally:
+        await coder.close()
+        await lead.close()
