@@ -415,6 +415,7 @@ def bridge_cmd(args: argparse.Namespace) -> int:
         deliver=args.deliver,
         pane=args.pane,
         hold_seconds=args.hold_seconds,
+        headless=args.headless,
     )
 
 
@@ -617,6 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         help="with --deliver tmux: how long a notice waits for an idle prompt before it is "
         "given up and the owner's attention is required (default 300)",
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="with --deliver tmux: no MCP host on stdin; only type notices into the pane, for "
+        "an agent that uses `pocolobby msg` (runs until SIGINT/SIGTERM)",
     )
     p.set_defaults(func=bridge_cmd)
 

@@ -169,6 +169,44 @@ async def serve(
     return 0
 
 
+async def serve_headless(
+    config: AgentConfig, pane: Pane, *, hold_seconds: float = HOLD_SECONDS
+) -> int:
+    """`--headless`: the stream and the pane only, no MCP host, for an agent that has no MCP
+    client and uses `pocolobby msg`; runs until SIGINT/SIGTERM (0) or a refusal (1)."""
+    runtime = derive_runtime(config.token)
+    if runtime.scope == "process":
+        log.warning(
+            "CLAUDE_CODE_SESSION_ID is not set: runtime %s belongs to this process only; set it "
+            "to a fixed UUID for this agent to keep the runtime across restarts",
+            runtime.runtime_id,
+        )
+    # No host: a pipe that is closed from the start, so the bridge's host writes are no-ops.
+    host = HostPipe(open(os.devnull, "rb"), open(os.devnull, "wb"))  # noqa: SIM115
+    host.close()
+    broker = BrokerClient(config.url, config.token, runtime.runtime_id)
+    bridge = Bridge(config, runtime, host, broker)
+    bridge.pane = PaneDelivery(pane, hold_seconds, on_change=bridge.report_delivery)
+    link = Link(bridge, config.token)
+    quit_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, quit_requested.set)
+    stream = asyncio.ensure_future(link.run())
+    waiter = asyncio.ensure_future(quit_requested.wait())
+    try:
+        await asyncio.wait({stream, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await link.close(QUIT_CLOSE_SECONDS)
+        for task in (stream, waiter):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await broker.aclose()
+    return 1 if bridge.stop is not None else 0
+
+
 def main(
     config_path: str,
     *,
@@ -176,6 +214,7 @@ def main(
     deliver: str = "channel",
     pane: str | None = None,
     hold_seconds: float = HOLD_SECONDS,
+    headless: bool = False,
 ) -> int:
     """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
 
@@ -212,6 +251,11 @@ def main(
                 "keeps messages pending, and the agent can read them with get_messages.",
                 file=sys.stderr,
             )
+    if headless:
+        if target is None:  # no tools to say it in: refuse
+            print("pocolobby bridge: --headless needs --deliver tmux and a pane", file=sys.stderr)
+            return 1
+        return asyncio.run(serve_headless(config, target, hold_seconds=hold_seconds))
     try:
         code = asyncio.run(serve(config, target, pane_problem=problem, hold_seconds=hold_seconds))
     except KeyboardInterrupt:  # a signal before the handlers were installed
