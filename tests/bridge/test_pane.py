@@ -19,7 +19,7 @@ import pytest
 from pocolobby.bridge.pane import Pane, _flock
 from tests.bridge.host import Host
 from tests.bridge_client import api, send_message
-from tests.server import Broker
+from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
 pytestmark = [
@@ -496,3 +496,60 @@ async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
     finally:
         await coder.close()
         await lead.close()
+
+
+async def test_a_headless_bridge_types_notices_for_a_shell_agent_that_answers_with_msg(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-headless", ["lead", "shell"], tmp_path
+    )
+    env = clean_env(
+        {"TMUX": f"{agent_pane.socket},0,0", "CLAUDE_CODE_SESSION_ID": str(uuid.uuid4())}
+    )
+    config = str(configs["shell"].path)
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", config, "--deliver", "tmux",
+         "--pane", agent_pane.pane_id, "--headless"],
+        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        nonce = marked(lines)[0].rsplit("with nonce ", 1)[1]
+
+        def msg(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "pocolobby", "msg", *args, "--config", config],
+                cwd=REPO_ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+
+        ready = await asyncio.to_thread(msg, "ready", nonce)
+        assert ready.returncode == 0 and ready.stdout.startswith("ready:"), ready.stderr
+        stale = await asyncio.to_thread(msg, "ready", "not-the-nonce")
+        assert stale.returncode == 2 and "stale_nonce" in stale.stdout + stale.stderr
+
+        sent = await send_message(module_broker.url, configs["lead"].token, "shell", "hi", "h-1")
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1].startswith(f"[pocolobby] 1 new message: ids {sent} ")
+        listing = await agents(module_broker, configs["lead"].token)
+        assert listing["shell"]["transport"] == "tmux"
+        assert listing["shell"]["notification_attention_required"] is False
+    finally:
+        bridge.terminate()
+        code = await asyncio.to_thread(bridge.wait, 20)
+        stderr = bridge.stderr.read() if bridge.stderr else ""
+    assert code == 0, stderr
+
+
+async def test_headless_without_a_pane_refuses_to_start(module_broker: Broker, tmp_path: Path):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-headless-none", ["a"], tmp_path
+    )
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", str(configs["a"].path),
+         "--deliver", "tmux", "--headless"],
+        cwd=REPO_ROOT, env=clean_env({"TMUX_PANE": ""}), capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1 and "--headless needs --deliver tmux and a pane" in result.stderr
