@@ -379,3 +379,36 @@ async def test_a_lobby_host_serves_no_stream_in_hosted_mode(backend, settings):
     welcome, _notice = await bootstrapped(api)
     assert welcome["generation"] == 1
     await api.disconnect()
+
+
+async def test_a_delivery_frame_records_the_transport_and_a_bad_one_records_nothing(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+
+    def transport() -> tuple[str, object]:
+        entry = {a["agent_id"]: a for a in lead.ok("list_agents")["agents"]}["backend"]
+        return entry["transport"], entry["notices_held"]
+
+    assert await sync(transport)() == ("channel", None)
+    for bad, named in [
+        ({"type": "delivery", "transport": "fax"}, "transport"),
+        ({"type": "delivery", "transport": "tmux", "held": "yes"}, "held"),
+        (
+            {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "x" * 300},
+            "held_reason",
+        ),
+    ]:
+        await stream.send_json_to(bad)
+        error = await frame(stream)
+        assert (error["code"], named in error["message"]) == ("invalid_frame", True)
+    assert await sync(transport)() == ("channel", None)  # nothing recorded
+
+    await stream.send_json_to(
+        {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "busy"}
+    )
+    await stream.send_json_to({"type": "heartbeat"})
+    assert (await frame(stream))["type"] == "heartbeat"  # answered after the frame before it
+    kind, held = await sync(transport)()
+    assert kind == "tmux" and held["reason"] == "busy"
+    await stream.disconnect()
+    assert (await sync(transport)())[0] == "none"
