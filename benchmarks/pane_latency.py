@@ -175,8 +175,8 @@ async def run(messages: int) -> int:
                     )
                     print(f"p50 tmux / p50 channel: {pane_p50 / channel_p50:.2f}")
             finally:
+                await channeled.close()  # each host's task scopes close in reverse order
                 await paned.close()
-                await channeled.close()
         finally:
             subprocess.run(["tmux", "-S", str(socket), "kill-server"], check=False, timeout=10)
             socket.unlink(missing_ok=True)

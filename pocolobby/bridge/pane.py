@@ -182,16 +182,18 @@ class Pane:
 
     async def busy_reason(self) -> str | None:
         """None when the agent waits for input; otherwise why a notice must wait."""
-        state = await self.tmux(
-            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}"
-        )
+        # One tmux call, two commands: the pane's mode and state, then its screen; -J joins
+        # lines the pane wrapped, so a long input line reads as the one line it is.
+        output = await self.tmux(
+            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}",
+            ";", "capture-pane", "-p", "-J", "-t", self.pane_id,
+        )  # fmt: skip
+        state, _, screen = output.partition("\n")
         in_mode, dead = [*state.split(), "0", "0"][:2]
         if dead != "0":
             return "the pane's program has exited"
         if in_mode != "0":
             return "the pane is in copy mode"
-        # -J joins lines the pane wrapped, so a long input line reads as the one line it is.
-        screen = await self.tmux("capture-pane", "-p", "-J", "-t", self.pane_id)
         if is_idle(screen):
             return None
         if is_unfinished_notice(screen):
