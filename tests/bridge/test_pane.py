@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -553,3 +554,36 @@ async def test_headless_without_a_pane_refuses_to_start(module_broker: Broker, t
         timeout=60, stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     assert result.returncode == 1 and "--headless needs --deliver tmux and a pane" in result.stderr
+
+
+async def test_the_codex_entry_connect_writes_starts_a_bridge_typing_into_its_pane(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(module_broker.provision, "pane-codex", ["codex"], tmp_path)
+    codex_home = tmp_path / "codex-home"
+    written = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pocolobby", "connect", "--config", str(configs["codex"].path),
+         "--host", "codex"],
+        cwd=tmp_path, env=clean_env({"PYTHONPATH": str(REPO_ROOT), "CODEX_HOME": str(codex_home)}),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    entry = tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]["pocolobby"]
+    # As Codex starts it: the command and args, and only the env_vars it names from the pane.
+    passed = {"TMUX": f"{agent_pane.socket},0,0", "TMUX_PANE": agent_pane.pane_id}
+    assert set(entry["env_vars"]) == set(passed)
+    host = Host(
+        configs["codex"].path,
+        str(uuid.uuid4()),
+        tmp_path / "codex.log",
+        extra_env=passed,
+        command=[entry["command"], *entry["args"]],
+    )
+    await host.start()
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        assert marked(lines)[0].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert (await host.ok("get_context"))["bridge"]["delivery"]["pane"] == agent_pane.pane_id
+    finally:
+        await host.close()
