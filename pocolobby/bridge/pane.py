@@ -4,10 +4,13 @@ A push becomes one line typed into the agent's pane: a fixed marker, the notice'
 every message id, never a body (peer text typed into a terminal could run as a command). The
 line is typed only while the pane shows an idle prompt, under an flock shared by every writer
 to the same tmux server and pane, with `send-keys -l` for the literal text and Enter after it.
-The caller reports `host_written` only after this returns True: at least once, never early.
+The caller reports `host_written` only after `deliver` answers "typed": at least once, never
+early. A notice that waits is held (re-checked every second) up to `hold_seconds`, then given
+up with `attention` reported, and the broker's retries offer it again.
 
-Plain `tmux` commands rather than libtmux: the four calls used here (display, capture-pane,
-send-keys -l, send-keys Enter) are one line each, and the bridge then needs no new dependency.
+Plain `tmux` commands rather than libtmux: the three calls per notice (`display-message ;
+capture-pane` as one, `send-keys -l`, `send-keys Enter`) are one line each, and the bridge then
+needs no new dependency (docs/DECISIONS.md).
 """
 
 from __future__ import annotations
