@@ -18,7 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from lobbies import presence, push
-from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.actions.runtime import Claim, DeliveryReport, claim_runtime, report_delivery
 from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
@@ -30,6 +30,7 @@ from lobbies.wire import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
     FRAME_CATALOG,
+    FRAME_DELIVERY,
     FRAME_ERROR,
     FRAME_HEARTBEAT,
     FRAME_HOST_WRITTEN,
@@ -225,11 +226,19 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 await self._error(
                     "unknown_notice", "no notice with that notice_id for this process"
                 )
+        elif kind == FRAME_DELIVERY:
+            try:
+                report = DeliveryReport.parse(frame)
+            except BrokerError as error:
+                await self._error(error.code, error.message)
+                return
+            if self.connection_pk is not None:
+                await on_worker(report_delivery)(self.connection_pk, self.generation, report)
         else:
             await self._error(
                 "unknown_frame_type",
                 f"unknown frame type {kind[:40]!r}; "
-                "this broker takes heartbeat, received and host_written",
+                "this broker takes heartbeat, received, host_written and delivery",
             )
 
     # ------------------------------------------------------------ group messages

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from django.db import models
 from django.db.models import Q
 
+from lobbies import wire
+
 
 def closed_set(field: str, choices: type[models.TextChoices], *, nullable: bool = False) -> Q:
     condition = Q(**{f"{field}__in": choices.values})
@@ -538,14 +540,33 @@ class BrokerProcess(models.Model):
         return f"process {self.id}"
 
 
+class Transport(models.TextChoices):
+    """How a bridge puts pushes in front of its agent (`pocolobby bridge --deliver`)."""
+
+    CHANNEL = wire.TRANSPORT_CHANNEL  # Claude Code Channels: notifications/claude/channel
+    TMUX = wire.TRANSPORT_TMUX  # one line typed into the agent's tmux pane
+
+
 class Connection(models.Model):
-    """A bridge's open WebSocket, held by one broker process."""
+    """A bridge's open WebSocket, held by one broker process, with its delivery facts."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="connections")
     process = models.ForeignKey(BrokerProcess, on_delete=models.CASCADE, related_name="connections")
     generation = models.BigIntegerField()
     connected_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField()
+    # Reported by the bridge's `delivery` frame; a bridge that never reports is a Channel one.
+    transport = models.CharField(max_length=16, choices=Transport.choices, default="channel")
+    # Set while a tmux bridge holds notices (the pane is busy, gone, or locked): since when, why.
+    held_since = models.DateTimeField(null=True, blank=True)
+    held_reason = models.CharField(max_length=wire.HELD_REASON_CHARS, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=closed_set("transport", Transport), name="connection_transport"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"connection of {self.agent_id} (generation {self.generation})"

@@ -28,6 +28,7 @@ from lobbies.models import (
     RoomMember,
     Schedule,
     Scope,
+    Transport,
 )
 from lobbies.names import OWNER_SENDER
 from lobbies.presence import PROCESS_ID, live_connections
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
         last_receipt_at: datetime | None
         unseen_notified: int | None
         oldest_unseen_notified: datetime | None
+        transport: str | None
+        held_since: datetime | None
+        held_reason: str | None
         last_sent_at: datetime | None
         last_received_at: datetime | None
         online: bool  # board.selectors.shown_agents
@@ -364,6 +368,7 @@ _COPY_SQL = (
 def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
     live = live_connections().filter(agent=OuterRef("pk")).order_by()
+    newest = live.order_by("-generation", "-connected_at")
     unseen = (
         Delivery.objects.filter(
             recipient=OuterRef("pk"),
@@ -389,6 +394,10 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
         oldest_unseen_notified=Subquery(
             unseen.annotate(t=Min("notification_attempted_at")).values("t")
         ),
+        # The newest live connection's delivery facts (a newer process fences older ones).
+        transport=Subquery(newest.values("transport")[:1]),
+        held_since=Subquery(newest.values("held_since")[:1]),
+        held_reason=Subquery(newest.values("held_reason")[:1]),
     )
     return cast("QuerySet[AnnotatedAgent]", annotated)
 
@@ -458,7 +467,18 @@ def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str,
         "unseen_notified_count": agent.unseen_notified or 0,
         "oldest_unseen_notified_at": iso(agent.oldest_unseen_notified),
         "notification_attention_required": agent.notification_attention_required,
+        **delivery_entry(agent),
     }
+
+
+def delivery_entry(agent: AnnotatedAgent) -> dict[str, Any]:
+    """How pushes reach the agent: its bridge's transport (channel, tmux) or none when no
+    bridge is connected; for tmux, since when and why notices are held (None: not held)."""
+    transport = (agent.transport or Transport.CHANNEL) if agent.connected else "none"
+    held = None
+    if transport != "none" and agent.held_since is not None:
+        held = {"since": iso(agent.held_since), "reason": agent.held_reason or ""}
+    return {"transport": transport, "notices_held": held}
 
 
 def list_agents(viewer: Agent) -> dict[str, Any]:

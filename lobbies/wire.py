@@ -30,7 +30,14 @@ FRAME_CATALOG = "catalog"
 # Frames a bridge sends (besides heartbeat): what became of a notice.
 FRAME_RECEIVED = "received"
 FRAME_HOST_WRITTEN = "host_written"
-BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN)
+# How this bridge delivers (`transport`), whether it holds notices (`held`, `held_reason`), and
+# `attention` when a held notice was given up: sent after the welcome and on every change. A
+# bridge that never sends it is a Channel bridge.
+FRAME_DELIVERY = "delivery"
+BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN, FRAME_DELIVERY)
+TRANSPORT_CHANNEL = "channel"
+TRANSPORT_TMUX = "tmux"
+HELD_REASON_CHARS = 200
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -107,6 +107,8 @@ def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, dict[str, An
         return "get_context", {} if args.cursor is None else {"cursor": args.cursor}
     if command == "status":
         return "set_status", {"status": args.text}
+    if command == "ready":
+        return "ready", {"nonce": args.nonce}
     raise ValueError(f"unknown msg command {command!r}")
 
 
@@ -165,6 +167,8 @@ def render_text(command: str, data: dict[str, Any], request_id: str | None) -> s
     if command == "status":
         status = data.get("status")
         return f"status: {status}" if status else "status cleared"
+    if command == "ready":
+        return "ready: the broker knows this session loaded its context"
     return render_context(data)
 
 
@@ -319,4 +323,7 @@ def add_parser(sub: Any) -> None:
 
     q = command("status", "set the one line peers see beside you; '' clears it (set_status)")
     q.add_argument("text")
+
+    q = command("ready", "echo a bootstrap's nonce after reading your context (ready)")
+    q.add_argument("nonce")
     p.set_defaults(func=run)

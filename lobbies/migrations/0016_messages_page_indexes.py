@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('lobbies', '0013_history_search'),
+        ('lobbies', '0015_connection_transport'),
     ]
 
     operations = [

@@ -405,3 +405,36 @@ async def test_notices_over_the_per_minute_cap_wait_and_go_as_one(lead, backend)
         notice = await frame(stream, timeout=5)
     assert notice["message_ids"] == [third["id"], fourth["id"]]  # coalesced into one
     await stream.disconnect()
+
+
+async def test_a_delivery_frame_records_the_transport_and_a_bad_one_records_nothing(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+
+    def transport() -> tuple[str, object]:
+        entry = {a["agent_id"]: a for a in lead.ok("list_agents")["agents"]}["backend"]
+        return entry["transport"], entry["notices_held"]
+
+    assert await sync(transport)() == ("channel", None)
+    for bad, named in [
+        ({"type": "delivery", "transport": "fax"}, "transport"),
+        ({"type": "delivery", "transport": "tmux", "held": "yes"}, "held"),
+        (
+            {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "x" * 300},
+            "held_reason",
+        ),
+    ]:
+        await stream.send_json_to(bad)
+        error = await frame(stream)
+        assert (error["code"], named in error["message"]) == ("invalid_frame", True)
+    assert await sync(transport)() == ("channel", None)  # nothing recorded
+
+    await stream.send_json_to(
+        {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "busy"}
+    )
+    await stream.send_json_to({"type": "heartbeat"})
+    assert (await frame(stream))["type"] == "heartbeat"  # answered after the frame before it
+    kind, held = await sync(transport)()
+    assert kind == "tmux" and held["reason"] == "busy"
+    await stream.disconnect()
+    assert (await sync(transport)())[0] == "none"
