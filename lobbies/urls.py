@@ -32,6 +32,7 @@ urlpatterns = [
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/delivery", operator_api.lobby_delivery),
     path("admin/lobbies/<str:lobby>/cancel-scheduled", operator_api.lobby_cancel_scheduled),
+    path("admin/lobbies/<str:lobby>/attachments", operator_api.lobby_attachments),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>/role", operator_api.agent_role),
