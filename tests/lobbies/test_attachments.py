@@ -32,7 +32,7 @@ from tests.conftest import AgentClient
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
-NOTES = "# Research\n\nLong findings, in Markdown.\n".encode()
+NOTES = b"# Research\n\nLong findings, in Markdown.\n"
 
 
 @pytest.fixture(autouse=True)
@@ -395,7 +395,7 @@ def test_content_still_named_by_a_newer_message_stays(clock, lead, backend, atta
     upload(lead, PNG)
     send_with(lead, "backend", "n-1", describe(PNG))
     clock.move_to(T0 + timedelta(hours=12))
-    status, later = send_with(lead, "backend", "n-2", describe(PNG))  # no new upload needed
+    status, _ = send_with(lead, "backend", "n-2", describe(PNG))  # no new upload needed
     assert status == 200
     sweep(T0 + timedelta(days=1, hours=1))
     assert Message.objects.count() == 1 and stored_files(attachments_dir) == [sha(PNG)]
