@@ -116,7 +116,7 @@ def upload(uploader: Agent, sha256: str, content_type: str, data: bytes) -> Uplo
     if not blobs.SHA256_PATTERN.match(sha256):
         raise bad_request(
             "the path must end in the SHA-256 of the bytes, 64 lowercase hex digits",
-            code="invalid_sha256",
+            code="invalid_digest",
         )
     try:
         media_type = check_media_type(content_type or "")
