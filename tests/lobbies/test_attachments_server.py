@@ -72,6 +72,9 @@ def test_the_bridge_flow_over_http_send_409_upload_exactly_the_missing_repeat_on
         tools = http.get("/v1/tools", headers=lead.headers).json()["tools"]
         send = next(t for t in tools if t["name"] == "send_message")
         assert send["input_schema"]["properties"]["attachments"]["items"]["type"] == "string"
+    # The owner lists metadata and usage with the CLI; there is no command for content.
+    listing = broker.cli_ok("attachments", "files").stdout
+    assert f"{len(PNG)} of 1073741824 bytes" in listing and "shot.png" in listing
 
 
 def _hold_an_upload_open(broker: Broker, token: str, size: int) -> socket.socket:
