@@ -137,7 +137,7 @@ def upload(uploader: Agent, sha256: str, content_type: str, data: bytes) -> Uplo
         )
     _check_bytes(media_type, data)
     size = len(data)
-    with blobs.write_lock:
+    with blobs.write_lock():
         now = timezone.now()
         proven = PendingUpload.objects.filter(uploader=uploader, sha256=sha256)
         if (
@@ -301,7 +301,7 @@ def delete_unreferenced_contents(hashes: Iterable[str] | None = None) -> int:
     Under the blobs write lock, so no upload of the same bytes commits in between.
     """
     removed = 0
-    with blobs.write_lock:
+    with blobs.write_lock():
         while found := _unreferenced_contents(hashes):
             with transaction.atomic():
                 gone = list(
@@ -325,7 +325,7 @@ def delete_unreferenced_contents(hashes: Iterable[str] | None = None) -> int:
 
 def remove_files_without_rows(hashes: Iterable[str]) -> None:
     """After a commit: remove each file whose content row is gone (checked under the lock)."""
-    with blobs.write_lock:
+    with blobs.write_lock():
         for sha256 in hashes:
             if not AttachmentContent.objects.filter(sha256=sha256).exists():
                 blobs.remove(sha256)
@@ -343,6 +343,8 @@ def _stray_files(now: datetime) -> list[str]:
     with os.scandir(folder) as entries:
         for entry in entries:
             with contextlib.suppress(FileNotFoundError):
+                if entry.name == blobs.LOCK_NAME:
+                    continue
                 if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < horizon:
                     names.append(entry.name)
     if not names:
@@ -357,7 +359,7 @@ def _stray_files(now: datetime) -> list[str]:
 
 def _remove_stray_files(now: datetime) -> int:
     removed = 0
-    with blobs.write_lock:
+    with blobs.write_lock():
         for name in _stray_files(now):
             if (
                 blobs.SHA256_PATTERN.match(name)

@@ -77,7 +77,8 @@ def download(agent: AgentClient, attachment_id: int, suffix: str = ""):
 
 
 def stored_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    """The files under the attachments directory, its lock file aside."""
+    return sorted(p.name for p in folder.iterdir() if p.name != ".lock") if folder.exists() else []
 
 
 def nothing_stored(folder: Path) -> bool:

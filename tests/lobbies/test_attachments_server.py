@@ -37,7 +37,7 @@ def put(http: httpx.Client, headers: dict, data: bytes) -> httpx.Response:
 
 def stored(broker: Broker) -> list[str]:
     folder = broker.data_dir / "attachments"
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    return sorted(p.name for p in folder.iterdir() if p.name != ".lock") if folder.exists() else []
 
 
 def test_the_bridge_flow_over_http_send_409_upload_exactly_the_missing_repeat_once(
@@ -67,7 +67,8 @@ def test_the_bridge_flow_over_http_send_409_upload_exactly_the_missing_repeat_on
         got = http.get(f"/v1/attachments/{file['id']}", headers=backend.headers)
         assert got.status_code == 200 and got.content == PNG
         assert got.headers["content-type"] == "image/png"
-        assert http.get(f"/v1/attachments/{file['id']}", headers=outsider.headers).status_code == 404
+        stranger = http.get(f"/v1/attachments/{file['id']}", headers=outsider.headers)
+        assert stranger.status_code == 404
         # The catalog offers the model local paths; the route took descriptions.
         tools = http.get("/v1/tools", headers=lead.headers).json()["tools"]
         send = next(t for t in tools if t["name"] == "send_message")
