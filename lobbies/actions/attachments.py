@@ -212,7 +212,8 @@ def _claim(sender: Agent, described: Sequence[AttachmentDescription], now: datet
             )
     ids = []
     for d in described:
-        record = Attachment.objects.filter(
+        # Locked: the sweep expires a record only under this lock (see `sweep`).
+        record = Attachment.objects.select_for_update().filter(
             uploader=sender,
             sha256=d.sha256,
             name=d.name,
@@ -383,12 +384,19 @@ def sweep(now: datetime) -> dict[str, int]:
        left without a row by a crash go after the grace period too.
     """
     counts = {"attachments_expired": 0, "attachment_records": 0, "pending_uploads": 0}
-    expiring = Attachment.objects.filter(_expiring(now))
-    if expiring.exists():
+    candidates = list(Attachment.objects.filter(_expiring(now)).values_list("pk", flat=True))
+    if candidates:
         with transaction.atomic():
-            counts["attachments_expired"] = Attachment.objects.filter(_expiring(now)).update(
-                expired_at=now
+            # Locked first, then checked again by a statement of its own: on PostgreSQL that
+            # statement sees a link a send committed while we waited for its row lock.
+            locked = list(
+                Attachment.objects.select_for_update()
+                .filter(pk__in=candidates, expired_at__isnull=True)
+                .values_list("pk", flat=True)
             )
+            counts["attachments_expired"] = Attachment.objects.filter(
+                _expiring(now), pk__in=locked
+            ).update(expired_at=now)
     old = Attachment.objects.filter(
         expired_at__lte=now - EXPIRED_RECORD_KEPT,
         message_links__isnull=True,
