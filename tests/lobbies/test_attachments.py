@@ -27,6 +27,8 @@ from lobbies.models import (
     Message,
     MessageAttachment,
     PendingUpload,
+    Schedule,
+    ScheduleAttachment,
 )
 from tests.conftest import AgentClient
 
@@ -455,6 +457,25 @@ def test_an_active_schedule_keeps_its_files_and_each_occurrence_carries_them(
     lead.ok("cancel_scheduled", schedule_id=schedule["schedule_id"])
     sweep(T0 + timedelta(days=5, minutes=1))
     assert stored_files(attachments_dir) == []
+
+
+def test_a_schedule_naming_files_not_uploaded_is_409_and_not_stored(lead, backend):
+    arguments = {
+        "to": "backend",
+        "content": "daily shot",
+        "client_request_id": "sch-9",
+        "time_zone": "UTC",
+        "times": ["09:00"],
+        "attachments": [describe(PNG, "daily.png")],
+    }
+    status, body = lead.call("schedule_message", **arguments)
+    assert (status, body["error"]["missing"]) == (409, [sha(PNG)])
+    assert not Schedule.objects.exists() and not Attachment.objects.exists()
+    upload(lead, PNG)
+    assert lead.call("schedule_message", **arguments)[0] == 200
+    status, again = lead.call("schedule_message", **arguments)
+    assert status == 200 and again["duplicate"] is True
+    assert Schedule.objects.count() == 1 and ScheduleAttachment.objects.count() == 1
 
 
 def test_a_pending_upload_goes_after_the_grace_period(lead, attachments_dir):
