@@ -358,6 +358,13 @@ def test_a_broadcast_carries_its_files_to_everyone(make_agent, backend):
         assert download(agent, file["id"]).content == NOTES
 
 
+def test_recipients_keep_a_file_whose_uploader_was_removed(lead, backend):
+    upload(lead, PNG)
+    [file] = send_with(lead, "backend", "u-1", describe(PNG))[1]["attachments"]
+    operator.remove_agent("my-team", "lead")
+    assert download(backend, file["id"]).content == PNG
+
+
 def test_pushes_name_each_attachment_without_its_content(lead, backend):
     upload(lead, PNG)
     [file] = send_with(lead, "backend", "p-1", describe(PNG))[1]["attachments"]
