@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
-from lobbies.catalog import Caller, catalog_for, run_tool
+from lobbies.answers import Catalog
+from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, run_tool
 from lobbies.credentials import stated
 from lobbies.errors import bad_request
-from lobbies.http import ApiView, api_view, json_body
+from lobbies.http import ApiView, Documented, api_view, json_body
 from lobbies.tokens import agent_for_token
 from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
 
@@ -27,12 +28,26 @@ def _caller(request: HttpRequest) -> Caller:
     return Caller(agent, RuntimeCaller(check_runtime_id(given.runtime_id), given.generation))
 
 
-@api_view(("GET",))
+def _documented(tool: Tool, method: str, **bind: str) -> Documented:
+    """The tool as one operation of the document: its catalog schema is the arguments."""
+    return Documented(
+        method,
+        tool.answer,
+        body=tool.schema if method != "GET" else None,
+        query=tool.schema if method == "GET" else None,
+        errors=tool.errors,
+        bind=tuple(bind.items()),
+        summary=tool.description,
+    )
+
+
+@api_view(("GET",), Documented("GET", Catalog, errors=()))
 def tools(request: HttpRequest) -> JsonResponse:
+    """The operations this agent may call (permission-filtered), with their JSON Schemas."""
     return JsonResponse(catalog_for(_caller(request).agent))
 
 
-@api_view(("POST",))
+@api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))
 def call_tool(request: HttpRequest, name: str) -> JsonResponse:
     return JsonResponse(run_tool(_caller(request), name, json_body(request)))
 
@@ -40,7 +55,7 @@ def call_tool(request: HttpRequest, name: str) -> JsonResponse:
 def operation_route(name: str, method: str) -> ApiView:
     """A REST route that runs catalog operation `name`, exactly as POST /v1/tools/<name> does."""
 
-    @api_view((method,))
+    @api_view((method,), _documented(TOOLS[name], method))
     def route(request: HttpRequest) -> JsonResponse:
         caller = _caller(request)
         if method == "GET":

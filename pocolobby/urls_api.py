@@ -13,10 +13,22 @@ from django.urls import include, path
 
 from board import api as board_api
 from console import operator_api
-from lobbies.http import handle_bad_request, handle_not_found
+from lobbies import answers
+from lobbies.http import Documented, api_view, documented, handle_bad_request, handle_not_found
+from lobbies.openapi import document
 from pocolobby import readiness
 
 
+@documented(
+    Documented(
+        "GET",
+        answers.Health,
+        auth="none",
+        errors=(),
+        others=((503, answers.Unhealthy),),
+        summary="Readiness for proxies and supervisors: one bounded read of the store",
+    )
+)
 def health(request: HttpRequest) -> JsonResponse:
     """Readiness for proxies and supervisors: one bounded read of the store, 503 without it."""
     try:
@@ -33,11 +45,22 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True, "service": "pocolobby", **broker})
 
 
+@api_view(("GET",), Documented("GET", None, auth="none", errors=()))
+def openapi(request: HttpRequest) -> JsonResponse:
+    """This API's OpenAPI 3.1 document, generated from the schemas that validate requests.
+
+    Served without a token, like /v1/health: it describes the code, which is public, and no
+    lobby, agent or setting of this broker (docs/DECISIONS.md).
+    """
+    return JsonResponse(document(__name__))
+
+
 handler400 = handle_bad_request
 handler404 = handle_not_found
 
 urlpatterns = [
     path("v1/health", health),
+    path("v1/openapi.json", openapi),
     path("v1/", include("lobbies.urls")),
     path("v1/usage", board_api.put_usage),
     path("v1/turns", board_api.post_turn),
