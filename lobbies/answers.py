@@ -309,11 +309,26 @@ class InboxSummary(Answer):
     first: list[MessageHeader]
 
 
+class Receipt(Answer):
+    """When the reader acknowledged it, and that receipt's number."""
+
+    receipt_sequence: int
+    seen_at: Time
+
+
+class UncertainMessage(MessageEntry, Receipt):
+    pass
+
+
+class UncertainHeader(MessageHeader, Receipt):
+    pass
+
+
 class UncertainReceipts(Answer):
     total: int
     covered_through: int
-    messages: list[MessageEntry]
-    headers: list[MessageHeader]
+    messages: list[UncertainMessage]
+    headers: list[UncertainHeader]
     next_cursor: str | None
 
 
