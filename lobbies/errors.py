@@ -15,6 +15,7 @@ class BrokerError(Exception):
         self.code = code
         self.message = message
         self.extra = extra
+        self.headers: dict[str, str] = {}
 
     def as_json(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, **self.extra}}
@@ -41,7 +42,11 @@ def request_too_large(limit: int) -> BrokerError:
 
 
 def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
-    return BrokerError(405, "method_not_allowed", f"use {' or '.join(methods)} on {path}")
+    """405 with the `Allow` header RFC 9110 requires, naming the methods the path serves."""
+    allowed = list(methods)
+    error = BrokerError(405, "method_not_allowed", f"use {' or '.join(allowed)} on {path}")
+    error.headers["Allow"] = ", ".join(allowed)
+    return error
 
 
 # Every code a /v1 refusal carries, by HTTP status: the table of docs/API.md ("Errors"), which

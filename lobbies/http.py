@@ -63,6 +63,8 @@ def documented(*openapi: Documented) -> Callable[[ViewFunction], ViewFunction]:
 
 def error_response(error: BrokerError) -> JsonResponse:
     response = JsonResponse(error.as_json(), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
     retry_after = error.extra.get("retry_after")
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
