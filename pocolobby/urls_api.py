@@ -10,15 +10,27 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 
 from board import api as board_api
 from console import operator_api
 from lobbies import answers
-from lobbies.http import Documented, api_view, documented, handle_bad_request, handle_not_found
+from lobbies.errors import method_not_allowed
+from lobbies.http import (
+    Documented,
+    api_view,
+    documented,
+    error_response,
+    handle_bad_request,
+    handle_not_found,
+)
 from lobbies.openapi import document
 from pocolobby import readiness
 
+HEALTH_METHODS = ("GET", "HEAD")
 
+
+@csrf_exempt  # no cookies, no session: a refused method is 405 JSON, not a CSRF page
 @documented(
     Documented(
         "GET",
@@ -30,7 +42,12 @@ from pocolobby import readiness
     )
 )
 def health(request: HttpRequest) -> JsonResponse:
-    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it."""
+    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it.
+
+    GET or HEAD, without a token; another method is 405 like on every /v1 route.
+    """
+    if request.method not in HEALTH_METHODS:
+        return error_response(method_not_allowed(HEALTH_METHODS, request.path))
     try:
         broker = readiness.read_store()
     except readiness.StoreUnavailable as exc:
