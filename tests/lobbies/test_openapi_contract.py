@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 LOBBY = "contract"
 # Examples per operation in the fuzzing phase: about 60 operations in well under 3 minutes.
-MAX_EXAMPLES = 8
+MAX_EXAMPLES = 5
 SEED = 1801
 
 # Left out, with the reason: `positive_data_acceptance` expects every request that fits the
