@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-import pytest
-
 import json
 
+import pytest
 from django.test import Client
 
 from lobbies.actions import operator
