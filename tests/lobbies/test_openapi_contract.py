@@ -1,18 +1,21 @@
 """The published contract, fuzzed: schemathesis runs every /v1 operation of the OpenAPI document
 a live broker serves (`GET /v1/openapi.json`) against that broker, a real `pocolobby serve`
-subprocess, with an agent's token or the admin token as each operation's security says.
+subprocess: its CLI, every phase, bounded, in two passes (the agents' operations with an
+agent token, then the operator's with the admin token).
 
 Every answer must be documented: no 5xx, a documented status, a body that conforms to that
 status's schema (success models from lobbies/answers.py; every error `{"error": {"code",
-"message"}}` with one of the status's documented codes). A tour first calls operations the
-way an agent and the operator do, with valid arguments, so the success schemas are checked on
-real answers and not only on the refusals random input mostly gets.
+"message"}}` with one of the status's documented codes), a 405 with its `Allow` header, input
+the schema forbids refused. Random input mostly gets refusals, so a tour first calls the
+operations the way an agent, its bridge and the operator do, with valid arguments, and checks
+each real answer against the document with schemathesis's own checks.
 
 On PostgreSQL (DATABASE_URL=postgres://...) the broker runs on a database of its own there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,8 @@ from schemathesis import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
+from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from tests.bridge_client import Bridge, payload
 from tests.server import Broker
 
 pytestmark = pytest.mark.slow
@@ -224,6 +230,27 @@ def test_the_tour_answers_as_documented(contract: OpenApiSchema, live: Live) -> 
     assert context["uncertain"]["total"] >= 1
     assert call("POST", "/v1/tools/read_checkpoint", body={})["checkpoint"] is None
 
+    # A bridge's session: bound over the stream, then ready and a checkpoint over HTTP.
+    runtime = asyncio.run(_bind(live.broker.url, beta))
+    bound = {"token": beta, "extra": runtime.headers}
+    call("POST", "/v1/me/ready", body={"nonce": runtime.nonce}, **bound)
+    call("POST", "/v1/tools/ready", body={"nonce": runtime.nonce}, **bound)
+    saved = call(
+        "POST",
+        "/v1/tools/save_checkpoint",
+        body={
+            "expected_revision": 0,
+            "checkpoint": {"objective": "tour", "next": ["fuzz"]},
+            "covers_receipts_through": context["receipt_sequence"],
+            "acknowledge_message_ids": ids,
+        },
+        **bound,
+    )
+    assert saved["revision"] == 1 and saved["acknowledged"] == ids
+    assert call("POST", "/v1/tools/read_checkpoint", body={}, token=beta)["checkpoint"]
+    resumed = call("POST", "/v1/tools/get_context", body={}, token=beta)
+    assert resumed["runtime"]["ready"] and resumed["checkpoint"]["revision"] == 1
+
     # The operator, on a lobby of its own so the fuzzing keeps its agents.
     call("GET", "/v1/admin/lobbies")
     call("POST", "/v1/admin/lobbies", body={"name": "ops-tour"})
@@ -350,6 +377,8 @@ def _schemathesis(live: Live, token: str, selection: tuple[str, ...], reports: P
     assert result.returncode == 0, output[-20_000:]
     selected = re.search(r"Operations:\s+(\d+) selected / (\d+) total", output)
     assert selected and int(selected.group(1)) > 0, output[-5_000:]
+    # The token must have held for the whole run, or it tested only the refusal of a token.
+    assert "Authentication failed" not in output, output[-5_000:]
 
 
 @pytest.mark.parametrize("run", list(RUNS))
@@ -360,12 +389,31 @@ def test_every_operation_keeps_its_documented_contract(
     _schemathesis(live, token, RUNS[run], tmp_path)
 
 
+@dataclass(frozen=True)
+class Runtime:
+    runtime_id: str
+    generation: int
+    nonce: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {RUNTIME_HEADER: self.runtime_id, GENERATION_HEADER: str(self.generation)}
+
+
+async def _bind(url: str, token: str) -> Runtime:
+    """A new bridge process claims the agent: its runtime, generation and bootstrap nonce."""
+    async with await Bridge.connect(url, token) as bridge:
+        welcome, bootstrap = await bridge.bootstrapped()
+        return Runtime(bridge.runtime, welcome["generation"], payload(bootstrap)["nonce"])
+
+
 def _call(
     contract: OpenApiSchema,
     live: Live,
     method: str,
     path: str,
     token: str | None = None,
+    extra: dict[str, str] | None = None,
     **parts: Any,
 ) -> Any:
     """One request through schemathesis, every check run on its answer; it must succeed."""
@@ -373,6 +421,7 @@ def _call(
     headers = live.headers(case)
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
+    headers.update(extra or {})
     response = case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
     assert response.status_code < 300, (method, path, response.status_code, response.text)
     return response.json()
