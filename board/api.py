@@ -71,6 +71,7 @@ class TokensReport(Operation):
 
 @api_view(("PUT",), Documented("PUT", answers.UsageStored, body=usage.UsageReport, errors=(413,)))
 def put_usage(request: HttpRequest) -> JsonResponse:
+    """Plan usage from the agent's status line; the latest reading is kept in memory."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(usage.UsageReport, json_body(request))
     now = timezone.now()
@@ -80,6 +81,7 @@ def put_usage(request: HttpRequest) -> JsonResponse:
 
 @api_view(("POST",), Documented("POST", answers.TurnAnswer, body=TurnReport, errors=(413,)))
 def post_turn(request: HttpRequest) -> JsonResponse:
+    """A turn started or ended, from Claude Code's hooks: the dashboard's work stretches."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(TurnReport, json_body(request))
     now = timezone.now()
@@ -101,6 +103,7 @@ def post_turn(request: HttpRequest) -> JsonResponse:
 
 @api_view(("PUT",), Documented("PUT", answers.TokensStored, body=TokensReport, errors=(413,)))
 def put_tokens(request: HttpRequest) -> JsonResponse:
+    """Token counts per session and UTC day; each row is replaced, never added twice."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(TokensReport, json_body(request))
     now = timezone.now()

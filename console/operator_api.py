@@ -59,6 +59,7 @@ def accounts(request: HttpRequest) -> JsonResponse:
 
 @api_view(("PUT",), admin("PUT", answers.OwnerAnswer, SetOwner))
 def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Make an account the lobby's owner, creating the account if new."""
     require_operator(request)
     args = parse_arguments(SetOwner, json_body(request))
     account = account_actions.set_owner(lobby, args.email)
@@ -71,6 +72,7 @@ def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
     admin("DELETE", answers.RepositoryWithdrawn, Repository),
 )
 def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Approve a repository for the lobby's notes (POST), or withdraw it (DELETE)."""
     require_operator(request)
     args = parse_arguments(Repository, json_body(request))
     if request.method == "POST":

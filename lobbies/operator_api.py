@@ -62,8 +62,15 @@ def admin(
 
 @api_view(
     ("GET", "POST"),
-    admin("GET", answers.LobbyList, errors=()),
-    admin("POST", answers.LobbyEntry, CreateLobby, statuses=(201,), errors=(409,)),
+    admin("GET", answers.LobbyList, errors=(), summary="List the lobbies"),
+    admin(
+        "POST",
+        answers.LobbyEntry,
+        CreateLobby,
+        statuses=(201,),
+        errors=(409,),
+        summary="Create a lobby",
+    ),
 )
 def lobbies(request: HttpRequest) -> JsonResponse:
     require_operator(request)
@@ -78,6 +85,7 @@ def lobbies(request: HttpRequest) -> JsonResponse:
 
 @api_view(("DELETE",), admin("DELETE", answers.Deleted))
 def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Delete a lobby for good: its agents, tokens and messages; the name is retired."""
     require_operator(request)
     operator.delete_lobby(lobby)
     return JsonResponse({"deleted": lobby})
@@ -85,8 +93,14 @@ def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
 
 @api_view(
     ("GET", "POST"),
-    admin("GET", answers.OperatorAgentList),
-    admin("POST", answers.Credential, AddAgent, statuses=(201,)),
+    admin("GET", answers.OperatorAgentList, summary="List a lobby's agents, disabled ones too"),
+    admin(
+        "POST",
+        answers.Credential,
+        AddAgent,
+        statuses=(201,),
+        summary="Add an agent; its token is shown once",
+    ),
 )
 def agents(request: HttpRequest, lobby: str) -> JsonResponse:
     require_operator(request)
@@ -110,6 +124,7 @@ def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
 
 @api_view(("DELETE",), admin("DELETE", answers.Removed))
 def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    """Remove an agent, its tokens and its inbox; messages it sent stay."""
     require_operator(request)
     operator.remove_agent(lobby, agent_id)
     return JsonResponse({"removed": agent_id})
@@ -126,6 +141,7 @@ class SetPermissions(Operation):
 
 @api_view(("POST",), admin("POST", answers.RoleAnswer, SetRole))
 def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    """Set the agent's role, the owner's text its sessions load with get_context."""
     require_operator(request)
     args = parse_arguments(SetRole, json_body(request))
     agent = continuity.set_role(lobby, agent_id, args.role)
@@ -167,6 +183,7 @@ class AgentAction:
 
     run: AgentRoute
     answer: type[answers.Answer]
+    summary: str
     body: type[Operation] | None = None
 
 
@@ -214,22 +231,51 @@ def _permissions(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, A
 
 
 AGENT_ACTIONS: dict[str, AgentAction] = {
-    "rotate": AgentAction(_rotate, answers.Credential),
-    "disable": AgentAction(_disable, answers.Disabled),
-    "enable": AgentAction(_enable, answers.Enabled),
-    "cancel-scheduled": AgentAction(_cancel_scheduled, answers.CancelledForAgent),
-    "reset-runtime": AgentAction(_reset_runtime, answers.RuntimeReset),
-    "rest": AgentAction(_resting(True), answers.Resting),
-    "resume": AgentAction(_resting(False), answers.Resting),
-    "retry-notifications": AgentAction(_retry_notifications, answers.Retried),
-    "permissions": AgentAction(_permissions, answers.PermissionsAnswer, SetPermissions),
+    "rotate": AgentAction(
+        _rotate, answers.Credential, "Revoke the agent's tokens and issue a new one, shown once"
+    ),
+    "disable": AgentAction(
+        _disable,
+        answers.Disabled,
+        "Disable the agent: its tokens are refused and its unseen copies held",
+    ),
+    "enable": AgentAction(_enable, answers.Enabled, "Enable a disabled agent again"),
+    "cancel-scheduled": AgentAction(
+        _cancel_scheduled,
+        answers.CancelledForAgent,
+        "Cancel every schedule and waiting scheduled message the agent sent",
+    ),
+    "reset-runtime": AgentAction(
+        _reset_runtime,
+        answers.RuntimeReset,
+        "Retire the conversation that holds the agent, so another may bind it",
+    ),
+    "rest": AgentAction(
+        _resting(True),
+        answers.Resting,
+        "Rest the agent: nothing is pushed to it, messages still queue",
+    ),
+    "resume": AgentAction(
+        _resting(False), answers.Resting, "Resume a resting agent and push what waited"
+    ),
+    "retry-notifications": AgentAction(
+        _retry_notifications,
+        answers.Retried,
+        "Clear notification_attention_required and retry the pushes",
+    ),
+    "permissions": AgentAction(
+        _permissions,
+        answers.PermissionsAnswer,
+        "Grant or withdraw broadcast and manage_rooms",
+        SetPermissions,
+    ),
 }
 
 
 @api_view(
     ("POST",),
     *(
-        admin("POST", action.answer, action.body, bind=(("action", name),))
+        admin("POST", action.answer, action.body, bind=(("action", name),), summary=action.summary)
         for name, action in AGENT_ACTIONS.items()
     ),
 )
@@ -249,6 +295,7 @@ class StatusQuery(Operation):
 
 @api_view(("GET",), admin("GET", answers.BrokerStatus, query=StatusQuery, errors=(404,)))
 def status(request: HttpRequest) -> JsonResponse:
+    """The broker's lobbies and agents with their counts and runtime bindings."""
     require_operator(request)
     name = parse_arguments(StatusQuery, request.GET.dict(), from_strings=True).lobby or None
     if name:
