@@ -137,12 +137,18 @@ class ApiView:
     csrf_exempt = True
 
     def __init__(
-        self, serve_sync: View, name: str, openapi: Sequence[Documented] = (), doc: str = ""
+        self,
+        serve_sync: View,
+        name: str,
+        openapi: Sequence[Documented] = (),
+        doc: str = "",
+        methods: Sequence[str] = (),
     ) -> None:
         self.serve_sync = serve_sync
         self.__name__ = name
         self.__doc__ = doc
         self.openapi = tuple(openapi)
+        self.methods = tuple(methods)  # what its method check lets through
         markcoroutinefunction(self)  # Django awaits it rather than running it on its thread
 
     async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
@@ -181,7 +187,7 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
                     status=500,
                 )
 
-        return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "")
+        return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "", methods)
 
     return decorate
 
@@ -199,6 +205,7 @@ def by_method(**views: ApiView) -> ApiView:
         route,
         "_".join(view.__name__ for view in views.values()),
         [doc for view in views.values() for doc in view.openapi],
+        methods=list(views),
     )
 
 

@@ -86,6 +86,11 @@ def _operations(urlconf: str) -> Iterator[tuple[str, list[str], Documented, Any]
         docs: tuple[Documented, ...] = getattr(view, "openapi", ())
         if not docs:
             raise Undocumented(f"/{route} states no operation for the OpenAPI document")
+        served = set(getattr(view, "methods", ()))
+        if served and served != {doc.method for doc in docs}:
+            raise Undocumented(
+                f"/{route} serves {sorted(served)} but states {sorted(d.method for d in docs)}"
+            )
         for doc in docs:
             bound = dict(doc.bind)
             path = "/" + route

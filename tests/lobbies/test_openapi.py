@@ -106,6 +106,16 @@ def test_a_route_that_states_no_operation_fails_the_generation(urlconf):
         generate(urlconf.__name__)
 
 
+def test_a_method_a_view_serves_without_stating_it_fails_the_generation(urlconf):
+    @api_view(("GET", "POST"), Documented("GET", answers.Deleted))
+    def half(request: HttpRequest) -> JsonResponse:
+        return JsonResponse({})
+
+    urlconf.urlpatterns = [path("v1/half", half)]
+    with pytest.raises(Undocumented, match=r"/v1/half serves \['GET', 'POST'\]"):
+        generate(urlconf.__name__)
+
+
 def test_every_tool_of_the_catalog_is_an_operation_with_its_own_schema():
     document = generate(API_URLS)
     for name, tool in TOOLS.items():
