@@ -46,6 +46,8 @@ class Documented:
     summary: str = ""
     # Answers of their own shape at a status, instead of the error shape (health's 503).
     others: tuple[tuple[int, type[BaseModel]], ...] = ()
+    # A body that is not JSON arguments: its media type (the bytes of a file, say).
+    raw_body: str | None = None
 
 
 ViewFunction = TypeVar("ViewFunction", bound=Callable[..., HttpResponse])

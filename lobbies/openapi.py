@@ -269,6 +269,11 @@ def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> dict[str, Any]:
                 "required": bool(body_schema.get("required")),
                 "content": {"application/json": {"schema": schema_of(doc.body, "validation")}},
             }
+        if doc.raw_body is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {doc.raw_body: {"schema": {"type": "string", "format": "binary"}}},
+            }
         if doc.method.lower() in paths.get(path, {}):
             raise Undocumented(f"{doc.method} {path} is stated twice")
         paths.setdefault(path, {})[doc.method.lower()] = operation

@@ -116,6 +116,21 @@ def test_a_method_a_view_serves_without_stating_it_fails_the_generation(urlconf)
         generate(urlconf.__name__)
 
 
+def test_a_body_of_bytes_is_documented_by_its_media_type(urlconf):
+    @api_view(("PUT",), Documented("PUT", answers.Deleted, raw_body="application/octet-stream"))
+    def upload(request: HttpRequest, digest: str) -> JsonResponse:
+        return JsonResponse({})
+
+    urlconf.urlpatterns = [path("v1/files/<str:digest>", upload)]
+    document = generate(urlconf.__name__)
+    operation = document["paths"]["/v1/files/{digest}"]["put"]
+    assert operation["requestBody"]["content"] == {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+    }
+    assert {"404", "413"} <= set(operation["responses"])
+    validate(document, cls=OpenAPIV31SpecValidator)
+
+
 def test_every_tool_of_the_catalog_is_an_operation_with_its_own_schema():
     document = generate(API_URLS)
     for name, tool in TOOLS.items():
