@@ -230,7 +230,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             try:
                 report = DeliveryReport.parse(frame)
             except BrokerError as error:
-                await self._error(error.code, error.message)
+                await self._frame_refused(error)
                 return
             if self.connection_pk is not None:
                 await on_worker(report_delivery)(self.connection_pk, self.generation, report)
@@ -317,6 +317,10 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             frame = await on_worker(build)(*args)
             if frame is not None:
                 await self._send_frame(frame)
+
+    async def _frame_refused(self, error: BrokerError) -> None:
+        """A frame's own check refused it (its code is a literal where it is raised)."""
+        await self._error(error.code, error.message)
 
     async def _error(self, code: str, message: str) -> None:
         await self._send_frame({"type": FRAME_ERROR, "code": code, "message": message})
