@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from urllib.parse import quote
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from lobbies import attachment_selectors, blobs
+from lobbies.actions import attachments
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.catalog import Caller, catalog_for, run_tool
 from lobbies.credentials import stated
-from lobbies.errors import bad_request
+from lobbies.errors import bad_request, not_found
 from lobbies.http import ApiView, api_view, json_body
 from lobbies.tokens import agent_for_token
-from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire import (
+    ATTACHMENT_NAME_HEADER,
+    ATTACHMENT_SHA256_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -49,3 +58,39 @@ def operation_route(name: str, method: str) -> ApiView:
 
     route.__name__ = name
     return route
+
+
+def _attachment_id(key: str) -> int:
+    if not key.isascii() or not key.isdigit() or len(key) > 18:
+        raise not_found("not_found", f"no attachment {key[:40]!r}: ids are integers")
+    return int(key)
+
+
+@api_view(("PUT",))
+def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
+    """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
+    agent = _caller(request).agent
+    data = request.read()
+    outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
+    return JsonResponse(
+        {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200
+    )
+
+
+@api_view(("GET",))
+def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
+    attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
+    response = HttpResponse(blobs.read(attachment.sha256), content_type=attachment.media_type)
+    response[ATTACHMENT_NAME_HEADER] = quote(attachment.name, safe="")
+    response[ATTACHMENT_SHA256_HEADER] = attachment.sha256
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Disposition"] = "attachment"
+    return response
+
+
+@api_view(("GET",))
+def attachment_meta(request: HttpRequest, key: str) -> JsonResponse:
+    attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
+    return JsonResponse(
+        {**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256}
+    )

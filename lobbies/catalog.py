@@ -30,6 +30,7 @@ from lobbies.errors import BrokerError, bad_request, not_found
 from lobbies.models import Agent, Checkpoint
 from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
+    ATTACHMENTS_DESCRIPTION,
     AcknowledgeMessages,
     AddRoomMembers,
     Broadcast,
@@ -55,7 +56,7 @@ from lobbies.schemas import (
     SetStatus,
     UpdateScheduled,
 )
-from lobbies.wire import iso
+from lobbies.wire import MAX_ATTACHMENTS, iso
 
 Result = dict[str, Any]
 
@@ -323,6 +324,18 @@ class Tool:
         schema = self.schema.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
+        if "attachments" in schema.get("properties", {}):
+            # The model names local paths; its bridge reads them and sends descriptions
+            # (AttachmentDescription), which is what the HTTP route validates.
+            schema["properties"]["attachments"] = {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "maxItems": MAX_ATTACHMENTS,
+                "description": ATTACHMENTS_DESCRIPTION,
+            }
+            schema.get("$defs", {}).pop("AttachmentDescription", None)
+            if not schema.get("$defs"):
+                schema.pop("$defs", None)
         return {"name": self.name, "description": self.description, "input_schema": schema}
 
 

@@ -20,7 +20,7 @@ from lobbies.schemas import check_depth
 
 log = logging.getLogger("pocolobby.api")
 
-View = Callable[..., JsonResponse]
+View = Callable[..., HttpResponse]
 
 
 def error_response(error: BrokerError) -> JsonResponse:
@@ -101,11 +101,11 @@ class ApiView:
         self.__name__ = name
         markcoroutinefunction(self)  # Django awaits it rather than running it on its thread
 
-    async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.API_THREADS:
             return await sync_to_async(self.serve_sync)(request, *args, **kwargs)
         worker = in_worker_thread(self.serve_sync)
-        answer: JsonResponse = await sync_to_async(worker, thread_sensitive=False)(
+        answer: HttpResponse = await sync_to_async(worker, thread_sensitive=False)(
             request, *args, **kwargs
         )
         return answer
@@ -115,7 +115,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
     """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback."""
 
     def decorate(view: View) -> ApiView:
-        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 if request.method not in methods:
                     raise method_not_allowed(methods, request.path)
@@ -141,7 +141,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
 def by_method(**views: ApiView) -> ApiView:
     """One path, one operation per HTTP method."""
 
-    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         view = views.get(request.method or "")
         if view is None:
             return error_response(method_not_allowed(views, request.path))

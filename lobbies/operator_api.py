@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
-from lobbies import selectors
+from lobbies import attachment_selectors, selectors
 from lobbies.actions import continuity, operator, owner, restore, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
@@ -60,6 +60,13 @@ def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
     require_operator(request)
     operator.delete_lobby(lobby)
     return JsonResponse({"deleted": lobby})
+
+
+@api_view(("GET",))
+def lobby_attachments(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Attachment metadata and usage; no route gives the owner or operator any content."""
+    require_operator(request)
+    return JsonResponse(attachment_selectors.lobby_attachments(operator.lobby_named(lobby)))
 
 
 @api_view(("GET", "POST"))

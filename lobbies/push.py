@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from lobbies import presentation, store
 from lobbies.actions import restore
+from lobbies.attachment_selectors import descriptors_for
 from lobbies.models import Agent, Delivery, DeliveryState, Message, Notice, NoticeKind, Priority
 from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
 
@@ -177,7 +178,11 @@ def push_frame(agent_pk: int, generation: int) -> Frame | None:
         store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
         messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
         shown = presentation.messages_notice(
-            agent.agent_id, agent.lobby_name, messages, cap_bytes=settings.BOUNDS.push_bytes
+            agent.agent_id,
+            agent.lobby_name,
+            messages,
+            cap_bytes=settings.BOUNDS.push_bytes,
+            attachments=descriptors_for(ids),
         )
         _schedule_retry(agent, now)
         return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)

@@ -12,6 +12,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, 
 from django.db.models.expressions import RawSQL
 
 from lobbies import store, wire
+from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
@@ -144,7 +145,12 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     return found
 
 
-def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy]) -> dict[str, Any]:
+def message_for(
+    viewer: Agent,
+    message: Message | Shown,
+    deliveries: list[Copy],
+    attachments: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
     body: dict[str, Any] = {
         "message_id": message.pk,
@@ -162,6 +168,8 @@ def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy])
     }
     if message.sender_name == OWNER_SENDER:
         body["from_owner"] = True
+    if attachments:
+        body["attachments"] = attachments
     body.update(addressing_facts(message))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].agent_id
@@ -176,11 +184,12 @@ def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy])
         body["delivery"] = delivery_facts(mine)
         if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
+            body.pop("attachments", None)
     return body
 
 
 def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool) -> dict[str, Any]:
-    return {
+    result = {
         "status": "stored",
         "message_id": message.pk,
         "sequence": message.sequence,
@@ -188,6 +197,10 @@ def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool
         "duplicate": duplicate,
         "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
     }
+    attached = descriptors_for([message.pk]).get(message.pk)
+    if attached:
+        result["attachments"] = attached
+    return result
 
 
 def room_entry(room: Room) -> dict[str, Any]:
@@ -307,9 +320,10 @@ def _page(agent: Agent, rows: list[Shown], limit: int, view: str) -> dict[str, A
     more = len(rows) > limit
     rows = rows[:limit]
     copies = _copies(agent, rows)
+    attached = descriptors_for(m.pk for m in rows)
     return {
         "view": view,
-        "messages": [message_for(agent, m, copies.get(m.pk, [])) for m in rows],
+        "messages": [message_for(agent, m, copies.get(m.pk, []), attached.get(m.pk)) for m in rows],
         "next_cursor": encode_cursor(view, rows[-1].sequence) if more else None,
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from lobbies.actions import attachments
 from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
@@ -82,7 +83,9 @@ def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
     with transaction.atomic():
         lobby = lobby_named(name)
         counts = {"agents": lobby.agents.count(), "messages": lobby.messages.count()}
+        hashes = attachments.hashes_of_lobby(lobby.pk)
         lobby.delete()
+        attachments.forget_lobby_contents(hashes)
         DeletedLobby.objects.create(name=name, deleted_at=timezone.now())
         record_audit(
             actor_kind,

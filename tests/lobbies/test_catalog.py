@@ -25,7 +25,15 @@ def test_catalog_serves_schemas_generated_from_the_validating_models(backend):
     }
     send = tools["send_message"]
     expected = SendMessage.model_json_schema()
-    assert send["input_schema"]["properties"] == expected["properties"]
+    served = dict(send["input_schema"]["properties"])
+    # The model lists local paths; the bridge sends the HTTP route descriptions instead.
+    assert served.pop("attachments")["items"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 4096,
+    }
+    expected["properties"].pop("attachments")
+    assert served == expected["properties"]
     assert set(send["input_schema"]["required"]) == {"to", "content", "client_request_id"}
     assert send["input_schema"]["additionalProperties"] is False
     assert "client_request_id" in send["description"]
