@@ -21,11 +21,11 @@ from typing import Any, TypeGuard
 
 import mcp_types as types
 
+from lobbies.wire import MAX_ATTACHMENTS
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
 from pocolobby.bridge.files import (
     IMAGE_LIMIT,
     IMAGE_TYPES,
-    MAX_ATTACHMENTS,
     FileRefused,
     LocalFile,
     Places,

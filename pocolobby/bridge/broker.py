@@ -15,16 +15,19 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire import (
+    ATTACHMENT_NAME_HEADER,
+    ATTACHMENT_ROUTE,
+    ATTACHMENT_SHA256_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 from pocolobby.bridge import bridge_version
 
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 # An attachment of up to 10 MiB over a slow link.
 UPLOAD_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
-# Attachment routes and headers (the contract between bridge and broker, docs/API.md).
-ATTACHMENT_ROUTE = "/v1/attachments/"
-ATTACHMENT_NAME_HEADER = "X-PocoLobby-Attachment-Name"
-ATTACHMENT_SHA256_HEADER = "X-PocoLobby-Attachment-Sha256"
+
 
 # Failures where the request provably never reached the broker.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)

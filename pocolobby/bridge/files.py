@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from lobbies.wire import IMAGE_MEDIA_TYPES
+
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
 DOCUMENT_LIMIT = 5 * MIB
-MAX_ATTACHMENTS = 10
 
 # Images recognized by their magic bytes, whatever the file is called.
 IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -52,7 +53,7 @@ DOCUMENT_TYPES = {
     "sh": "text/x-shellscript",
     "swift": "text/x-swift",
 }
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+IMAGE_TYPES = IMAGE_MEDIA_TYPES
 
 # Rule names, as a refusal states them.
 RULE_ONLY_ATTACHMENTS = "only the attachments argument"
