@@ -291,10 +291,17 @@ def fit_image(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]] | N
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    png = media_type == "image/png"
     try:
         with Image.open(io.BytesIO(data)) as opened:
+            if not png:  # JPEG decodes straight at a smaller scale when it can
+                opened.draft("RGB", (IMAGE_RESULT_EDGE, IMAGE_RESULT_EDGE))
             opened.load()
-            image = opened.convert("RGBA" if media_type == "image/png" else "RGB")
+            # Keep a mode both resizing and the format take (converting costs as much again).
+            keep = ("RGB", "RGBA", "L", "LA") if png else ("RGB", "L")
+            image = (
+                opened.copy() if opened.mode in keep else opened.convert("RGBA" if png else "RGB")
+            )
     except Exception:  # not decodable, or a decompression bomb: described, not shown
         return None
     width, height = image.size
@@ -303,8 +310,8 @@ def fit_image(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]] | N
         size = (max(1, round(width * scale)), max(1, round(height * scale)))
         resized = image.resize(size, Image.Resampling.LANCZOS)
         out = io.BytesIO()
-        if media_type == "image/png":
-            resized.save(out, "PNG", optimize=True)
+        if png:
+            resized.save(out, "PNG")
         else:
             resized.save(out, "JPEG", quality=85, optimize=True)
         if out.tell() <= IMAGE_RESULT_BYTES:
