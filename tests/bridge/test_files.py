@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pocolobby.bridge import files
+from pocolobby.bridge.config import load_config
 from pocolobby.bridge.files import (
     DOCUMENT_LIMIT,
     IMAGE_LIMIT,
@@ -281,6 +282,12 @@ CASES: list[tuple[str, Case, str | None]] = [
         lambda d: str(
             _hard_link(d.home / "PocoLobby" / "agent.json", d.home / "Documents" / "notes.json")
         ),
+        files.RULE_OWN_CONFIG,
+    ),
+    (
+        # Only the device and inode tell: by its name it would be refused as not an image.
+        "a hard link of it named like a screenshot",
+        lambda d: str(_hard_link(d.home / "PocoLobby" / "agent.json", d.home / "shot.png")),
         files.RULE_OWN_CONFIG,
     ),
     (
@@ -691,3 +698,21 @@ def test_save_to_rules(disk: Disk, make: Callable[[Disk], tuple[str, str]], rule
             plan_save(directory, name, disk.places)
         assert refused.value.rule == rule, str(refused.value)
         assert sorted(p for p in disk.home.rglob("*")) == before  # nothing created
+
+
+def test_the_loaded_configuration_carries_its_identity_for_the_rules(disk: Disk):
+    """load_config records the resolved path, device and inode the rules compare with."""
+    path = disk.home / "PocoLobby" / "agent.json"
+    config = load_config(path)
+    assert config.identity == FileIdentity.of(path)
+    stat = path.stat()
+    assert config.identity is not None
+    assert (config.identity.device, config.identity.inode) == (stat.st_dev, stat.st_ino)
+    linked = _hard_link(path, disk.home / "Pictures" / "shot.png")
+    with pytest.raises(FileRefused) as refused:
+        read_attachment(str(linked), Places.current(config.identity))
+    assert refused.value.rule == files.RULE_OWN_CONFIG
+    # Without the identity the same file is refused only as not an image.
+    with pytest.raises(FileRefused) as refused:
+        read_attachment(str(linked), Places.current(None))
+    assert refused.value.rule == files.RULE_TYPE

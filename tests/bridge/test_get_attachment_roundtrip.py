@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 from PIL import Image
@@ -187,8 +188,6 @@ async def test_a_screenshot_round_trip_between_two_bridges(module_broker: Broker
 
 
 def _download(url: str, token: str, attachment_id: int) -> int:
-    import httpx  # local: only this check speaks raw HTTP
-
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
         return client.get(f"/v1/attachments/{attachment_id}").status_code
 
