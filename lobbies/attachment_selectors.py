@@ -116,7 +116,7 @@ def lobby_attachments(lobby: Lobby) -> dict[str, Any]:
             {
                 **descriptor(a),
                 "sha256": a.sha256,
-                "uploader": a.uploader.agent_id,
+                "uploader": a.uploader.agent_id if a.uploader else None,
                 "created_at": iso(a.created_at),
                 "expired_at": iso(a.expired_at),
                 "messages": a.messages,

@@ -14,17 +14,42 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
 
+try:
+    import fcntl
+except ImportError:  # Windows: the thread lock alone (one broker process per data directory)
+    fcntl = None  # type: ignore[assignment]
+
 SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1024 * 1024
 
-# Held while a file is written and its row committed, and while the sweep deletes a row and
-# then its file: the sweep never unlinks bytes an upload of the same hash is committing.
-# One broker process owns a data directory (pocolobby/server.py), so a process lock suffices.
-write_lock = threading.Lock()
+LOCK_NAME = ".lock"
+_thread_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def write_lock() -> Iterator[None]:
+    """Held while a file is written and its row committed, and while a row is deleted and then
+    its file: no upload of a hash commits between the sweep's check and its unlink.
+
+    A thread lock for this process and, where the platform has it, an flock on
+    `<attachments dir>/.lock` for the other processes of a scale-out on one volume.
+    """
+    with _thread_lock:
+        folder = directory()
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / LOCK_NAME).open("a+b") as handle:
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def directory() -> Path:

@@ -668,7 +668,10 @@ class Attachment(models.Model):
     """One uploader's file under one name, referenced by messages and schedules."""
 
     lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="attachments")
-    uploader = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="attachments")
+    # Kept (null) when the agent is removed: its recipients keep the file for the message's day.
+    uploader = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="attachments"
+    )
     sha256 = models.CharField(max_length=64)
     name = models.CharField(max_length=255)
     media_type = models.CharField(max_length=100)

@@ -379,6 +379,25 @@ def status_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+ATTACHMENT_COLUMNS = ["id", "name", "media_type", "size", "uploader", "messages", "expired_at"]
+
+
+def attachments_cmd(args: argparse.Namespace) -> int:
+    """The lobby's attachments, metadata and usage only: no command downloads content."""
+    data = _call("GET", f"/lobbies/{_segment(args.lobby)}/attachments")
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    usage = data["usage"]
+    print(
+        f"lobby {data['lobby']}: {usage['content_bytes']} of {usage['quota_bytes']} bytes of "
+        f"distinct content; {usage['attachments']} live, {usage['expired']} expired, "
+        f"{usage['pending_uploads']} pending uploads"
+    )
+    print(_table(data["attachments"], ATTACHMENT_COLUMNS))
+    return 0
+
+
 def settings_cmd(args: argparse.Namespace) -> int:
     """Print a one-minute, single-use link that opens this broker's pages as its operator.
 
@@ -571,6 +590,11 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("lobby")
         q.add_argument("name")
     p.set_defaults(func=agent_cmd)
+
+    p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
+    p.add_argument("lobby")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=attachments_cmd)
 
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
     p.add_argument("lobby", nargs="?")

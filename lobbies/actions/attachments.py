@@ -116,7 +116,7 @@ def upload(uploader: Agent, sha256: str, content_type: str, data: bytes) -> Uplo
     if not blobs.SHA256_PATTERN.match(sha256):
         raise bad_request(
             "the path must end in the SHA-256 of the bytes, 64 lowercase hex digits",
-            code="invalid_sha256",
+            code="invalid_digest",
         )
     try:
         media_type = check_media_type(content_type or "")
@@ -137,7 +137,7 @@ def upload(uploader: Agent, sha256: str, content_type: str, data: bytes) -> Uplo
         )
     _check_bytes(media_type, data)
     size = len(data)
-    with blobs.write_lock:
+    with blobs.write_lock():
         now = timezone.now()
         proven = PendingUpload.objects.filter(uploader=uploader, sha256=sha256)
         if (
@@ -212,7 +212,8 @@ def _claim(sender: Agent, described: Sequence[AttachmentDescription], now: datet
             )
     ids = []
     for d in described:
-        record = Attachment.objects.filter(
+        # Locked: the sweep expires a record only under this lock (see `sweep`).
+        record = Attachment.objects.select_for_update().filter(
             uploader=sender,
             sha256=d.sha256,
             name=d.name,
@@ -301,7 +302,7 @@ def delete_unreferenced_contents(hashes: Iterable[str] | None = None) -> int:
     Under the blobs write lock, so no upload of the same bytes commits in between.
     """
     removed = 0
-    with blobs.write_lock:
+    with blobs.write_lock():
         while found := _unreferenced_contents(hashes):
             with transaction.atomic():
                 gone = list(
@@ -325,7 +326,7 @@ def delete_unreferenced_contents(hashes: Iterable[str] | None = None) -> int:
 
 def remove_files_without_rows(hashes: Iterable[str]) -> None:
     """After a commit: remove each file whose content row is gone (checked under the lock)."""
-    with blobs.write_lock:
+    with blobs.write_lock():
         for sha256 in hashes:
             if not AttachmentContent.objects.filter(sha256=sha256).exists():
                 blobs.remove(sha256)
@@ -343,6 +344,8 @@ def _stray_files(now: datetime) -> list[str]:
     with os.scandir(folder) as entries:
         for entry in entries:
             with contextlib.suppress(FileNotFoundError):
+                if entry.name == blobs.LOCK_NAME:
+                    continue
                 if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < horizon:
                     names.append(entry.name)
     if not names:
@@ -357,7 +360,7 @@ def _stray_files(now: datetime) -> list[str]:
 
 def _remove_stray_files(now: datetime) -> int:
     removed = 0
-    with blobs.write_lock:
+    with blobs.write_lock():
         for name in _stray_files(now):
             if (
                 blobs.SHA256_PATTERN.match(name)
@@ -381,12 +384,19 @@ def sweep(now: datetime) -> dict[str, int]:
        left without a row by a crash go after the grace period too.
     """
     counts = {"attachments_expired": 0, "attachment_records": 0, "pending_uploads": 0}
-    expiring = Attachment.objects.filter(_expiring(now))
-    if expiring.exists():
+    candidates = list(Attachment.objects.filter(_expiring(now)).values_list("pk", flat=True))
+    if candidates:
         with transaction.atomic():
-            counts["attachments_expired"] = Attachment.objects.filter(_expiring(now)).update(
-                expired_at=now
+            # Locked first, then checked again by a statement of its own: on PostgreSQL that
+            # statement sees a link a send committed while we waited for its row lock.
+            locked = list(
+                Attachment.objects.select_for_update()
+                .filter(pk__in=candidates, expired_at__isnull=True)
+                .values_list("pk", flat=True)
             )
+            counts["attachments_expired"] = Attachment.objects.filter(
+                _expiring(now), pk__in=locked
+            ).update(expired_at=now)
     old = Attachment.objects.filter(
         expired_at__lte=now - EXPIRED_RECORD_KEPT,
         message_links__isnull=True,

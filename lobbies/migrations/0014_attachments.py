@@ -35,7 +35,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField()),
                 ('expired_at', models.DateTimeField(blank=True, db_index=True, null=True)),
                 ('lobby', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attachments', to='lobbies.lobby')),
-                ('uploader', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attachments', to='lobbies.agent')),
+                ('uploader', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='attachments', to='lobbies.agent')),
             ],
         ),
         migrations.CreateModel(

@@ -27,12 +27,14 @@ from lobbies.models import (
     Message,
     MessageAttachment,
     PendingUpload,
+    Schedule,
+    ScheduleAttachment,
 )
 from tests.conftest import AgentClient
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
-NOTES = "# Research\n\nLong findings, in Markdown.\n".encode()
+NOTES = b"# Research\n\nLong findings, in Markdown.\n"
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +79,8 @@ def download(agent: AgentClient, attachment_id: int, suffix: str = ""):
 
 
 def stored_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    """The files under the attachments directory, its lock file aside."""
+    return sorted(p.name for p in folder.iterdir() if p.name != ".lock") if folder.exists() else []
 
 
 def nothing_stored(folder: Path) -> bool:
@@ -355,6 +358,13 @@ def test_a_broadcast_carries_its_files_to_everyone(make_agent, backend):
         assert download(agent, file["id"]).content == NOTES
 
 
+def test_recipients_keep_a_file_whose_uploader_was_removed(lead, backend):
+    upload(lead, PNG)
+    [file] = send_with(lead, "backend", "u-1", describe(PNG))[1]["attachments"]
+    operator.remove_agent("my-team", "lead")
+    assert download(backend, file["id"]).content == PNG
+
+
 def test_pushes_name_each_attachment_without_its_content(lead, backend):
     upload(lead, PNG)
     [file] = send_with(lead, "backend", "p-1", describe(PNG))[1]["attachments"]
@@ -395,7 +405,7 @@ def test_content_still_named_by_a_newer_message_stays(clock, lead, backend, atta
     upload(lead, PNG)
     send_with(lead, "backend", "n-1", describe(PNG))
     clock.move_to(T0 + timedelta(hours=12))
-    status, later = send_with(lead, "backend", "n-2", describe(PNG))  # no new upload needed
+    status, _ = send_with(lead, "backend", "n-2", describe(PNG))  # no new upload needed
     assert status == 200
     sweep(T0 + timedelta(days=1, hours=1))
     assert Message.objects.count() == 1 and stored_files(attachments_dir) == [sha(PNG)]
@@ -454,6 +464,25 @@ def test_an_active_schedule_keeps_its_files_and_each_occurrence_carries_them(
     lead.ok("cancel_scheduled", schedule_id=schedule["schedule_id"])
     sweep(T0 + timedelta(days=5, minutes=1))
     assert stored_files(attachments_dir) == []
+
+
+def test_a_schedule_naming_files_not_uploaded_is_409_and_not_stored(lead, backend):
+    arguments = {
+        "to": "backend",
+        "content": "daily shot",
+        "client_request_id": "sch-9",
+        "time_zone": "UTC",
+        "times": ["09:00"],
+        "attachments": [describe(PNG, "daily.png")],
+    }
+    status, body = lead.call("schedule_message", **arguments)
+    assert (status, body["error"]["missing"]) == (409, [sha(PNG)])
+    assert not Schedule.objects.exists() and not Attachment.objects.exists()
+    upload(lead, PNG)
+    assert lead.call("schedule_message", **arguments)[0] == 200
+    status, again = lead.call("schedule_message", **arguments)
+    assert status == 200 and again["duplicate"] is True
+    assert Schedule.objects.count() == 1 and ScheduleAttachment.objects.count() == 1
 
 
 def test_a_pending_upload_goes_after_the_grace_period(lead, attachments_dir):
