@@ -18,6 +18,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +355,28 @@ async def test_only_missing_content_is_uploaded_and_a_retry_uploads_nothing(
         )
         ids = [m["message_id"] for m in history["messages"]]
         assert ids.count(first["message_id"]) == 1
+
+
+async def test_a_scheduled_message_s_attachment_opens_only_once_it_is_delivered(
+    module_broker: Broker, tmp_path: Path
+):
+    async with running_team(module_broker, tmp_path) as team:
+        a, b = team.hosts["a"], team.hosts["b"]
+        shot = tmp_path / "scratch" / "later.png"
+        original = screenshot(shot)
+        when = datetime.now(UTC) + timedelta(seconds=4)
+        sent = await a.ok(
+            "send_message",
+            to="b",
+            content="at the standup",
+            client_request_id=str(uuid.uuid4()),
+            deliver_at=when.isoformat(),
+            attachments=[str(shot)],
+        )
+        (listed,) = sent["attachments"]
+        early = await b.call("get_attachment", attachment_id=listed["id"])
+        assert early.is_error and "404" in early.text  # not before it is delivered
+        event = await b.message_event(sent["message_id"], timeout=30)
+        assert event.payload["messages"][0]["attachments"] == [listed]
+        opened = await call(b, "get_attachment", attachment_id=listed["id"])
+        assert base64.b64decode(image_of(opened).data) == original
