@@ -202,7 +202,9 @@ async def get_attachment(
     """Download, verify, save if asked, and present one attachment."""
     if request.save_to is not None:
         try:  # the folder first, so a refused one downloads nothing
-            await asyncio.to_thread(plan_save, request.save_to, "attachment", places)
+            await asyncio.to_thread(
+                plan_save, request.save_to, "attachment.png", places, name_is_known=False
+            )
         except FileRefused as refused:
             return failure(_save_refused(refused))
     got = await broker.download(request.attachment_id, DOWNLOAD_LIMIT)

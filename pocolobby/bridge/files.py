@@ -470,7 +470,9 @@ class SavePlan:
     missing: tuple[str, ...]  # directories to create, outermost first
 
 
-def plan_save(raw_directory: str, name: str, places: Places) -> SavePlan:
+def plan_save(
+    raw_directory: str, name: str, places: Places, *, name_is_known: bool = True
+) -> SavePlan:
     """Check `save_to` and the file name before anything is downloaded or created.
 
     The deepest existing directory above the target is resolved through any links and the
@@ -497,7 +499,7 @@ def plan_save(raw_directory: str, name: str, places: Places) -> SavePlan:
     planned = os.path.join(planned_dir, filename)
     if planned != target:
         check_place(planned, places, target, what="folder save_to resolves to")
-    if os.path.lexists(planned):
+    if name_is_known and os.path.lexists(planned):
         raise FileRefused(
             RULE_NO_REPLACE, target, "a file of that name exists there; choose another folder"
         )

@@ -716,3 +716,16 @@ def test_the_loaded_configuration_carries_its_identity_for_the_rules(disk: Disk)
     with pytest.raises(FileRefused) as refused:
         read_attachment(str(linked), Places.current(None))
     assert refused.value.rule == files.RULE_TYPE
+
+
+def test_the_folder_check_before_a_download_does_not_look_for_the_unknown_name(disk: Disk):
+    """get_attachment checks save_to before it knows the file name: any existing file in the
+    folder must not refuse it then; the real name is checked after the download."""
+    disk.write("Downloads/attachment.png", PNG)
+    plan_save(str(disk.home / "Downloads"), "attachment.png", disk.places, name_is_known=False)
+    with pytest.raises(FileRefused) as refused:
+        plan_save(str(disk.home / "Downloads"), "attachment.png", disk.places)
+    assert refused.value.rule == files.RULE_NO_REPLACE
+    with pytest.raises(FileRefused) as refused:  # every other rule still applies
+        plan_save(str(disk.home / ".ssh"), "attachment.png", disk.places, name_is_known=False)
+    assert refused.value.rule == files.RULE_DOT
