@@ -31,7 +31,7 @@ from pocolobby.bridge.attachments import IMAGE_RESULT_BYTES, IMAGE_RESULT_EDGE
 from tests.bridge.host import Host, ToolAnswer
 from tests.bridge.proxy import Proxy
 from tests.bridge_client import api
-from tests.server import AgentConfig, Broker
+from tests.server import AgentConfig, Broker, BrokerFactory
 
 pytest_plugins = ("tests.server_fixtures",)
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
@@ -155,6 +155,13 @@ async def test_a_screenshot_round_trip_between_two_bridges(module_broker: Broker
         a, b, c = team.hosts["a"], team.hosts["b"], team.hosts["c"]
         shot = tmp_path / "scratch" / "before.png"  # a temporary folder, as Claude Code keeps
         original = screenshot(shot)
+
+        # The host lists get_attachment, and send_message's attachments as local paths.
+        assert a.session is not None
+        listed_tools = {t.name: t for t in (await a.session.list_tools()).tools}
+        assert "get_attachment" in listed_tools
+        paths = listed_tools["send_message"].input_schema["properties"]["attachments"]
+        assert paths["type"] == "array" and paths["items"]["type"] == "string"
 
         sent = await send_with(a, "b", str(shot))
         assert sent["status"] == "stored"
@@ -380,3 +387,31 @@ async def test_a_scheduled_message_s_attachment_opens_only_once_it_is_delivered(
         assert event.payload["messages"][0]["attachments"] == [listed]
         opened = await call(b, "get_attachment", attachment_id=listed["id"])
         assert base64.b64decode(image_of(opened).data) == original
+
+
+async def test_an_upload_the_broker_refuses_ends_the_send_with_nothing_stored(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    broker = broker_factory({"POCOLOBBY_ATTACHMENTS_LOBBY_BYTES": "1000"})
+    async with running_team(broker, tmp_path) as team:
+        a, b = team.hosts["a"], team.hosts["b"]
+        shot = tmp_path / "scratch" / "noisy.png"
+        assert len(screenshot(shot, (40, 40), noise=True)) > 1000
+        mark = len(team.proxy.requests)
+        answer = await a.call(
+            "send_message",
+            to="b",
+            content="x",
+            client_request_id=str(uuid.uuid4()),
+            attachments=[str(shot)],
+        )
+        assert answer.is_error, answer.text
+        assert answer.text.startswith("Not sent: uploading the attachment noisy.png")
+        assert "507 storage_capacity" in answer.text and "was not stored" in answer.text
+        # The description, the refused upload, and no repeat of the send.
+        sent = team.sent_by_a(mark)
+        assert sent[0] == "POST /v1/tools/send_message" and len(sent) == 2
+        assert sent[1].startswith("PUT /v1/attachments/")
+        history = await api(broker.url, team.configs["a"].token, "GET", "/v1/messages?view=history")
+        assert history["messages"] == []
+        await b.nothing_more(0.5)
