@@ -80,7 +80,13 @@ def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
 @api_view(("GET",))
 def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
     attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
-    response = HttpResponse(blobs.read(attachment.sha256), content_type=attachment.media_type)
+    try:
+        data = blobs.read(attachment.sha256)
+    except FileNotFoundError:  # removed by hand from the attachments directory
+        raise not_found(
+            "not_found", f"attachment {attachment.pk}'s content is missing on the broker"
+        ) from None
+    response = HttpResponse(data, content_type=attachment.media_type)
     response[ATTACHMENT_NAME_HEADER] = quote(attachment.name, safe="")
     response[ATTACHMENT_SHA256_HEADER] = attachment.sha256
     response["X-Content-Type-Options"] = "nosniff"

@@ -93,8 +93,8 @@ def attachment_for(viewer: Agent, attachment_id: int) -> Attachment:
     return attachment
 
 
-def lobby_attachments(lobby: Lobby) -> dict[str, Any]:
-    """The owner's listing: metadata and usage, never content."""
+def lobby_attachments(lobby: Lobby, limit: int = 500) -> dict[str, Any]:
+    """The owner's listing, newest `limit`: metadata and usage, never content."""
     rows = (
         Attachment.objects.filter(lobby=lobby)
         .select_related("uploader")
@@ -122,6 +122,6 @@ def lobby_attachments(lobby: Lobby) -> dict[str, Any]:
                 "messages": a.messages,
                 "schedules": a.schedules,
             }
-            for a in rows[:500]
+            for a in rows[:limit]
         ],
     }

@@ -350,11 +350,13 @@ def _stray_files(now: datetime) -> list[str]:
                     names.append(entry.name)
     if not names:
         return []
-    known = set(
-        AttachmentContent.objects.filter(
-            sha256__in=[n for n in names if blobs.SHA256_PATTERN.match(n)]
-        ).values_list("sha256", flat=True)
-    )
+    hashes = [n for n in names if blobs.SHA256_PATTERN.match(n)]
+    known: set[str] = set()
+    for start in range(0, len(hashes), 500):  # bounded IN lists, whatever the directory holds
+        chunk = hashes[start : start + 500]
+        known |= set(
+            AttachmentContent.objects.filter(sha256__in=chunk).values_list("sha256", flat=True)
+        )
     return [n for n in names if n not in known]
 
 

@@ -309,6 +309,14 @@ def test_only_the_uploader_and_recipients_may_read(make_agent, lead, backend):
     assert download(backend, "not-a-number").status_code == 404  # type: ignore[arg-type]
 
 
+def test_content_removed_by_hand_is_a_clear_404_not_a_500(lead, backend, attachments_dir):
+    upload(lead, PNG)
+    [file] = send_with(lead, "backend", "h-1", describe(PNG))[1]["attachments"]
+    (attachments_dir / sha(PNG)).unlink()
+    answer = download(backend, file["id"])
+    assert answer.status_code == 404 and "missing" in answer.json()["error"]["message"]
+
+
 def test_a_scheduled_message_grants_nothing_before_its_delivery(clock, lead, backend):
     upload(lead, PNG)
     due = T0 + timedelta(minutes=10)
