@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import io
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import mcp_types as types
 import pytest
 from PIL import Image
 
-from pocolobby.bridge.attachments import IMAGE_RESULT_BYTES, IMAGE_RESULT_EDGE
+from pocolobby.bridge.attachments import IMAGE_RESULT_BYTES, IMAGE_RESULT_EDGE, UPLOAD_ATTEMPTS
 from tests.bridge.host import Host, ToolAnswer
 from tests.bridge.proxy import Proxy
 from tests.bridge_client import api
@@ -415,3 +416,32 @@ async def test_an_upload_the_broker_refuses_ends_the_send_with_nothing_stored(
         history = await api(broker.url, team.configs["a"].token, "GET", "/v1/messages?view=history")
         assert history["messages"] == []
         await b.nothing_more(0.5)
+
+
+async def test_uploads_busy_is_retried_after_its_wait_then_reported_not_sent(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    """An upload that never fits the broker's memory budget: tried UPLOAD_ATTEMPTS times,
+    waiting retry_after between, then the send ends as not sent."""
+    broker = broker_factory({"POCOLOBBY_UPLOAD_MEMORY_BYTES": "1000"})
+    async with running_team(broker, tmp_path) as team:
+        a = team.hosts["a"]
+        shot = tmp_path / "scratch" / "noisy.png"
+        screenshot(shot, (40, 40), noise=True)
+        mark = len(team.proxy.requests)
+        began = time.perf_counter()
+        answer = await a.call(
+            "send_message",
+            to="b",
+            content="x",
+            client_request_id=str(uuid.uuid4()),
+            attachments=[str(shot)],
+        )
+        waited = time.perf_counter() - began
+        assert answer.is_error and "503 uploads_busy" in answer.text, answer.text
+        sent = team.sent_by_a(mark)
+        assert sent[0] == "POST /v1/tools/send_message"
+        assert len(sent) == 1 + UPLOAD_ATTEMPTS and all(s.startswith("PUT ") for s in sent[1:])
+        assert waited >= UPLOAD_ATTEMPTS - 1  # retry_after is 1 s
+        history = await api(broker.url, team.configs["a"].token, "GET", "/v1/messages?view=history")
+        assert history["messages"] == []
