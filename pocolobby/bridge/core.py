@@ -531,6 +531,11 @@ class Bridge:
         outcome = await attachments.get_attachment(self.broker, request, self.places())
         if isinstance(outcome, types.CallToolResult):
             return outcome
+        if outcome.transport is not None:  # a read changes nothing: no "unknown outcome"
+            return failure(
+                f"Not downloaded: the connection to the PocoLobby broker at {self.config.url} "
+                f"failed ({outcome.message}). Nothing was shown or saved; retry get_attachment."
+            )
         return self.render("get_attachment", arguments, outcome)
 
     def render(

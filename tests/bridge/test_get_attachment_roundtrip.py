@@ -195,6 +195,12 @@ async def test_a_screenshot_round_trip_between_two_bridges(module_broker: Broker
         response = await asyncio.to_thread(_download, broker.url, configs["c"].token, listed["id"])
         assert response == 404
 
+        # Without the network a read says so, and that retrying is safe.
+        await team.proxy.cut()
+        cut_off = await a.call("get_attachment", attachment_id=listed["id"])
+        assert cut_off.is_error and cut_off.text.startswith("Not downloaded"), cut_off.text
+        await team.proxy.restore()
+
 
 def _download(url: str, token: str, attachment_id: int) -> int:
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
