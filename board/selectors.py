@@ -565,6 +565,7 @@ def settings_page(lobby: Lobby) -> dict[str, Any]:
         agent["look"] = looks.get(agent.pop("agent_pk"))
     return {
         **facts,
+        **console_selectors.owner_controls_of(lobby),
         "visibility": config.visibility if config else Visibility.PRIVATE,
         "public_message_contents": bool(config and config.public_message_contents),
         "summary_model": config.summary_model if config else SummaryModel.HAIKU,

@@ -143,6 +143,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.group = agent_group(agent.pk)
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
+        self.deferred_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.connection_pk = await on_worker(presence.open_connection)(agent.pk, self.generation)
         LOCAL.add(self)
@@ -182,8 +183,9 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         LOCAL.discard(self)
         if self.claim is None:
             return
-        if self.flush_task is not None:
-            self.flush_task.cancel()
+        for task in (self.flush_task, self.deferred_task):
+            if task is not None:
+                task.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.connection_pk is not None:
             await on_worker(presence.close_connection)(self.connection_pk)
@@ -286,7 +288,20 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
                 if frame is None:
                     return
+                if isinstance(frame, push.Deferred):
+                    self._push_later(frame.seconds)
+                    return
                 await self._send_frame(frame)
+
+    def _push_later(self, seconds: float) -> None:
+        """Over the per-minute notice cap: one push when the window frees takes everything
+        that waited (coalesced); later wakes meanwhile find this one already planned."""
+        if self.deferred_task is None or self.deferred_task.done():
+            self.deferred_task = asyncio.create_task(self._push_after(seconds))
+
+    async def _push_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds + 0.05)
+        await self._push()
 
     async def _send_built(self, build: Any, *args: Any) -> None:
         async with self.push_lock:

@@ -316,6 +316,19 @@ class Message(models.Model):
                 condition=Q(priority="important"),
                 name="message_important",
             ),
+            # The messages page's agent, room and kind filters read newest first from these
+            # and stop after a page; room and kind ones index only the rows that have them.
+            models.Index(fields=["sender", "sequence"], name="message_sender_sequence"),
+            models.Index(
+                fields=["lobby", "room_name", "sequence"],
+                condition=Q(scope="room"),
+                name="message_room",
+            ),
+            models.Index(
+                fields=["lobby", "kind", "sequence"],
+                condition=Q(kind__isnull=False),
+                name="message_kind",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -391,6 +404,8 @@ class Delivery(models.Model):
             models.Index(fields=["recipient", "state", "message"], name="delivery_inbox"),
             # last_message_at: the newest direct message each agent received.
             models.Index(fields=["recipient", "delivered_at"], name="delivery_recipient_time"),
+            # The messages page's agent filter: what it received, newest message first.
+            models.Index(fields=["recipient", "message"], name="delivery_recipient_message"),
             # The send path's capacity count reads only this: queued copies, with their size,
             # so a recipient's acknowledged history does not slow every send to it.
             models.Index(

@@ -76,6 +76,8 @@ class Bounds:
     upload_memory_bytes: int = 64 * 1024 * 1024
     # Uploads no stored send named yet are removed after this.
     upload_grace_seconds: int = 15 * 60
+    # Message notices pushed to one agent per minute; the excess waits and goes as one.
+    notices_per_minute: int = 60
 
     # A connection's request headers must all arrive within this (pocolobby/server.py).
     header_seconds: int = 10
@@ -115,6 +117,8 @@ class Bounds:
             upload_grace_seconds=_int_env(
                 "POCOLOBBY_UPLOAD_GRACE_SECONDS", cls.upload_grace_seconds
             ),
+            notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
+
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds

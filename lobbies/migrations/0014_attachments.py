@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('lobbies', '0013_history_search'),
+        ('lobbies', '0016_messages_page_indexes'),
     ]
 
     operations = [

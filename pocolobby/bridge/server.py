@@ -45,7 +45,7 @@ CHANNEL_CAPABILITY = "claude/channel"
 REFUSED_AT_START = -32000
 # Claude Code quits a server with SIGINT and sends SIGTERM ~100 ms later: the socket's close
 # frame goes out at once, and the broker's answering close is awaited only this long.
-QUIT_CLOSE_SECONDS = 0.05
+QUIT_CLOSE_SECONDS = 0.02
 
 
 def build_server(bridge: Bridge) -> Server[Any]:

@@ -379,3 +379,29 @@ async def test_a_lobby_host_serves_no_stream_in_hosted_mode(backend, settings):
     welcome, _notice = await bootstrapped(api)
     assert welcome["generation"] == 1
     await api.disconnect()
+
+
+async def test_notices_over_the_per_minute_cap_wait_and_go_as_one(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    with override_settings(BOUNDS=Bounds(notices_per_minute=2)):
+        first = await sync(_send)(lead, "backend", "one", "c-1", priority="important")
+        assert (await frame(stream))["message_ids"] == [first["id"]]
+        second = await sync(_send)(lead, "backend", "two", "c-2", priority="important")
+        assert (await frame(stream))["message_ids"] == [second["id"]]
+        # The first notice leaves the one-minute window in about a second and a half.
+        await sync(
+            lambda: Notice.objects.filter(message_ids=[first["id"]]).update(
+                created_at=timezone.now() - timedelta(seconds=58.5)
+            )
+        )()
+        third = await sync(_send)(lead, "backend", "three", "c-3", priority="important")
+        fourth = await sync(_send)(lead, "backend", "four", "c-4", priority="important")
+        assert await stream.receive_nothing(timeout=0.5)  # over the cap: nothing yet
+        states = await sync(
+            lambda: set(Delivery.objects.filter(recipient=backend.agent).values_list("state"))
+        )()
+        assert states == {("pending",)}  # waiting, never dropped
+        notice = await frame(stream, timeout=5)
+    assert notice["message_ids"] == [third["id"], fourth["id"]]  # coalesced into one
+    await stream.disconnect()
