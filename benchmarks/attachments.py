@@ -115,7 +115,12 @@ async def main(rounds: int) -> None:
         root = Path(scratch)
         broker = Broker(
             root / "broker",
-            env={"POCOLOBBY_SENDS_PER_MINUTE": "100000", "POCOLOBBY_QUEUED_MESSAGES": "100000"},
+            env={
+                "POCOLOBBY_SENDS_PER_MINUTE": "100000",
+                "POCOLOBBY_QUEUED_MESSAGES": "100000",
+                # Every round's push is timed: no per-minute notice cap may hold one back.
+                "POCOLOBBY_NOTICES_PER_MINUTE": "100000",
+            },
         ).start()
         try:
             configs = await asyncio.to_thread(broker.provision, LOBBY, ["a", "b"], root / "cfg")
