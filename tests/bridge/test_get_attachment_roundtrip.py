@@ -112,7 +112,10 @@ class Team:
 
 @contextlib.asynccontextmanager
 async def running_team(
-    module_broker: Broker, tmp_path: Path, names: tuple[str, ...] = ("a", "b")
+    module_broker: Broker,
+    tmp_path: Path,
+    names: tuple[str, ...] = ("a", "b"),
+    grant_a: tuple[str, ...] = (),
 ) -> AsyncIterator[Team]:
     """Agents of a new lobby, each a bridge under its own simulated host (entered and left
     in the test's own task, as anyio's scopes require); a's bridge goes through a proxy."""
@@ -120,6 +123,8 @@ async def running_team(
     configs = await asyncio.to_thread(
         module_broker.provision, lobby, list(names), tmp_path / "configs"
     )
+    if grant_a:  # e.g. ("--broadcast", "yes"): before a's bridge loads its catalog
+        await asyncio.to_thread(module_broker.cli_ok, "agent", "permissions", lobby, "a", *grant_a)
     proxy = await Proxy(module_broker.port).start()
     through = tmp_path / "configs" / "a-via-proxy.json"
     through.write_text(configs["a"].path.read_text().replace(module_broker.url, proxy.url))
@@ -451,3 +456,35 @@ async def test_uploads_busy_is_retried_after_its_wait_then_reported_not_sent(
         assert waited >= UPLOAD_ATTEMPTS - 1  # retry_after is 1 s
         history = await api(broker.url, team.configs["a"].token, "GET", "/v1/messages?view=history")
         assert history["messages"] == []
+
+
+async def test_room_messages_and_broadcasts_carry_files_too(module_broker: Broker, tmp_path: Path):
+    grant = ("--broadcast", "yes", "--manage-rooms", "yes")
+    async with running_team(module_broker, tmp_path, grant_a=grant) as team:
+        a, b = team.hosts["a"], team.hosts["b"]
+        shot = tmp_path / "scratch" / "mock.png"
+        original = screenshot(shot)
+        doc = tmp_path / "scratch" / "brief.md"
+        doc.write_text(DOCUMENT)
+        await a.ok("create_room", room_id="design", members=["a", "b"])
+        in_room = await a.ok(
+            "send_room_message",
+            room_id="design",
+            content="the mock",
+            client_request_id=str(uuid.uuid4()),
+            attachments=[str(shot)],
+        )
+        broadcast = await a.ok(
+            "broadcast",
+            content="the brief",
+            client_request_id=str(uuid.uuid4()),
+            attachments=[str(doc)],
+        )
+        for sent, check in ((in_room, "image"), (broadcast, "text")):
+            event = await b.message_event(sent["message_id"])
+            attachment_id = event.payload["messages"][0]["attachments"][0]["id"]
+            opened = await call(b, "get_attachment", attachment_id=attachment_id)
+            if check == "image":
+                assert base64.b64decode(image_of(opened).data) == original
+            else:
+                assert text_of(opened) == DOCUMENT
