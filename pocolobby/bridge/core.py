@@ -26,10 +26,11 @@ from lobbies.wire import (
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
 )
-from pocolobby.bridge import bridge_version
+from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, Catalog, CatalogError, compare, local_guide
 from pocolobby.bridge.config import AgentConfig, Runtime
+from pocolobby.bridge.files import FileRefused, Places
 from pocolobby.bridge.host import HostGone, HostPipe
 from pocolobby.bridge.pane import PaneDelivery, notice_line
 from pocolobby.bridge.results import (
@@ -130,6 +131,7 @@ class Bridge:
             "ready": self._ready,
             "list_operations": self._list_operations,
             "call_operation": self._call_operation,
+            "get_attachment": self._get_attachment,
         }
 
     @property
@@ -258,6 +260,8 @@ class Bridge:
             return
         note, shown = (None, None) if kind == "bootstrap" else self._catalog_note()
         text = content if note is None else f"{content}\n\n{note}"
+        if kind == "messages" and (named := attachments.attachments_note(_payload(content))):
+            text = f"{text}\n\n{named}"
         try:
             await self.host.notify(
                 CHANNEL_METHOD, {"content": text, "meta": clean_meta(frame.get("meta"))}
@@ -524,10 +528,72 @@ class Bridge:
         return refused if refused is not None else await self.broker.call(name, arguments)
 
     async def run_operation(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if "attachments" in arguments:
+            return await self._send_with_attachments(name, arguments)
         outcome = await self._call(name, arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
         return self.render(name, arguments, outcome)
+
+    def places(self) -> Places:
+        """Where the local file rules let this bridge read and save, now (HOME may change)."""
+        return Places.current(self.config.identity)
+
+    async def _send_with_attachments(
+        self, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A send naming local files: rules, read, describe, send, upload what is missing.
+
+        Whether the operation takes files is decided by the current catalog, not by the schema
+        the host cached: a host that lists an older send_message still sends files.
+        """
+        refused = await self._gate()
+        if refused is not None:
+            return refused
+        if self.catalog is None:
+            await self.wait_for_catalog()
+        operation = self.catalog.get(name) if self.catalog else None
+        if operation is None or "attachments" not in operation.arguments:
+            known = "is not in" if operation is None else "takes no attachments in"
+            return failure(
+                f"Not sent: {name} {known} the broker's current catalog"
+                f"{f' (revision {self.catalog.revision})' if self.catalog else ''}, so the "
+                "bridge read no file and sent nothing. Files go with send_message, "
+                "send_room_message, broadcast and schedule_message; list_operations shows "
+                "which take attachments."
+            )
+        try:
+            paths = attachments.parse_paths(arguments["attachments"])
+        except attachments.BadArguments as exc:
+            return failure(f"Not sent: {exc}. Nothing was read or stored.")
+        try:
+            local = await asyncio.to_thread(attachments.read_all, paths, self.places())
+        except FileRefused as refusal:
+            return failure(attachments.refused_text(name, refusal))
+        outcome = await attachments.send_with_files(
+            self.broker, self.broker.call, name, arguments, local
+        )
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        return self.render(name, arguments, outcome)
+
+    async def _get_attachment(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            request = attachments.parse_request(arguments)
+        except attachments.BadArguments as exc:
+            return failure(str(exc))
+        refused = await self._gate()
+        if refused is not None:
+            return refused
+        outcome = await attachments.get_attachment(self.broker, request, self.places())
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        if outcome.transport is not None:  # a read changes nothing: no "unknown outcome"
+            return failure(
+                f"Not downloaded: the connection to the PocoLobby broker at {self.config.url} "
+                f"failed ({outcome.message}). Nothing was shown or saved; retry get_attachment."
+            )
+        return self.render("get_attachment", arguments, outcome)
 
     def render(
         self, name: str, arguments: dict[str, Any], outcome: Outcome
