@@ -95,7 +95,7 @@ def _attachment_id(key: str) -> int:
 def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
     """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
     agent = _caller(request).agent
-    data = request.read()
+    data = request.body  # cached: a retry after a database deadlock reads it again
     outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
     return JsonResponse(
         {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200
