@@ -149,6 +149,7 @@ async def run(messages: int, ack_every: int) -> int:
             env={
                 "POCOLOBBY_SENDS_PER_MINUTE": str(10 * messages + 100),
                 "POCOLOBBY_QUEUED_MESSAGES": str(10 * messages + 100),
+                "POCOLOBBY_NOTICES_PER_MINUTE": str(10 * messages + 100),
             },
         ).start()
         try:

@@ -66,6 +66,7 @@ def broker_env(messages: int) -> dict[str, str]:
     return {
         "POCOLOBBY_SENDS_PER_MINUTE": generous,
         "POCOLOBBY_QUEUED_MESSAGES": generous,
+        "POCOLOBBY_NOTICES_PER_MINUTE": generous,
         "POCOLOBBY_LOG_LEVEL": "WARNING",
     }
 

@@ -31,7 +31,8 @@ def build_store(data_dir: Path, count: int) -> None:
     now = datetime.now(UTC).replace(tzinfo=None)
     stamp = now.strftime("%Y-%m-%d %H:%M:%S.%f")
     db.execute(
-        "INSERT INTO lobbies_lobby (name, created_at, message_sequence) VALUES (?, ?, ?)",
+        "INSERT INTO lobbies_lobby (name, created_at, message_sequence, delivery_paused)"
+        " VALUES (?, ?, ?, 0)",
         ("bench", stamp, count),
     )
     agent_cols = (

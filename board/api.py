@@ -15,10 +15,10 @@ from django.utils import timezone
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from board.actions import SessionDay, record_turn, store_token_days
-from lobbies import usage
+from lobbies import answers, usage
 from lobbies.catalog import parse_arguments
 from lobbies.errors import bad_request
-from lobbies.http import api_view, bearer_token, json_body
+from lobbies.http import Documented, api_view, bearer_token, json_body
 from lobbies.schemas import Operation
 from lobbies.tokens import agent_for_token
 from lobbies.wire import iso
@@ -69,8 +69,9 @@ class TokensReport(Operation):
     days: list[TokenDayReport] = Field(max_length=MAX_TOKEN_DAYS)
 
 
-@api_view(("PUT",))
+@api_view(("PUT",), Documented("PUT", answers.UsageStored, body=usage.UsageReport, errors=(413,)))
 def put_usage(request: HttpRequest) -> JsonResponse:
+    """Plan usage from the agent's status line; the latest reading is kept in memory."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(usage.UsageReport, json_body(request))
     now = timezone.now()
@@ -78,8 +79,9 @@ def put_usage(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"stored": True, "usage": usage.usage_entry(reading, now)})
 
 
-@api_view(("POST",))
+@api_view(("POST",), Documented("POST", answers.TurnAnswer, body=TurnReport, errors=(413,)))
 def post_turn(request: HttpRequest) -> JsonResponse:
+    """A turn started or ended, from Claude Code's hooks: the dashboard's work stretches."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(TurnReport, json_body(request))
     now = timezone.now()
@@ -99,8 +101,9 @@ def post_turn(request: HttpRequest) -> JsonResponse:
     )
 
 
-@api_view(("PUT",))
+@api_view(("PUT",), Documented("PUT", answers.TokensStored, body=TokensReport, errors=(413,)))
 def put_tokens(request: HttpRequest) -> JsonResponse:
+    """Token counts per session and UTC day; each row is replaced, never added twice."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(TokensReport, json_body(request))
     now = timezone.now()

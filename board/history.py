@@ -161,19 +161,24 @@ def _day_start_sequence(lobby: Lobby, since: datetime) -> int | None:
     )
 
 
-def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime) -> Q:
-    """Every filter but the agent's, as one condition over the day's messages."""
-    condition = Q(lobby=lobby, sequence__gte=first, created_at__gte=since)
+def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime, via: str = "") -> Q:
+    """Every filter but the agent's, as one condition over the day's messages; `via` reads
+    them from another model (`message__` from the copies)."""
+
+    def on(**terms: object) -> Q:
+        return Q(**{f"{via}{field}": value for field, value in terms.items()})
+
+    condition = on(lobby=lobby, sequence__gte=first, created_at__gte=since)
     if filters.before is not None:
-        condition &= Q(sequence__lt=filters.before)
+        condition &= on(sequence__lt=filters.before)
     if filters.room:
-        condition &= Q(scope=Scope.ROOM, room_name=filters.room)
+        condition &= on(scope=Scope.ROOM, room_name=filters.room)
     if filters.kind:
-        condition &= Q(kind=filters.kind)
+        condition &= on(kind=filters.kind)
     if filters.priority:
-        condition &= Q(priority=filters.priority)
+        condition &= on(priority=filters.priority)
     if filters.text:
-        condition &= Q(content__icontains=filters.text)
+        condition &= on(content__icontains=filters.text)
     return condition
 
 
@@ -187,7 +192,9 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
     """The page's messages and one more (to know there is a next page), newest first.
 
     An agent's traffic is what it sent or received: the newest of each, read through the
-    sender and recipient indexes separately and merged, which is the newest of both.
+    (sender, sequence) and (recipient, message) indexes separately and merged, which is the
+    newest of both. Its copies are read newest message first by message id: a lobby's ids
+    and sequences rise together (both are taken while the send holds the lobby's row).
     """
     messages = Message.objects.filter(_condition(lobby, filters, first, since)).only(*_FIELDS)
     if not filters.agent:
@@ -196,9 +203,23 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
     if agent is None:
         return []
     sent = messages.filter(sender_id=agent["pk"]).order_by("-sequence")[: PAGE_SIZE + 1]
-    received = messages.filter(deliveries__recipient_id=agent["pk"]).order_by("-sequence")
-    merged = {m.pk: m for m in [*sent, *received[: PAGE_SIZE + 1]]}
+    received_ids = list(
+        Delivery.objects.filter(recipient_id=agent["pk"], message_id__gte=_first_id(lobby, first))
+        .filter(_condition(lobby, filters, first, since, via="message__"))
+        .order_by("-message_id")
+        .values_list("message_id", flat=True)[: PAGE_SIZE + 1]
+    )
+    received = Message.objects.filter(pk__in=received_ids).only(*_FIELDS)
+    merged = {m.pk: m for m in [*sent, *received]}
     return sorted(merged.values(), key=lambda m: -m.sequence)[: PAGE_SIZE + 1]
+
+
+def _first_id(lobby: Lobby, first: int) -> int:
+    """The id of the window's first message: the copies' scan stops there."""
+    found = (
+        Message.objects.filter(lobby=lobby, sequence=first).values_list("pk", flat=True).first()
+    )
+    return found or 0
 
 
 def _agent_names(lobby: Lobby) -> list[str]:

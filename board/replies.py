@@ -1,4 +1,5 @@
-"""The reply box's POST: the owner answers one agent; parse -> call -> answer JSON."""
+"""The reply boxes' POSTs: the owner answers one agent, or writes to every agent of the
+lobby; parse -> call -> answer JSON."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
 from board.views import dashboard_page
-from console.actions.owner_replies import reply_to_agent
-from console.forms import ReplyForm
+from console.actions.owner_replies import broadcast_to_lobby, reply_to_agent
+from console.forms import BroadcastForm, ReplyForm
 from console.lobby_views import actor_of
 from console.pages import LobbyPage
 from console.web import PageRefusal, json_ok, parse_json_post
@@ -37,5 +38,26 @@ def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     return json_ok(
         message=f"Sent to {form.to} as the owner (message {outcome.message.pk}).",
         message_id=outcome.message.pk,
+        duplicate=outcome.duplicate,
+    )
+
+
+@dashboard_page
+def broadcast(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    if not page.visitor.may_change_settings:
+        raise PageRefusal(403, NOT_OWNER, "forbidden")
+    form = parse_json_post(request, BroadcastForm, max_bytes=_reply_bytes())
+    outcome = broadcast_to_lobby(
+        actor_of(page.visitor),
+        page.lobby.pk,
+        content=form.content,
+        important=form.important,
+        client_request_id=form.client_request_id,
+    )
+    count = len(outcome.deliveries)
+    return json_ok(
+        message=f"Sent to every agent ({count}) as the owner (message {outcome.message.pk}).",
+        message_id=outcome.message.pk,
+        recipients=count,
         duplicate=outcome.duplicate,
     )

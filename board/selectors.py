@@ -297,11 +297,11 @@ class AgentRow:
     def idle(self) -> timedelta | None:
         return None if self.idle_seconds is None else timedelta(seconds=self.idle_seconds)
 
-    @property
-    def transport(self) -> str:
-        """How messages reach it: the bridge's Channel while connected (the only delivery
-        the bridge offers so far), nothing while not."""
-        return "channel" if self.online else "none"
+    # How messages reach it (channel, tmux, or none while no bridge is online) and, for a
+    # tmux bridge, since when and why it holds notices (the pane is busy, gone or locked).
+    transport: str = "none"
+    held_since: datetime | None = None
+    held_reason: str = ""
 
 
 def inbox_counts(agent_pks: list[int]) -> dict[int, tuple[int, int]]:
@@ -446,6 +446,9 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 important=inboxes.get(agent.pk, (0, 0))[1],
                 online=bool(agent.online),
                 last_seen=_last_seen(agent),
+                transport=(agent.transport or "channel") if agent.online else "none",
+                held_since=agent.held_since if agent.online else None,
+                held_reason=(agent.held_reason or "") if agent.online else "",
             )
         )
     return rows
@@ -565,6 +568,7 @@ def settings_page(lobby: Lobby) -> dict[str, Any]:
         agent["look"] = looks.get(agent.pop("agent_pk"))
     return {
         **facts,
+        **console_selectors.owner_controls_of(lobby),
         "visibility": config.visibility if config else Visibility.PRIVATE,
         "public_message_contents": bool(config and config.public_message_contents),
         "summary_model": config.summary_model if config else SummaryModel.HAIKU,

@@ -19,6 +19,7 @@ from console.forms import (
 from console.lobby_views import actor_of
 from console.pages import LobbyPage, lobby_page
 from console.web import json_ok, parse_json_post
+from lobbies.attachment_selectors import lobby_attachments
 from lobbies.hosts import hosted
 
 VIEWER_WARNING = (
@@ -40,6 +41,7 @@ def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
             viewer_warning=VIEWER_WARNING,
             hosted=hosted(),
             services=console_selectors.services(),
+            attachments=lobby_attachments(page.lobby, limit=50),
         ),
     )
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("parts/accounts", views.accounts_part, name="dashboard-accounts"),
     path("tokens", views.tokens, name="dashboard-tokens"),
     path("reply", replies.reply, name="dashboard-reply"),
+    path("broadcast", replies.broadcast, name="dashboard-broadcast"),
     path("messages", message_views.messages, name="dashboard-messages"),
     path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
     path("settings", settings_views.settings_page),

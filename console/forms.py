@@ -90,5 +90,38 @@ class ReplyForm(StrictForm):
     client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class BroadcastForm(StrictForm):
+    """The owner's message to every agent: the send action's bounds, not the form's."""
+
+    content: str
+    important: bool = False
+    client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
 class PublicContentsForm(StrictForm):
     public_message_contents: bool
+
+
+class AgentForm(StrictForm):
+    """An owner control on one agent (retry notifications, cancel its scheduled messages)."""
+
+    agent: Name
+
+
+class RestForm(StrictForm):
+    agent: Name
+    rest: bool
+
+
+class PermissionsForm(StrictForm):
+    agent: Name
+    broadcast: bool
+    manage_rooms: bool
+
+
+class DeliveryForm(StrictForm):
+    paused: bool
+
+
+class CancelMessageForm(StrictForm):
+    message_id: Annotated[int, Field(ge=1)]

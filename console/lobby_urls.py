@@ -19,4 +19,10 @@ urlpatterns = [
     path("settings/viewers/add", views.add_viewer),
     path("settings/viewers/remove", views.remove_viewer),
     path("settings/delete", views.delete),
+    path("settings/agents/rest", views.agent_rest),
+    path("settings/agents/retry-notifications", views.agent_retry),
+    path("settings/agents/cancel-scheduled", views.agent_cancel_scheduled),
+    path("settings/agents/permissions", views.agent_permissions),
+    path("settings/delivery", views.delivery),
+    path("settings/scheduled/cancel", views.cancel_scheduled),
 ]

@@ -11,13 +11,18 @@ from django.views.decorators.csrf import csrf_exempt
 
 from console import selectors
 from console.access import LOBBY_COOKIE, VERIFIER_COOKIE, Visitor
-from console.actions import handoff
+from console.actions import handoff, owner_controls
 from console.actions import lobby_settings as actions
 from console.actions.lobby_settings import Actor
 from console.forms import (
+    AgentForm,
+    CancelMessageForm,
     CreateRoomForm,
     DeleteLobbyForm,
+    DeliveryForm,
     EmptyForm,
+    PermissionsForm,
+    RestForm,
     RoomForm,
     RoomMembersForm,
     ViewerForm,
@@ -39,6 +44,8 @@ from lobbies.hosts import account_origin, hosted
 from lobbies.models import ActorKind
 
 VERIFIER_SECONDS = 15 * 60
+
+
 def actor_of(visitor: Visitor) -> Actor:
     if visitor.role == "operator" or visitor.account is None:
         return Actor.operator()
@@ -152,3 +159,66 @@ def delete(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, DeleteLobbyForm)
     name = actions.delete_lobby(actor_of(page.visitor), page.lobby.pk, form.confirm)
     return json_ok(message=f"deleted lobby {name}", redirect=f"{account_origin()}/")
+
+
+# ---------------------------------------------------------------- owner controls (issue 16)
+
+
+@lobby_page(settings=True)
+def agent_rest(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, RestForm)
+    owner_controls.set_resting(actor_of(page.visitor), page.lobby.pk, form.agent, form.rest)
+    state = "resting: nothing is pushed to it" if form.rest else "awake again"
+    return json_ok(message=f"{form.agent} is {state}")
+
+
+@lobby_page(settings=True)
+def agent_retry(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, AgentForm)
+    owner_controls.retry_notifications(actor_of(page.visitor), page.lobby.pk, form.agent)
+    return json_ok(message=f"notifications to {form.agent} are retried now")
+
+
+@lobby_page(settings=True)
+def agent_cancel_scheduled(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, AgentForm)
+    counts = owner_controls.cancel_agent_scheduled(
+        actor_of(page.visitor), page.lobby.pk, form.agent
+    )
+    return json_ok(
+        message=f"cancelled {counts['messages']} scheduled message(s) and "
+        f"{counts['schedules']} schedule(s) of {form.agent}",
+        **counts,
+    )
+
+
+@lobby_page(settings=True)
+def agent_permissions(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, PermissionsForm)
+    agent = owner_controls.set_permissions(
+        actor_of(page.visitor),
+        page.lobby.pk,
+        form.agent,
+        broadcast=form.broadcast,
+        manage_rooms=form.manage_rooms,
+    )
+    granted = [p for p in ("broadcast", "manage_rooms") if getattr(agent, p)]
+    return json_ok(
+        message=f"saved the permissions of {form.agent}: {', '.join(granted) or 'none'}"
+    )
+
+
+@lobby_page(settings=True)
+def delivery(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, DeliveryForm)
+    owner_controls.set_delivery_paused(actor_of(page.visitor), page.lobby.pk, form.paused)
+    if form.paused:
+        return json_ok(message="delivery is paused: sends queue, nothing is pushed")
+    return json_ok(message="delivery resumed: what queued is pushed now")
+
+
+@lobby_page(settings=True)
+def cancel_scheduled(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, CancelMessageForm)
+    owner_controls.cancel_scheduled_message(actor_of(page.visitor), page.lobby.pk, form.message_id)
+    return json_ok(message=f"cancelled scheduled message {form.message_id}")

@@ -13,11 +13,12 @@ from django.http import HttpRequest, JsonResponse
 from console import local
 from console.actions import accounts as account_actions
 from console.models import Account
+from lobbies import answers
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.hosts import hosted
 from lobbies.http import api_view, json_body
-from lobbies.operator_api import require_operator
+from lobbies.operator_api import admin, require_operator
 from lobbies.schemas import Operation, bounded_text
 
 
@@ -43,7 +44,7 @@ def _account_entry(account: Account) -> dict[str, Any]:
     }
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.AccountAnswer, SaveAccount, statuses=(200, 201)))
 def accounts(request: HttpRequest) -> JsonResponse:
     """Create an account or change it; disabling ends its sessions and hand-offs."""
     require_operator(request)
@@ -56,16 +57,22 @@ def accounts(request: HttpRequest) -> JsonResponse:
     )
 
 
-@api_view(("PUT",))
+@api_view(("PUT",), admin("PUT", answers.OwnerAnswer, SetOwner))
 def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Make an account the lobby's owner, creating the account if new."""
     require_operator(request)
     args = parse_arguments(SetOwner, json_body(request))
     account = account_actions.set_owner(lobby, args.email)
     return JsonResponse({"lobby": lobby, "owner": account.email})
 
 
-@api_view(("POST", "DELETE"))
+@api_view(
+    ("POST", "DELETE"),
+    admin("POST", answers.RepositoryApproved, Repository, statuses=(200, 201)),
+    admin("DELETE", answers.RepositoryWithdrawn, Repository),
+)
 def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Approve a repository for the lobby's notes (POST), or withdraw it (DELETE)."""
     require_operator(request)
     args = parse_arguments(Repository, json_body(request))
     if request.method == "POST":
@@ -77,7 +84,7 @@ def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
     return JsonResponse({"lobby": lobby, "withdrawn": args.repository.strip()})
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.SettingsTicket, errors=(404,)))
 def settings_ticket(request: HttpRequest) -> JsonResponse:
     """A one-minute, single-use ticket for `pocolobby settings` (local broker only)."""
     require_operator(request)

@@ -7,11 +7,23 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 
 from console import mail
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
-from lobbies.models import ActorKind, Agent, ArchivedRoom, AuditEvent, Lobby, Room, RoomMember
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    ArchivedRoom,
+    AuditEvent,
+    Lobby,
+    Message,
+    Room,
+    RoomMember,
+    Schedule,
+    ScheduleStatus,
+    Scope,
+)
 from lobbies.names import OWNER_SENDER
 
 ACTIVITY_PAGE_SIZE = 50
@@ -100,6 +112,67 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
     }
 
 
+SCHEDULED_LISTED = 50
+PREVIEW_CHARACTERS = 120
+
+
+def owner_controls_of(lobby: Lobby) -> dict[str, Any]:
+    """The owner controls' facts: each agent's state and permissions, the lobby's delivery
+    pause, and the scheduled messages not yet due (earliest first, at most 50)."""
+    agents = Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER).order_by("agent_id")
+    pending = Message.objects.filter(lobby=lobby, scheduled_pending=True)
+    # Counted by sender from the small sets (the scheduled-due partial index), not by joining
+    # every message an agent ever sent.
+    messages_by = dict(pending.values_list("sender_id").annotate(n=Count("pk")))
+    schedules_by = dict(
+        Schedule.objects.filter(lobby=lobby, status=ScheduleStatus.ACTIVE)
+        .values_list("sender_id")
+        .annotate(n=Count("pk"))
+    )
+    scheduled = list(
+        pending.prefetch_related("deliveries__recipient")
+        .order_by("deliver_at", "pk")[:SCHEDULED_LISTED]
+    )
+    return {
+        "delivery_paused": lobby.delivery_paused,
+        "controls": [
+            {
+                "agent_id": a.agent_id,
+                "enabled": a.enabled,
+                "resting": a.resting,
+                "broadcast": a.broadcast,
+                "manage_rooms": a.manage_rooms,
+                "attention": a.notification_attention_required,
+                "scheduled_messages": messages_by.get(a.pk, 0),
+                "active_schedules": schedules_by.get(a.pk, 0),
+            }
+            for a in agents
+        ],
+        "scheduled": [
+            {
+                "message_id": m.pk,
+                "sender": m.sender_name,
+                "to": _scheduled_to(m),
+                "deliver_at": m.deliver_at,
+                "preview": m.content[:PREVIEW_CHARACTERS],
+                "cut": len(m.content) > PREVIEW_CHARACTERS,
+            }
+            for m in scheduled
+        ],
+        "scheduled_total": (
+            pending.count() if len(scheduled) == SCHEDULED_LISTED else len(scheduled)
+        ),
+    }
+
+
+def _scheduled_to(message: Message) -> str:
+    if message.scope == Scope.BROADCAST:
+        return "every agent"
+    if message.room_name:
+        return f"room {message.room_name}"
+    return ", ".join(sorted(d.recipient.agent_id for d in message.deliveries.all()))
+
+
 def _names(values: Any) -> str:
     return ", ".join(str(v) for v in values) if values else "nobody"
 
@@ -170,6 +243,22 @@ def _phrase(event: AuditEvent) -> str:
         case "permissions_changed":
             granted = [name for name in ("manage_rooms", "broadcast") if d.get(name)]
             return f"set agent {t}'s permissions to {', '.join(granted) or 'none'}"
+        case "delivery_paused":
+            return "paused all delivery"
+        case "delivery_resumed":
+            return "resumed delivery"
+        case "notifications_retried":
+            return f"retried notifications to {t} now"
+        case "scheduled_cancelled":
+            if "message_id" in d:
+                return f"cancelled scheduled message {d['message_id']} of {t}"
+            return (
+                f"cancelled what {t} scheduled ({d.get('messages', 0)} messages, "
+                f"{d.get('schedules', 0)} daily schedules)"
+            )
+        case "owner_message_sent":
+            to = "every agent" if d.get("broadcast") else t
+            return f"sent {to} a message as the owner"
         case "repository_approved":
             return f"approved repository {t}"
         case "repository_withdrawn":

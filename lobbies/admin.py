@@ -21,7 +21,15 @@ from django.template.response import TemplateResponse
 
 from lobbies.actions import continuity, operator, rooms
 from lobbies.errors import BrokerError
-from lobbies.models import Agent, AuditEvent, Delivery, DeliveryState, Message
+from lobbies.models import (
+    Agent,
+    Attachment,
+    AuditEvent,
+    Delivery,
+    DeliveryState,
+    Message,
+    PendingUpload,
+)
 
 PREVIEW_CHARS = 120
 RECIPIENTS_SHOWN = 8
@@ -505,3 +513,20 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ("actor_kind", "account", "action", "lobby_name")
     search_fields = ("target", "agent_id", "lobby_name", "account")
     date_hierarchy = "created_at"
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(ReadOnlyAdmin):
+    """Metadata only: the owner and the operator see names, types and sizes, never content."""
+
+    list_display = ("id", "name", "media_type", "size", "uploader", "created_at", "expired_at")
+    list_filter = ("media_type", "lobby")
+    search_fields = ("name", "sha256", "uploader__agent_id")
+    list_select_related = ("uploader",)
+
+
+@admin.register(PendingUpload)
+class PendingUploadAdmin(ReadOnlyAdmin):
+    list_display = ("sha256", "size", "uploader", "created_at")
+    list_filter = ("lobby",)
+    list_select_related = ("uploader",)

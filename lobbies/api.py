@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from urllib.parse import quote
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from lobbies import attachment_selectors, blobs
+from lobbies.actions import attachments
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
-from lobbies.catalog import Caller, catalog_for, run_tool
+from lobbies.answers import AttachmentMeta, Catalog, UploadAnswer
+from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, run_tool
 from lobbies.credentials import stated
-from lobbies.errors import bad_request
-from lobbies.http import ApiView, api_view, json_body
+from lobbies.errors import bad_request, not_found
+from lobbies.http import ApiView, Documented, api_view, json_body
 from lobbies.tokens import agent_for_token
-from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire import (
+    ATTACHMENT_NAME_HEADER,
+    ATTACHMENT_SHA256_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -27,12 +37,26 @@ def _caller(request: HttpRequest) -> Caller:
     return Caller(agent, RuntimeCaller(check_runtime_id(given.runtime_id), given.generation))
 
 
-@api_view(("GET",))
+def _documented(tool: Tool, method: str, **bind: str) -> Documented:
+    """The tool as one operation of the document: its catalog schema is the arguments."""
+    return Documented(
+        method,
+        tool.answer,
+        body=tool.schema if method != "GET" else None,
+        query=tool.schema if method == "GET" else None,
+        errors=tool.errors,
+        bind=tuple(bind.items()),
+        summary=tool.description,
+    )
+
+
+@api_view(("GET",), Documented("GET", Catalog, errors=()))
 def tools(request: HttpRequest) -> JsonResponse:
+    """The operations this agent may call (permission-filtered), with their JSON Schemas."""
     return JsonResponse(catalog_for(_caller(request).agent))
 
 
-@api_view(("POST",))
+@api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))
 def call_tool(request: HttpRequest, name: str) -> JsonResponse:
     return JsonResponse(run_tool(_caller(request), name, json_body(request)))
 
@@ -40,7 +64,7 @@ def call_tool(request: HttpRequest, name: str) -> JsonResponse:
 def operation_route(name: str, method: str) -> ApiView:
     """A REST route that runs catalog operation `name`, exactly as POST /v1/tools/<name> does."""
 
-    @api_view((method,))
+    @api_view((method,), _documented(TOOLS[name], method))
     def route(request: HttpRequest) -> JsonResponse:
         caller = _caller(request)
         if method == "GET":
@@ -49,3 +73,67 @@ def operation_route(name: str, method: str) -> ApiView:
 
     route.__name__ = name
     return route
+
+
+def _attachment_id(key: str) -> int:
+    if not key.isascii() or not key.isdigit() or len(key) > 18:
+        raise not_found("not_found", f"no attachment {key[:40]!r}: ids are integers")
+    return int(key)
+
+
+@api_view(
+    ("PUT",),
+    Documented(
+        "PUT",
+        UploadAnswer,
+        statuses=(200, 201),
+        errors=(411, 413, 415, 503, 507),
+        raw_body="application/octet-stream",
+        summary="Upload a file's bytes under its SHA-256: proves possession for a send",
+    ),
+)
+def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
+    """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
+    agent = _caller(request).agent
+    data = request.body  # cached: a retry after a database deadlock reads it again
+    outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
+    return JsonResponse(
+        {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200
+    )
+
+
+@api_view(
+    ("GET",),
+    Documented(
+        "GET",
+        None,
+        errors=(410,),
+        raw_answer="application/octet-stream",
+        summary="Download a file the reader sent or received (never the owner)",
+    ),
+)
+def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
+    attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
+    try:
+        data = blobs.read(attachment.sha256)
+    except FileNotFoundError:  # removed by hand from the attachments directory
+        raise not_found(
+            "not_found", f"attachment {attachment.pk}'s content is missing on the broker"
+        ) from None
+    response = HttpResponse(data, content_type=attachment.media_type)
+    response[ATTACHMENT_NAME_HEADER] = quote(attachment.name, safe="")
+    response[ATTACHMENT_SHA256_HEADER] = attachment.sha256
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Disposition"] = "attachment"
+    return response
+
+
+@api_view(
+    ("GET",),
+    Documented("GET", AttachmentMeta, errors=(410,), summary="A file's name, type, size, hash"),
+)
+def attachment_meta(request: HttpRequest, key: str) -> JsonResponse:
+    attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
+    return JsonResponse(
+        {**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256}
+    )

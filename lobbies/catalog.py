@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from lobbies import selectors
+from lobbies import answers, selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity, restore
 from lobbies.actions import messages as message_actions
@@ -30,6 +30,7 @@ from lobbies.errors import BrokerError, bad_request, not_found
 from lobbies.models import Agent, Checkpoint
 from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
+    ATTACHMENTS_DESCRIPTION,
     AcknowledgeMessages,
     AddRoomMembers,
     Broadcast,
@@ -55,7 +56,7 @@ from lobbies.schemas import (
     SetStatus,
     UpdateScheduled,
 )
-from lobbies.wire import iso
+from lobbies.wire import MAX_ATTACHMENTS, iso
 
 Result = dict[str, Any]
 
@@ -306,13 +307,22 @@ def _get_context(caller: Caller, args: GetContext) -> Result:
     }
 
 
+# The error statuses of a write beyond every agent operation's (400, 401, 403, 503):
+# a write from a superseded runtime is 409 generation_superseded, and most find a target.
+WRITE = (404, 409)
+# A send can also be over a bound, too fast, or out of room.
+SEND = (*WRITE, 413, 429, 507)
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     schema: type[Operation]
     run: Callable[[Caller, Any], Result]
+    answer: type[BaseModel]
     guidance: str = ""
     permission: Permission | None = None
+    errors: tuple[int, ...] = WRITE
 
     @property
     def description(self) -> str:
@@ -323,6 +333,18 @@ class Tool:
         schema = self.schema.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
+        if "attachments" in schema.get("properties", {}):
+            # The model names local paths; its bridge reads them and sends descriptions
+            # (AttachmentDescription), which is what the HTTP route validates.
+            schema["properties"]["attachments"] = {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "maxItems": MAX_ATTACHMENTS,
+                "description": ATTACHMENTS_DESCRIPTION,
+            }
+            schema.get("$defs", {}).pop("AttachmentDescription", None)
+            if not schema.get("$defs"):
+                schema.pop("$defs", None)
         return {"name": self.name, "description": self.description, "input_schema": schema}
 
 
@@ -333,6 +355,8 @@ TOOLS: dict[str, Tool] = {
             "send_message",
             SendMessage,
             _send_message,
+            answers.SendAnswer,
+            errors=SEND,
             guidance=(
                 "Answers status 'stored' once the message is committed. If the outcome is "
                 "uncertain, retry with the same arguments and client_request_id; a retry is "
@@ -344,6 +368,8 @@ TOOLS: dict[str, Tool] = {
             "send_room_message",
             SendRoomMessage,
             _send_room_message,
+            answers.SendAnswer,
+            errors=SEND,
             guidance="Every room message costs each recipient a turn: name addressees when only "
             "some need it. Same retry rule as send_message.",
         ),
@@ -351,6 +377,8 @@ TOOLS: dict[str, Tool] = {
             "broadcast",
             Broadcast,
             _broadcast,
+            answers.SendAnswer,
+            errors=SEND,
             permission="broadcast",
             guidance="Same retry rule as send_message.",
         ),
@@ -358,53 +386,113 @@ TOOLS: dict[str, Tool] = {
             "schedule_message",
             ScheduleMessage,
             _schedule_message,
+            answers.ScheduleAnswer,
             guidance="At most 20 active schedules; a time skipped by a daylight-saving change "
             "runs just after the gap, a repeated one once.",
         ),
-        Tool("list_scheduled", ListScheduled, _list_scheduled),
-        Tool("cancel_scheduled", CancelScheduled, _cancel_scheduled),
-        Tool("update_scheduled", UpdateScheduled, _update_scheduled),
-        Tool("list_rooms", ListRooms, _list_rooms),
+        Tool(
+            "list_scheduled",
+            ListScheduled,
+            _list_scheduled,
+            answers.ScheduledList,
+            errors=(),
+        ),
+        Tool(
+            "cancel_scheduled",
+            CancelScheduled,
+            _cancel_scheduled,
+            answers.CancelAnswer,
+        ),
+        Tool(
+            "update_scheduled",
+            UpdateScheduled,
+            _update_scheduled,
+            answers.UpdateScheduledAnswer,
+        ),
+        Tool(
+            "list_rooms",
+            ListRooms,
+            _list_rooms,
+            answers.RoomList,
+            errors=(),
+        ),
         Tool(
             "create_room",
             CreateRoom,
             _room_change(room_actions.create_room),
+            answers.RoomEntry,
             permission="manage_rooms",
         ),
         Tool(
             "set_room_members",
             SetRoomMembers,
             _room_change(room_actions.set_room_members),
+            answers.RoomEntry,
             permission="manage_rooms",
         ),
         Tool(
             "add_room_members",
             AddRoomMembers,
             _room_change(room_actions.add_room_members),
+            answers.RoomEntry,
             permission="manage_rooms",
         ),
         Tool(
             "remove_room_members",
             RemoveRoomMembers,
             _room_change(room_actions.remove_room_members),
+            answers.RoomEntry,
             permission="manage_rooms",
         ),
-        Tool("delete_room", DeleteRoom, _delete_room, permission="manage_rooms"),
-        Tool("rest_agents", RestAgents, _rest_agents, permission="manage_rooms"),
-        Tool("get_messages", GetMessages, _get_messages),
+        Tool(
+            "delete_room",
+            DeleteRoom,
+            _delete_room,
+            answers.DeleteRoomAnswer,
+            permission="manage_rooms",
+        ),
+        Tool(
+            "rest_agents", RestAgents, _rest_agents, answers.RestAnswer, permission="manage_rooms"
+        ),
+        Tool(
+            "get_messages",
+            GetMessages,
+            _get_messages,
+            answers.MessagesPage,
+            errors=(),
+        ),
         Tool(
             "acknowledge_messages",
             AcknowledgeMessages,
             _acknowledge_messages,
+            answers.AcknowledgeAnswer,
             guidance="Ids no longer stored come back in unknown_message_ids and record nothing.",
         ),
-        Tool("list_agents", ListAgents, _list_agents),
-        Tool("set_status", SetStatus, _set_status),
-        Tool("set_owner_requests", SetOwnerRequests, _set_owner_requests),
+        Tool(
+            "list_agents",
+            ListAgents,
+            _list_agents,
+            answers.AgentList,
+            errors=(),
+        ),
+        Tool(
+            "set_status",
+            SetStatus,
+            _set_status,
+            answers.StatusAnswer,
+        ),
+        Tool(
+            "set_owner_requests",
+            SetOwnerRequests,
+            _set_owner_requests,
+            answers.OwnerRequestsAnswer,
+        ),
         Tool(
             "get_context",
             GetContext,
             _get_context,
+            answers.ContextAnswer,
+            errors=(),
             guidance=(
                 "Read it first in a new session: it says what to do next (guidance) and lists "
                 "every operation's arguments (tool_guide); runtime.hello_request_id is the "
@@ -415,16 +503,24 @@ TOOLS: dict[str, Tool] = {
             "save_checkpoint",
             SaveCheckpoint,
             _save_checkpoint,
+            answers.SaveCheckpointAnswer,
             guidance=(
                 "Written only by your current bridge process; a stale expected_revision is "
                 "409 checkpoint_conflict."
             ),
         ),
-        Tool("read_checkpoint", ReadCheckpoint, _read_checkpoint),
+        Tool(
+            "read_checkpoint",
+            ReadCheckpoint,
+            _read_checkpoint,
+            answers.ReadCheckpointAnswer,
+            errors=(),
+        ),
         Tool(
             "ready",
             Ready,
             _ready,
+            answers.ReadyAnswer,
             guidance="A nonce of an earlier bootstrap is refused as stale_nonce.",
         ),
     ]

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 
 from lobbies import presence, push
-from lobbies.actions.runtime import Claim, claim_runtime
+from lobbies.actions.runtime import Claim, DeliveryReport, claim_runtime, report_delivery
 from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
@@ -32,6 +32,7 @@ from lobbies.wire import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
     FRAME_CATALOG,
+    FRAME_DELIVERY,
     FRAME_ERROR,
     FRAME_HEARTBEAT,
     FRAME_HOST_WRITTEN,
@@ -210,6 +211,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         self.group = agent_group(agent.pk)
         self.push_lock = asyncio.Lock()
         self.flush_task: asyncio.Task[None] | None = None
+        self.deferred_task: asyncio.Task[None] | None = None
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.connection_pk = await OPENINGS((agent.pk, self.generation))
         LOCAL.add(self)
@@ -249,8 +251,9 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         LOCAL.discard(self)
         if self.claim is None:
             return
-        if self.flush_task is not None:
-            self.flush_task.cancel()
+        for task in (self.flush_task, self.deferred_task):
+            if task is not None:
+                task.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.connection_pk is not None:
             await on_worker(presence.close_connection)(self.connection_pk)
@@ -290,11 +293,19 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 await self._error(
                     "unknown_notice", "no notice with that notice_id for this process"
                 )
+        elif kind == FRAME_DELIVERY:
+            try:
+                report = DeliveryReport.parse(frame)
+            except BrokerError as error:
+                await self._frame_refused(error)
+                return
+            if self.connection_pk is not None:
+                await on_worker(report_delivery)(self.connection_pk, self.generation, report)
         else:
             await self._error(
                 "unknown_frame_type",
                 f"unknown frame type {kind[:40]!r}; "
-                "this broker takes heartbeat, received and host_written",
+                "this broker takes heartbeat, received, host_written and delivery",
             )
 
     # ------------------------------------------------------------ group messages
@@ -353,13 +364,30 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
                 if frame is None:
                     return
+                if isinstance(frame, push.Deferred):
+                    self._push_later(frame.seconds)
+                    return
                 await self._send_frame(frame)
+
+    def _push_later(self, seconds: float) -> None:
+        """Over the per-minute notice cap: one push when the window frees takes everything
+        that waited (coalesced); later wakes meanwhile find this one already planned."""
+        if self.deferred_task is None or self.deferred_task.done():
+            self.deferred_task = asyncio.create_task(self._push_after(seconds))
+
+    async def _push_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds + 0.05)
+        await self._push()
 
     async def _send_built(self, build: Any, *args: Any) -> None:
         async with self.push_lock:
             frame = await on_worker(build)(*args)
             if frame is not None:
                 await self._send_frame(frame)
+
+    async def _frame_refused(self, error: BrokerError) -> None:
+        """A frame's own check refused it (its code is a literal where it is raised)."""
+        await self._error(error.code, error.message)
 
     async def _error(self, code: str, message: str) -> None:
         await self._send_frame({"type": FRAME_ERROR, "code": code, "message": message})

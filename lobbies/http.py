@@ -5,14 +5,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from pydantic import BaseModel
 
 from lobbies import credentials
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
@@ -20,11 +22,81 @@ from lobbies.schemas import check_depth
 
 log = logging.getLogger("pocolobby.api")
 
-View = Callable[..., JsonResponse]
+# PostgreSQL breaks a lock cycle between transactions by aborting one of them (40P01,
+# deadlock_detected; 40001 is a serialization failure). The aborted transaction stored
+# nothing, so the request runs again rather than answering 500 (the chaos soak,
+# benchmarks/chaos.py, met both under concurrent acknowledgments and sends).
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+DATABASE_ATTEMPTS = 3
+
+
+def _retryable(error: OperationalError) -> bool:
+    return (
+        getattr(error.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
+        and not connection.in_atomic_block
+    )
+
+
+def run_retrying(view: Callable[[], HttpResponse]) -> HttpResponse:
+    """Run `view`; again (at most DATABASE_ATTEMPTS in all) when the database aborted it."""
+    for attempt in range(1, DATABASE_ATTEMPTS + 1):
+        try:
+            return view()
+        except OperationalError as error:
+            if attempt == DATABASE_ATTEMPTS or not _retryable(error):
+                raise
+            code = getattr(error.__cause__, "sqlstate", "")
+            log.warning("the database aborted a transaction (SQLSTATE %s); retrying", code)
+    raise AssertionError("unreachable")
+
+
+View = Callable[..., HttpResponse]
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One operation of a /v1 view as the OpenAPI document shows it (lobbies/openapi.py).
+
+    `body` and `query` are the pydantic models the view parses its arguments with; `answer`
+    describes its success answer (None: any JSON object). `bind` fixes path parameters to one
+    value each, so one generic route (`tools/<name>`) reads as one path per operation.
+    `errors` are the error statuses beyond those every operation of its kind can answer.
+    """
+
+    method: str
+    answer: type[BaseModel] | None
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    statuses: tuple[int, ...] = (200,)
+    errors: tuple[int, ...] = ()
+    auth: Literal["agent", "admin", "none"] = "agent"
+    bind: tuple[tuple[str, str], ...] = ()
+    summary: str = ""
+    # Answers of their own shape at a status, instead of the error shape (health's 503).
+    others: tuple[tuple[int, type[BaseModel]], ...] = ()
+    # A body that is not JSON arguments: its media type (the bytes of a file, say).
+    raw_body: str | None = None
+    # A success answer that is not JSON: its media type (a file's bytes).
+    raw_answer: str | None = None
+
+
+ViewFunction = TypeVar("ViewFunction", bound=Callable[..., HttpResponse])
+
+
+def documented(*openapi: Documented) -> Callable[[ViewFunction], ViewFunction]:
+    """State the operations of a plain view (not an `api_view`) for the OpenAPI document."""
+
+    def mark(view: ViewFunction) -> ViewFunction:
+        setattr(view, "openapi", openapi)  # noqa: B010 (a function's attribute, typed by use)
+        return view
+
+    return mark
 
 
 def error_response(error: BrokerError) -> JsonResponse:
     response = JsonResponse(error.as_json(), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
     retry_after = error.extra.get("retry_after")
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
@@ -96,26 +168,40 @@ class ApiView:
 
     csrf_exempt = True
 
-    def __init__(self, serve_sync: View, name: str) -> None:
+    def __init__(
+        self,
+        serve_sync: View,
+        name: str,
+        openapi: Sequence[Documented] = (),
+        doc: str = "",
+        methods: Sequence[str] = (),
+    ) -> None:
         self.serve_sync = serve_sync
         self.__name__ = name
+        self.__doc__ = doc
+        self.openapi = tuple(openapi)
+        self.methods = tuple(methods)  # what its method check lets through
         markcoroutinefunction(self)  # Django awaits it rather than running it on its thread
 
-    async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    async def __call__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.API_THREADS:
             return await sync_to_async(self.serve_sync)(request, *args, **kwargs)
         worker = in_worker_thread(self.serve_sync)
-        answer: JsonResponse = await sync_to_async(worker, thread_sensitive=False)(
+        answer: HttpResponse = await sync_to_async(worker, thread_sensitive=False)(
             request, *args, **kwargs
         )
         return answer
 
 
-def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
-    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback."""
+def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View], ApiView]:
+    """Wrap a /v1 view: method check, Origin refusal, BrokerError -> JSON, never a traceback.
+
+    `openapi` says how each of its operations reads in the published document; a method
+    without one fails the document's generation (lobbies/openapi.py).
+    """
 
     def decorate(view: View) -> ApiView:
-        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 if request.method not in methods:
                     raise method_not_allowed(methods, request.path)
@@ -123,7 +209,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
                     raise BrokerError(
                         403, "origin_refused", "the API serves native clients, not browser pages"
                     )
-                return view(request, *args, **kwargs)
+                return run_retrying(functools.partial(view, request, *args, **kwargs))
             except BrokerError as error:
                 return error_response(error)
             except Exception:
@@ -133,7 +219,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
                     status=500,
                 )
 
-        return ApiView(run, getattr(view, "__name__", "view"))
+        return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "", methods)
 
     return decorate
 
@@ -141,13 +227,18 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], ApiView]:
 def by_method(**views: ApiView) -> ApiView:
     """One path, one operation per HTTP method."""
 
-    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    def route(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         view = views.get(request.method or "")
         if view is None:
             return error_response(method_not_allowed(views, request.path))
         return view.serve_sync(request, *args, **kwargs)
 
-    return ApiView(route, "_".join(view.__name__ for view in views.values()))
+    return ApiView(
+        route,
+        "_".join(view.__name__ for view in views.values()),
+        [doc for view in views.values() for doc in view.openapi],
+        methods=list(views),
+    )
 
 
 # ---------------------------------------------------------------- Django's own refusals

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from django.db import models
 from django.db.models import Q
 
+from lobbies import wire
+
 
 def closed_set(field: str, choices: type[models.TextChoices], *, nullable: bool = False) -> Q:
     condition = Q(**{f"{field}__in": choices.values})
@@ -316,6 +318,19 @@ class Message(models.Model):
                 condition=Q(priority="important"),
                 name="message_important",
             ),
+            # The messages page's agent, room and kind filters read newest first from these
+            # and stop after a page; room and kind ones index only the rows that have them.
+            models.Index(fields=["sender", "sequence"], name="message_sender_sequence"),
+            models.Index(
+                fields=["lobby", "room_name", "sequence"],
+                condition=Q(scope="room"),
+                name="message_room",
+            ),
+            models.Index(
+                fields=["lobby", "kind", "sequence"],
+                condition=Q(kind__isnull=False),
+                name="message_kind",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -391,6 +406,8 @@ class Delivery(models.Model):
             models.Index(fields=["recipient", "state", "message"], name="delivery_inbox"),
             # last_message_at: the newest direct message each agent received.
             models.Index(fields=["recipient", "delivered_at"], name="delivery_recipient_time"),
+            # The messages page's agent filter: what it received, newest message first.
+            models.Index(fields=["recipient", "message"], name="delivery_recipient_message"),
             # The send path's capacity count reads only this: queued copies, with their size,
             # so a recipient's acknowledged history does not slow every send to it.
             models.Index(
@@ -523,14 +540,33 @@ class BrokerProcess(models.Model):
         return f"process {self.id}"
 
 
+class Transport(models.TextChoices):
+    """How a bridge puts pushes in front of its agent (`pocolobby bridge --deliver`)."""
+
+    CHANNEL = wire.TRANSPORT_CHANNEL  # Claude Code Channels: notifications/claude/channel
+    TMUX = wire.TRANSPORT_TMUX  # one line typed into the agent's tmux pane
+
+
 class Connection(models.Model):
-    """A bridge's open WebSocket, held by one broker process."""
+    """A bridge's open WebSocket, held by one broker process, with its delivery facts."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="connections")
     process = models.ForeignKey(BrokerProcess, on_delete=models.CASCADE, related_name="connections")
     generation = models.BigIntegerField()
     connected_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField()
+    # Reported by the bridge's `delivery` frame; a bridge that never reports is a Channel one.
+    transport = models.CharField(max_length=16, choices=Transport.choices, default="channel")
+    # Set while a tmux bridge holds notices (the pane is busy, gone, or locked): since when, why.
+    held_since = models.DateTimeField(null=True, blank=True)
+    held_reason = models.CharField(max_length=wire.HELD_REASON_CHARS, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=closed_set("transport", Transport), name="connection_transport"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"connection of {self.agent_id} (generation {self.generation})"
@@ -646,3 +682,106 @@ class UncertainWork(models.Model):
 
     def __str__(self) -> str:
         return f"uncertain {self.message_id} for {self.agent_id}"
+
+
+class AttachmentContent(models.Model):
+    """One stored file per SHA-256, shared by every attachment with those bytes.
+
+    The bytes live in `<attachments dir>/<sha256>` (lobbies/blobs.py); the row says they are
+    complete and verified. It goes when no live attachment and no pending upload names it.
+    """
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.PositiveBigIntegerField()
+    media_type = models.CharField(max_length=100)
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"content {self.sha256[:12]}"
+
+
+class Attachment(models.Model):
+    """One uploader's file under one name, referenced by messages and schedules."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="attachments")
+    # Kept (null) when the agent is removed: its recipients keep the file for the message's day.
+    uploader = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="attachments"
+    )
+    sha256 = models.CharField(max_length=64)
+    name = models.CharField(max_length=255)
+    media_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField()
+    # When nothing live referenced it any more: its uploader gets 410, everyone else 404.
+    expired_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["uploader", "sha256", "name", "media_type"],
+                condition=Q(expired_at__isnull=True),
+                name="attachment_live_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["sha256"], name="attachment_sha256")]
+
+    def __str__(self) -> str:
+        return f"attachment {self.pk} {self.name}"
+
+
+class MessageAttachment(models.Model):
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="attachment_links")
+    attachment = models.ForeignKey(
+        Attachment, on_delete=models.CASCADE, related_name="message_links"
+    )
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["message", "position"], name="message_attachment_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"attachment {self.attachment_id} of message {self.message_id}"
+
+
+class ScheduleAttachment(models.Model):
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.CASCADE, related_name="attachment_links"
+    )
+    attachment = models.ForeignKey(
+        Attachment, on_delete=models.CASCADE, related_name="schedule_links"
+    )
+    position = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["schedule", "position"], name="schedule_attachment_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"attachment {self.attachment_id} of schedule {self.schedule_id}"
+
+
+class PendingUpload(models.Model):
+    """Bytes an uploader proved it has, not yet named by a stored send: kept a grace period."""
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="pending_uploads")
+    uploader = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="pending_uploads")
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["uploader", "sha256"], name="pending_upload_unique")
+        ]
+        indexes = [models.Index(fields=["sha256"], name="pending_upload_sha256")]
+
+    def __str__(self) -> str:
+        return f"pending {self.sha256[:12]} of {self.uploader_id}"

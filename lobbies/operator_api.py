@@ -5,16 +5,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
-from lobbies import selectors
+from lobbies import answers, attachment_selectors, selectors
 from lobbies.actions import continuity, operator, owner, restore, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
-from lobbies.http import api_view, bearer_token, json_body
+from lobbies.http import Documented, api_view, bearer_token, json_body
 from lobbies.schemas import Operation, bounded_text
 from lobbies.secret_files import admin_token
 
@@ -43,7 +45,33 @@ class AddAgent(Operation):
     broadcast: bool = False
 
 
-@api_view(("GET", "POST"))
+def admin(
+    method: str,
+    answer: type[answers.Answer],
+    body: type[Operation] | None = None,
+    *,
+    statuses: tuple[int, ...] = (200,),
+    errors: tuple[int, ...] = (404, 409),
+    **kwargs: Any,
+) -> Documented:
+    """An operation of the operator's routes as the document shows it: the admin token."""
+    return Documented(
+        method, answer, body=body, statuses=statuses, errors=errors, auth="admin", **kwargs
+    )
+
+
+@api_view(
+    ("GET", "POST"),
+    admin("GET", answers.LobbyList, errors=(), summary="List the lobbies"),
+    admin(
+        "POST",
+        answers.LobbyEntry,
+        CreateLobby,
+        statuses=(201,),
+        errors=(409,),
+        summary="Create a lobby",
+    ),
+)
 def lobbies(request: HttpRequest) -> JsonResponse:
     require_operator(request)
     if request.method == "POST":
@@ -55,14 +83,35 @@ def lobbies(request: HttpRequest) -> JsonResponse:
     )
 
 
-@api_view(("DELETE",))
+@api_view(("DELETE",), admin("DELETE", answers.Deleted))
 def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Delete a lobby for good: its agents, tokens and messages; the name is retired."""
     require_operator(request)
     operator.delete_lobby(lobby)
     return JsonResponse({"deleted": lobby})
 
 
-@api_view(("GET", "POST"))
+@api_view(
+    ("GET",),
+    admin("GET", answers.LobbyAttachments, summary="A lobby's attachment metadata and usage"),
+)
+def lobby_attachments(request: HttpRequest, lobby: str) -> JsonResponse:
+    """Attachment metadata and usage; no route gives the owner or operator any content."""
+    require_operator(request)
+    return JsonResponse(attachment_selectors.lobby_attachments(operator.lobby_named(lobby)))
+
+
+@api_view(
+    ("GET", "POST"),
+    admin("GET", answers.OperatorAgentList, summary="List a lobby's agents, disabled ones too"),
+    admin(
+        "POST",
+        answers.Credential,
+        AddAgent,
+        statuses=(201,),
+        summary="Add an agent; its token is shown once",
+    ),
+)
 def agents(request: HttpRequest, lobby: str) -> JsonResponse:
     require_operator(request)
     if request.method == "POST":
@@ -83,8 +132,9 @@ def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
     return {"lobby": lobby, "agent": agent_id, "token": token}
 
 
-@api_view(("DELETE",))
+@api_view(("DELETE",), admin("DELETE", answers.Removed))
 def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    """Remove an agent, its tokens and its inbox; messages it sent stay."""
     require_operator(request)
     operator.remove_agent(lobby, agent_id)
     return JsonResponse({"removed": agent_id})
@@ -99,8 +149,9 @@ class SetPermissions(Operation):
     manage_rooms: bool | None = None
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.RoleAnswer, SetRole))
 def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+    """Set the agent's role, the owner's text its sessions load with get_context."""
     require_operator(request)
     args = parse_arguments(SetRole, json_body(request))
     agent = continuity.set_role(lobby, agent_id, args.role)
@@ -115,7 +166,7 @@ class CancelScheduled(Operation):
     message_id: int
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.DeliveryAnswer, SetDelivery))
 def lobby_delivery(request: HttpRequest, lobby: str) -> JsonResponse:
     """Pause or resume every push in the lobby (maintenance)."""
     require_operator(request)
@@ -125,7 +176,7 @@ def lobby_delivery(request: HttpRequest, lobby: str) -> JsonResponse:
     )
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.CancelAnswer, CancelScheduled))
 def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonResponse:
     """The owner's cancel of any scheduled message in the lobby."""
     require_operator(request)
@@ -133,53 +184,136 @@ def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonResponse:
     return JsonResponse(owner.cancel_lobby_scheduled(lobby, args.message_id))
 
 
-@api_view(("POST",))
-def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
-    require_operator(request)
-    if action == "rotate":
-        return JsonResponse(
-            _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
-        )
-    if action == "disable":
-        return JsonResponse({"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)})
-    if action == "enable":
-        operator.enable_agent(lobby, agent_id)
-        return JsonResponse({"enabled": agent_id})
-    if action == "cancel-scheduled":
-        return JsonResponse({"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)})
-    if action == "reset-runtime":
-        return JsonResponse(
-            {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
-        )
-    if action in ("rest", "resume"):
-        resting = action == "rest"
+AgentRoute = Callable[[HttpRequest, str, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class AgentAction:
+    """One `POST …/agents/<agent_id>/<action>`: what it runs, takes and answers."""
+
+    run: AgentRoute
+    answer: type[answers.Answer]
+    summary: str
+    body: type[Operation] | None = None
+
+
+def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    return _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
+
+
+def _disable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    return {"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)}
+
+
+def _enable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    operator.enable_agent(lobby, agent_id)
+    return {"enabled": agent_id}
+
+
+def _cancel_scheduled(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    return {"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)}
+
+
+def _reset_runtime(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    return {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
+
+
+def _resting(resting: bool) -> AgentRoute:
+    def run(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
         operator.agent_named(lobby, agent_id)  # an unknown agent is 404, as for every action
         rooms.rest_agents(operator.operator_changer(lobby), [agent_id], resting, None)
-        return JsonResponse({"agent": agent_id, "resting": resting})
-    if action == "retry-notifications":
-        operator.retry_notifications(lobby, agent_id)
-        return JsonResponse({"retried": agent_id})
-    if action == "permissions":
-        args = parse_arguments(SetPermissions, json_body(request))
-        agent = operator.set_permissions(
-            lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
-        )
-        return JsonResponse(
-            {"agent": agent_id, "broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}
-        )
-    raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
+        return {"agent": agent_id, "resting": resting}
+
+    return run
 
 
-@api_view(("GET",))
-def status(request: HttpRequest) -> JsonResponse:
+def _retry_notifications(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    operator.retry_notifications(lobby, agent_id)
+    return {"retried": agent_id}
+
+
+def _permissions(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    args = parse_arguments(SetPermissions, json_body(request))
+    agent = operator.set_permissions(
+        lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
+    )
+    return {"agent": agent_id, "broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}
+
+
+AGENT_ACTIONS: dict[str, AgentAction] = {
+    "rotate": AgentAction(
+        _rotate, answers.Credential, "Revoke the agent's tokens and issue a new one, shown once"
+    ),
+    "disable": AgentAction(
+        _disable,
+        answers.Disabled,
+        "Disable the agent: its tokens are refused and its unseen copies held",
+    ),
+    "enable": AgentAction(_enable, answers.Enabled, "Enable a disabled agent again"),
+    "cancel-scheduled": AgentAction(
+        _cancel_scheduled,
+        answers.CancelledForAgent,
+        "Cancel every schedule and waiting scheduled message the agent sent",
+    ),
+    "reset-runtime": AgentAction(
+        _reset_runtime,
+        answers.RuntimeReset,
+        "Retire the conversation that holds the agent, so another may bind it",
+    ),
+    "rest": AgentAction(
+        _resting(True),
+        answers.Resting,
+        "Rest the agent: nothing is pushed to it, messages still queue",
+    ),
+    "resume": AgentAction(
+        _resting(False), answers.Resting, "Resume a resting agent and push what waited"
+    ),
+    "retry-notifications": AgentAction(
+        _retry_notifications,
+        answers.Retried,
+        "Clear notification_attention_required and retry the pushes",
+    ),
+    "permissions": AgentAction(
+        _permissions,
+        answers.PermissionsAnswer,
+        "Grant or withdraw broadcast and manage_rooms",
+        SetPermissions,
+    ),
+}
+
+
+@api_view(
+    ("POST",),
+    *(
+        admin("POST", action.answer, action.body, bind=(("action", name),), summary=action.summary)
+        for name, action in AGENT_ACTIONS.items()
+    ),
+)
+def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
     require_operator(request)
-    name = request.GET.get("lobby") or None
+    chosen = AGENT_ACTIONS.get(action)
+    if chosen is None:
+        raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
+    return JsonResponse(chosen.run(request, lobby, agent_id))
+
+
+class StatusQuery(Operation):
+    """`?lobby=NAME` narrows the status to one lobby."""
+
+    lobby: Annotated[str, bounded_text(200)] | None = None
+
+
+@api_view(("GET",), admin("GET", answers.BrokerStatus, query=StatusQuery, errors=(404,)))
+def status(request: HttpRequest) -> JsonResponse:
+    """The broker's lobbies and agents with their counts and runtime bindings."""
+    require_operator(request)
+    name = parse_arguments(StatusQuery, request.GET.dict(), from_strings=True).lobby or None
     if name:
         operator.lobby_named(name)
     return JsonResponse({**selectors.status(name), "broker": restore.state_entry()})
 
 
-@api_view(("POST",))
+@api_view(("POST",), admin("POST", answers.RestoreFinished, errors=(409,)))
 def restore_finish(request: HttpRequest) -> JsonResponse:
     """`pocolobby restore --finish`: reopen a restored store to agents."""
     require_operator(request)

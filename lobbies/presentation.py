@@ -7,7 +7,7 @@ meta attribute. Senders, rooms and kinds are validated names, safe to print.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -76,7 +76,12 @@ def headline_for(message: Message) -> str:
     return " ".join([line, *extra])
 
 
-def message_payload(message: Message, *, with_body: bool = True) -> dict[str, Any]:
+def message_payload(
+    message: Message,
+    *,
+    with_body: bool = True,
+    attachments: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "message_id": message.pk,
         "from": message.sender_name,
@@ -93,6 +98,9 @@ def message_payload(message: Message, *, with_body: bool = True) -> dict[str, An
     body.update(addressing_facts(message))
     if message.correlation_id:
         body["correlation_id"] = message.correlation_id
+    if attachments:
+        # Named (id, name, type, size), never carried: get_attachment opens one.
+        body["attachments"] = list(attachments)
     if with_body:
         body["content"] = message.content
         if message.fields:
@@ -132,10 +140,16 @@ def _compose(headline: str, payload: dict[str, Any]) -> str:
 
 
 def messages_notice(
-    recipient: str, lobby: str, messages: Sequence[Message], *, cap_bytes: int
+    recipient: str,
+    lobby: str,
+    messages: Sequence[Message],
+    *,
+    cap_bytes: int,
+    attachments: Mapping[int, Sequence[dict[str, Any]]] | None = None,
 ) -> Presentation:
     """Messages pushed with their bodies; over the cap, headers with a count and a marker."""
     meta = _meta(recipient, lobby, messages)
+    described = attachments or {}
     if len(messages) == 1:
         headline = headline_for(messages[0])
     else:
@@ -147,7 +161,10 @@ def messages_notice(
             + f" from {senders}."
             + (f" {IMPORTANT_SENTENCE}" if important else "")
         )
-    whole = _compose(headline, {"messages": [message_payload(m) for m in messages]})
+    whole = _compose(
+        headline,
+        {"messages": [message_payload(m, attachments=described.get(m.pk)) for m in messages]},
+    )
     if len(whole.encode("utf-8")) <= cap_bytes:
         return Presentation(whole, meta)
     truncated_headline = (
@@ -158,7 +175,9 @@ def messages_notice(
     payload = {
         "truncated": True,
         "count": len(messages),
-        "messages": [message_payload(m, with_body=False) for m in messages],
+        "messages": [
+            message_payload(m, with_body=False, attachments=described.get(m.pk)) for m in messages
+        ],
     }
     return Presentation(_compose(truncated_headline, payload), meta, truncated=True)
 

@@ -7,6 +7,7 @@ pending deliveries into one notice, recording the attempt in the same transactio
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,10 +18,21 @@ from django.utils import timezone
 
 from lobbies import presentation, store
 from lobbies.actions import restore
+from lobbies.attachment_selectors import descriptors_for
 from lobbies.models import Agent, Delivery, DeliveryState, Message, Notice, NoticeKind, Priority
 from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
 
 Frame = dict[str, Any]
+
+NOTICE_WINDOW = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The agent had POCOLOBBY_NOTICES_PER_MINUTE message notices in the last minute: what
+    waits stays pending (nothing is dropped) and goes as one notice when `seconds` pass."""
+
+    seconds: float
 
 
 def _notice(
@@ -139,8 +151,25 @@ _PUSHABLE_SQL = (
 _MESSAGE_JOIN = "JOIN lobbies_message m ON m.id = t.message_id"
 
 
-def push_frame(agent_pk: int, generation: int) -> Frame | None:
-    """New pending messages with their bodies, important first; None when nothing is due.
+def _deferred(agent_pk: int, now: datetime) -> Deferred | None:
+    """Whether the per-minute notice cap is reached, and when its oldest notice leaves the
+    window: the newest `cap` message notices of the last minute (index notice_agent_time)."""
+    cap = settings.BOUNDS.notices_per_minute
+    recent = list(
+        Notice.objects.filter(
+            agent_id=agent_pk, kind=NoticeKind.MESSAGES, created_at__gt=now - NOTICE_WINDOW
+        )
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:cap]
+    )
+    if len(recent) < cap:
+        return None
+    return Deferred(max(0.0, (recent[-1] + NOTICE_WINDOW - now).total_seconds()))
+
+
+def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
+    """New pending messages with their bodies, important first; None when nothing is due,
+    Deferred when the agent's notices of the last minute reached the cap.
 
     Reads first: the common "nothing more" answer opens no write transaction. Its statements
     are hand-written (lobbies/store.py) because this runs once per message per recipient.
@@ -155,6 +184,10 @@ def push_frame(agent_pk: int, generation: int) -> Frame | None:
         agent = _current(agent_pk, generation)
         if agent is None:
             return None
+        now = timezone.now()
+        deferred = _deferred(agent_pk, now)
+        if deferred is not None:
+            return deferred
         ids = [
             d.message_id
             for d in store.select_all(
@@ -169,7 +202,6 @@ def push_frame(agent_pk: int, generation: int) -> Frame | None:
             return None
         marks = ", ".join(["%s"] * len(ids))
         messages = store.select_all(Message, f"t.id IN ({marks})", ids)
-        now = timezone.now()
         mark_pushed = (
             "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
             f"WHERE recipient_id = %s AND message_id IN ({marks})"
@@ -177,7 +209,11 @@ def push_frame(agent_pk: int, generation: int) -> Frame | None:
         store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
         messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
         shown = presentation.messages_notice(
-            agent.agent_id, agent.lobby_name, messages, cap_bytes=settings.BOUNDS.push_bytes
+            agent.agent_id,
+            agent.lobby_name,
+            messages,
+            cap_bytes=settings.BOUNDS.push_bytes,
+            attachments=descriptors_for(ids),
         )
         _schedule_retry(agent, now)
         return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
@@ -237,6 +273,20 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
     """What bridges reported about their notices, many at once: one transaction, one fsync."""
     now = timezone.now()
     with transaction.atomic():
+        # The agents' rows first, in one order, as an acknowledgment and a push take them
+        # before their deliveries: a notice's deliveries updated twice here (received, then
+        # host_written) make PostgreSQL check their foreign keys at COMMIT, `FOR KEY SHARE`
+        # on the agent row, which closed a lock cycle with an acknowledgment holding it.
+        # NO KEY UPDATE: it still waits for an acknowledgment's FOR UPDATE, but not for a
+        # send's own foreign-key checks (FOR KEY SHARE on its recipients at COMMIT, while it
+        # holds its sender's row), which a FOR UPDATE here deadlocked with.
+        agents = sorted({fact[0] for fact in facts})
+        list(
+            Agent.objects.select_for_update(no_key=True)
+            .filter(pk__in=agents)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         for agent_pk, generation, notice_id, fact in facts:
             notice = Notice.objects.filter(
                 id=uuid.UUID(notice_id), agent_id=agent_pk, generation=generation

@@ -22,6 +22,7 @@ from pydantic import (
 
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
+from lobbies.wire import MAX_ATTACHMENTS, is_document, is_image, media_type_of
 
 
 def _text(value: str) -> str:
@@ -167,6 +168,60 @@ AwareTime = Annotated[datetime, Strict(False), AfterValidator(_aware)]
 RoomName = Annotated[str, Field(pattern=NAME_PATTERN, description="A room id of your lobby")]
 
 
+def attachment_limit(media_type: str) -> tuple[int, str]:
+    """The per-file limit for a media type and the variable that sets it."""
+    bounds = settings.BOUNDS
+    if is_image(media_type):
+        return bounds.attachment_image_bytes, "POCOLOBBY_ATTACHMENT_IMAGE_BYTES"
+    return bounds.attachment_document_bytes, "POCOLOBBY_ATTACHMENT_DOCUMENT_BYTES"
+
+
+def check_media_type(value: str) -> str:
+    media_type = media_type_of(value)
+    if not (is_image(media_type) or is_document(media_type)):
+        raise ValueError(
+            f"{value[:100]!r} is not an attachment type: PNG, JPEG, GIF or WebP images, or "
+            "UTF-8 text documents (text/*, application/json, ...)"
+        )
+    return media_type
+
+
+def _file_name(value: str) -> str:
+    check_line(value)
+    if "/" in value or "\\" in value or value in {".", ".."}:
+        raise ValueError("must be a file name without a directory")
+    return value
+
+
+class AttachmentDescription(Operation):
+    """A file the bridge read, stored by its SHA-256 (PUT /v1/attachments/<sha256>)."""
+
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="The SHA-256 of the bytes, 64 lowercase hex digits"
+    )
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=255), AfterValidator(_file_name)
+    ]
+    media_type: Annotated[str, StringConstraints(max_length=100), AfterValidator(check_media_type)]
+    size: Annotated[int, Field(ge=1, le=2**40)]
+
+    @model_validator(mode="after")
+    def _within_limit(self) -> AttachmentDescription:
+        limit, variable = attachment_limit(self.media_type)
+        if self.size > limit:
+            raise ValueError(
+                f"{self.name!r} is {self.size} bytes; the limit for {self.media_type} is "
+                f"{limit} bytes ({variable})"
+            )
+        return self
+
+
+Attachments = Annotated[list[AttachmentDescription], Field(max_length=MAX_ATTACHMENTS)]
+ATTACHMENTS_DESCRIPTION = (
+    f"Up to {MAX_ATTACHMENTS} files, as absolute local paths; the bridge reads and uploads them"
+)
+
+
 class SendOptions(Operation):
     """What every send tool takes besides its addressing."""
 
@@ -202,6 +257,7 @@ class SendOptions(Operation):
         description="One of your earlier messages this replaces: its copies not yet seen are "
         "held, and those who saw it get this one as an ordinary message",
     )
+    attachments: Attachments | None = Field(None, description=ATTACHMENTS_DESCRIPTION)
 
     @model_validator(mode="after")
     def _reply_expectation_needs_kind(self) -> SendOptions:
@@ -260,6 +316,7 @@ class ScheduleMessage(Operation):
     weekdays: Annotated[list[int], Field(min_length=1, max_length=7)] | None = Field(
         None, description="ISO weekdays 1=Monday..7=Sunday; every day when left out"
     )
+    attachments: Attachments | None = Field(None, description=ATTACHMENTS_DESCRIPTION)
 
     @model_validator(mode="after")
     def _one_target(self) -> ScheduleMessage:

@@ -13,6 +13,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, 
 from django.db.models.expressions import RawSQL
 
 from lobbies import store, wire
+from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
@@ -29,6 +30,7 @@ from lobbies.models import (
     RoomMember,
     Schedule,
     Scope,
+    Transport,
 )
 from lobbies.names import OWNER_SENDER
 from lobbies.presence import PROCESS_ID, live_connections
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
         last_receipt_at: datetime | None
         unseen_notified: int | None
         oldest_unseen_notified: datetime | None
+        transport: str | None
+        held_since: datetime | None
+        held_reason: str | None
         last_sent_at: datetime | None
         last_received_at: datetime | None
         online: bool  # board.selectors.shown_agents
@@ -145,7 +150,12 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     return found
 
 
-def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy]) -> dict[str, Any]:
+def message_for(
+    viewer: Agent,
+    message: Message | Shown,
+    deliveries: list[Copy],
+    attachments: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
     body: dict[str, Any] = {
         "message_id": message.pk,
@@ -163,6 +173,8 @@ def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy])
     }
     if message.sender_name == OWNER_SENDER:
         body["from_owner"] = True
+    if attachments:
+        body["attachments"] = attachments
     body.update(addressing_facts(message))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].agent_id
@@ -177,11 +189,12 @@ def message_for(viewer: Agent, message: Message | Shown, deliveries: list[Copy])
         body["delivery"] = delivery_facts(mine)
         if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
+            body.pop("attachments", None)
     return body
 
 
 def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool) -> dict[str, Any]:
-    return {
+    result = {
         "status": "stored",
         "message_id": message.pk,
         "sequence": message.sequence,
@@ -189,6 +202,10 @@ def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool
         "duplicate": duplicate,
         "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
     }
+    attached = descriptors_for([message.pk]).get(message.pk)
+    if attached:
+        result["attachments"] = attached
+    return result
 
 
 def room_entry(room: Room) -> dict[str, Any]:
@@ -338,9 +355,10 @@ def _page(agent: Agent, rows: list[Shown], limit: int, view: str) -> dict[str, A
     more = len(rows) > limit
     rows = rows[:limit]
     copies = _copies(agent, rows)
+    attached = descriptors_for(m.pk for m in rows)
     return {
         "view": view,
-        "messages": [message_for(agent, m, copies.get(m.pk, [])) for m in rows],
+        "messages": [message_for(agent, m, copies.get(m.pk, []), attached.get(m.pk)) for m in rows],
         "next_cursor": encode_cursor(view, rows[-1].sequence) if more else None,
     }
 
@@ -395,6 +413,7 @@ _COPY_SQL = (
 def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
     """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
     live = live_connections().filter(agent=OuterRef("pk")).order_by()
+    newest = live.order_by("-generation", "-connected_at")
     unseen = (
         Delivery.objects.filter(
             recipient=OuterRef("pk"),
@@ -420,6 +439,10 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
         oldest_unseen_notified=Subquery(
             unseen.annotate(t=Min("notification_attempted_at")).values("t")
         ),
+        # The newest live connection's delivery facts (a newer process fences older ones).
+        transport=Subquery(newest.values("transport")[:1]),
+        held_since=Subquery(newest.values("held_since")[:1]),
+        held_reason=Subquery(newest.values("held_reason")[:1]),
     )
     return cast("QuerySet[AnnotatedAgent]", annotated)
 
@@ -489,7 +512,18 @@ def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str,
         "unseen_notified_count": agent.unseen_notified or 0,
         "oldest_unseen_notified_at": iso(agent.oldest_unseen_notified),
         "notification_attention_required": agent.notification_attention_required,
+        **delivery_entry(agent),
     }
+
+
+def delivery_entry(agent: AnnotatedAgent) -> dict[str, Any]:
+    """How pushes reach the agent: its bridge's transport (channel, tmux) or none when no
+    bridge is connected; for tmux, since when and why notices are held (None: not held)."""
+    transport = (agent.transport or Transport.CHANNEL) if agent.connected else "none"
+    held = None
+    if transport != "none" and agent.held_since is not None:
+        held = {"since": iso(agent.held_since), "reason": agent.held_reason or ""}
+    return {"transport": transport, "notices_held": held}
 
 
 def list_agents(viewer: Agent) -> dict[str, Any]:

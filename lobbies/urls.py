@@ -22,10 +22,17 @@ urlpatterns = [
     path("me/status", api.operation_route("set_status", "POST")),
     path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
     path("me/ready", api.operation_route("ready", "POST")),
+    # One path: PUT /v1/attachments/<sha256> uploads, GET /v1/attachments/<id> downloads.
+    path(
+        "attachments/<str:key>",
+        by_method(GET=api.download_attachment, PUT=api.upload_attachment),
+    ),
+    path("attachments/<str:key>/meta", api.attachment_meta),
     path("admin/lobbies", operator_api.lobbies),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/delivery", operator_api.lobby_delivery),
     path("admin/lobbies/<str:lobby>/cancel-scheduled", operator_api.lobby_cancel_scheduled),
+    path("admin/lobbies/<str:lobby>/attachments", operator_api.lobby_attachments),
     path("admin/lobbies/<str:lobby>/agents", operator_api.agents),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>", operator_api.agent),
     path("admin/lobbies/<str:lobby>/agents/<str:agent_id>/role", operator_api.agent_role),

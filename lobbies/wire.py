@@ -30,7 +30,14 @@ FRAME_CATALOG = "catalog"
 # Frames a bridge sends (besides heartbeat): what became of a notice.
 FRAME_RECEIVED = "received"
 FRAME_HOST_WRITTEN = "host_written"
-BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN)
+# How this bridge delivers (`transport`), whether it holds notices (`held`, `held_reason`), and
+# `attention` when a held notice was given up: sent after the welcome and on every change. A
+# bridge that never sends it is a Channel bridge.
+FRAME_DELIVERY = "delivery"
+BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN, FRAME_DELIVERY)
+TRANSPORT_CHANNEL = "channel"
+TRANSPORT_TMUX = "tmux"
+HELD_REASON_CHARS = 200
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -125,3 +132,40 @@ def addressing_facts(message: AddressedMessage) -> dict[str, Any]:
         facts["schedule_id"] = message.schedule_id
         facts["slot"] = iso(message.slot)
     return facts
+
+
+# Attachments (issue 14; /work contract: descriptions by SHA-256, name, media type, size).
+MAX_ATTACHMENTS = 10
+ATTACHMENT_ROUTE = "/v1/attachments/"
+ATTACHMENT_NAME_HEADER = "X-PocoLobby-Attachment-Name"
+ATTACHMENT_SHA256_HEADER = "X-PocoLobby-Attachment-Sha256"
+IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# Documents are UTF-8 text: any text/* type, and these application types.
+DOCUMENT_APPLICATION_TYPES = frozenset(
+    {
+        "application/json",
+        "application/javascript",
+        "application/typescript",
+        "application/x-typescript",
+        "application/x-sh",
+        "application/x-shellscript",
+        "application/x-python",
+        "application/x-swift",
+    }
+)
+
+
+def media_type_of(header: str) -> str:
+    """A Content-Type without parameters, lowercased: `text/x; a=b` -> `text/x`."""
+    return header.split(";", 1)[0].strip().lower()
+
+
+def is_image(media_type: str) -> bool:
+    return media_type in IMAGE_MEDIA_TYPES
+
+
+def is_document(media_type: str) -> bool:
+    top, _, sub = media_type.partition("/")
+    if top == "text":
+        return bool(sub) and all(c.isalnum() or c in "+-._" for c in sub)
+    return media_type in DOCUMENT_APPLICATION_TYPES

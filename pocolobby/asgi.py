@@ -27,10 +27,12 @@ from django.http import HttpResponse, JsonResponse  # noqa: E402
 from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
+from lobbies import uploads  # noqa: E402
 from lobbies.consumers import BridgeConsumer  # noqa: E402
-from lobbies.errors import request_too_large  # noqa: E402
+from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: E402
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
 from lobbies.http import ApiView, error_response, in_worker_thread  # noqa: E402
+from lobbies.wire import ATTACHMENT_ROUTE  # noqa: E402
 
 
 def _serve_api(request: ASGIRequest) -> HttpResponse | None:
@@ -62,6 +64,9 @@ class AgentAPI:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.django(scope, receive, send)
             return
+        if scope["method"] == "PUT" and scope["path"].startswith(ATTACHMENT_ROUTE):
+            await self._upload(scope, receive, send)
+            return
         body, limit = bytearray(), settings.BOUNDS.request_bytes
         while True:
             message = await receive()
@@ -74,6 +79,53 @@ class AgentAPI:
                 return
             if not message.get("more_body"):
                 break
+        await self._serve(scope, receive, send, bytes(body))
+
+    async def _upload(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """An attachment upload: its declared length reserved in the process-wide budget
+        before any of its body is read (lobbies/uploads.py), released when it is answered."""
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
+        try:
+            size = uploads.declared_length(headers)
+            uploads.budget.reserve(size)
+        except BrokerError as error:
+            await _send_response(send, error_response(error))
+            return
+        try:
+            body = bytearray()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # a truncated upload: nothing was stored
+                body += message.get("body", b"")
+                if len(body) > size:
+                    await _send_response(
+                        send,
+                        error_response(
+                            bad_request(
+                                f"the body is longer than its Content-Length of {size}",
+                                code="attachment_length_mismatch",
+                            )
+                        ),
+                    )
+                    return
+                if not message.get("more_body"):
+                    break
+            if len(body) != size:
+                short = bad_request(
+                    f"the body has {len(body)} bytes, not its Content-Length of {size}; "
+                    "nothing was kept",
+                    code="attachment_length_mismatch",
+                )
+                await _send_response(send, error_response(short))
+                return
+            await self._serve(scope, receive, send, bytes(body))
+        finally:
+            uploads.budget.release(size)
+
+    async def _serve(self, scope: dict[str, Any], receive: Any, send: Any, body: bytes) -> None:
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -82,9 +134,9 @@ class AgentAPI:
                 message: dict[str, Any] = await receive()
                 return message
             replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
-        request = ASGIRequest(scope, io.BytesIO(bytes(body)))
+        request = ASGIRequest(scope, io.BytesIO(body))
         serve = in_worker_thread(_serve_api)
         response = await sync_to_async(serve, thread_sensitive=False)(request)
         if response is None:

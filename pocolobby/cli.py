@@ -359,6 +359,7 @@ STATUS_COLUMNS = [
     "loaded_checkpoint_revision",
     "idle_seconds",
     "notification_attention_required",
+    "transport",
 ]
 
 
@@ -376,6 +377,32 @@ def status_cmd(args: argparse.Namespace) -> int:
     for lobby in data["lobbies"]:
         print(f"lobby {lobby['name']}")
         print(_table(lobby["agents"], STATUS_COLUMNS))
+        for agent in lobby["agents"]:
+            held = agent.get("notices_held")
+            if held:
+                print(
+                    f"  {agent['agent_id']}: {agent['transport']} notices held since "
+                    f"{held['since']}: {held['reason'] or 'no reason given'}"
+                )
+    return 0
+
+
+ATTACHMENT_COLUMNS = ["id", "name", "media_type", "size", "uploader", "messages", "expired_at"]
+
+
+def attachments_cmd(args: argparse.Namespace) -> int:
+    """The lobby's attachments, metadata and usage only: no command downloads content."""
+    data = _call("GET", f"/lobbies/{_segment(args.lobby)}/attachments")
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    usage = data["usage"]
+    print(
+        f"lobby {data['lobby']}: {usage['content_bytes']} of {usage['quota_bytes']} bytes of "
+        f"distinct content; {usage['attachments']} live, {usage['expired']} expired, "
+        f"{usage['pending_uploads']} pending uploads"
+    )
+    print(_table(data["attachments"], ATTACHMENT_COLUMNS))
     return 0
 
 
@@ -401,7 +428,14 @@ def bridge_cmd(args: argparse.Namespace) -> int:
     # local: the bridge loads the MCP SDK, which no other command needs
     from pocolobby.bridge.server import main as bridge_main
 
-    return bridge_main(args.config, verbose=args.verbose, deliver=args.deliver, pane=args.pane)
+    return bridge_main(
+        args.config,
+        verbose=args.verbose,
+        deliver=args.deliver,
+        pane=args.pane,
+        hold_seconds=args.hold_seconds,
+        headless=args.headless,
+    )
 
 
 def connect_cmd(args: argparse.Namespace) -> int:
@@ -409,7 +443,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
     from pocolobby.bridge.connect import ConnectError, connect
 
     try:
-        print(connect(args.config, args.name, Path.cwd()))
+        print(connect(args.config, args.name, Path.cwd(), host=args.host, deliver=args.deliver))
     except ConnectError as exc:
         raise CliError(str(exc)) from None
     return 0
@@ -572,6 +606,11 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("name")
     p.set_defaults(func=agent_cmd)
 
+    p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
+    p.add_argument("lobby")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=attachments_cmd)
+
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
     p.add_argument("lobby", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -597,13 +636,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="push as Claude Channel events (default) or type one line into a tmux pane",
     )
     p.add_argument("--pane", help="with --deliver tmux: the pane id %%N (default $TMUX_PANE)")
+    p.add_argument(
+        "--hold-seconds",
+        type=float,
+        default=300.0,
+        help="with --deliver tmux: how long a notice waits for an idle prompt before it is "
+        "given up and the owner's attention is required (default 300)",
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="with --deliver tmux: no MCP host on stdin; only type notices into the pane, for "
+        "an agent that uses `pocolobby msg` (runs until SIGINT/SIGTERM)",
+    )
     p.set_defaults(func=bridge_cmd)
 
     p = sub.add_parser(
-        "connect", help="write this directory's .mcp.json entry and print the launch command"
+        "connect",
+        help="write the host's MCP entry (.mcp.json, or Codex's config.toml) and print the "
+        "launch command",
     )
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
+    p.add_argument(
+        "--host",
+        choices=("claude", "codex"),
+        default="claude",
+        help="claude: this directory's .mcp.json (default); codex: ~/.codex/config.toml "
+        "($CODEX_HOME/config.toml)",
+    )
+    p.add_argument(
+        "--deliver",
+        choices=("channel", "tmux"),
+        default=None,
+        help="how the bridge delivers pushes (default: channel for claude, tmux for codex)",
+    )
     p.set_defaults(func=connect_cmd)
 
     p = sub.add_parser("statusline", help="Claude Code status line: plan usage to the broker")

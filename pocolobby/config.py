@@ -68,6 +68,16 @@ class Bounds:
     disk_reserve_bytes: int = 256 * 1024 * 1024
     lobby_messages: int = 500_000
     broadcast_fanout: int = 100
+    # Attachments (issue 14): per file, per lobby, the disk they leave free, upload memory.
+    attachment_image_bytes: int = 10 * 1024 * 1024
+    attachment_document_bytes: int = 5 * 1024 * 1024
+    attachments_lobby_bytes: int = 1024 * 1024 * 1024
+    attachments_reserve_bytes: int = 1024 * 1024 * 1024
+    upload_memory_bytes: int = 64 * 1024 * 1024
+    # Uploads no stored send named yet are removed after this.
+    upload_grace_seconds: int = 15 * 60
+    # Message notices pushed to one agent per minute; the excess waits and goes as one.
+    notices_per_minute: int = 60
 
     # A connection's request headers must all arrive within this (pocolobby/server.py).
     header_seconds: int = 10
@@ -91,6 +101,23 @@ class Bounds:
             disk_reserve_bytes=_int_env("POCOLOBBY_DISK_RESERVE_BYTES", cls.disk_reserve_bytes),
             lobby_messages=_int_env("POCOLOBBY_LOBBY_MESSAGES", cls.lobby_messages),
             broadcast_fanout=_int_env("POCOLOBBY_BROADCAST_FANOUT", cls.broadcast_fanout),
+            attachment_image_bytes=_int_env(
+                "POCOLOBBY_ATTACHMENT_IMAGE_BYTES", cls.attachment_image_bytes
+            ),
+            attachment_document_bytes=_int_env(
+                "POCOLOBBY_ATTACHMENT_DOCUMENT_BYTES", cls.attachment_document_bytes
+            ),
+            attachments_lobby_bytes=_int_env(
+                "POCOLOBBY_ATTACHMENTS_LOBBY_BYTES", cls.attachments_lobby_bytes
+            ),
+            attachments_reserve_bytes=_int_env(
+                "POCOLOBBY_ATTACHMENTS_RESERVE_BYTES", cls.attachments_reserve_bytes
+            ),
+            upload_memory_bytes=_int_env("POCOLOBBY_UPLOAD_MEMORY_BYTES", cls.upload_memory_bytes),
+            upload_grace_seconds=_int_env(
+                "POCOLOBBY_UPLOAD_GRACE_SECONDS", cls.upload_grace_seconds
+            ),
+            notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
 
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             notify_retry_seconds=_seconds_list_env(

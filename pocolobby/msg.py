@@ -17,13 +17,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import uuid
 from typing import Any, TextIO
 
+import mcp_types as types
+
 from pocolobby.agent_reports import config_path
+from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
-from pocolobby.bridge.config import ConfigError, load_config, runtime_for
+from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, runtime_for
+from pocolobby.bridge.files import FileRefused, LocalFile, Places
 
 EXIT_OK = 0
 EXIT_USAGE = 1
@@ -107,6 +112,8 @@ def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, dict[str, An
         return "get_context", {} if args.cursor is None else {"cursor": args.cursor}
     if command == "status":
         return "set_status", {"status": args.text}
+    if command == "ready":
+        return "ready", {"nonce": args.nonce}
     raise ValueError(f"unknown msg command {command!r}")
 
 
@@ -126,7 +133,13 @@ def _message_lines(message: dict[str, Any]) -> list[str]:
     if tags:
         head += f" [{', '.join(tags)}]"
     body = str(message.get("content", ""))
-    return [head, *(f"    {line}" for line in body.splitlines() or [""])]
+    files = [
+        f"    attachment {item.get('id')}: {json.dumps(str(item.get('name', '')))} "
+        f"({item.get('media_type', '?')}, {item.get('size', '?')} bytes)"
+        for item in message.get("attachments") or []
+        if isinstance(item, dict)
+    ]
+    return [head, *(f"    {line}" for line in body.splitlines() or [""]), *files]
 
 
 def _ids(values: Any) -> str:
@@ -165,6 +178,8 @@ def render_text(command: str, data: dict[str, Any], request_id: str | None) -> s
     if command == "status":
         status = data.get("status")
         return f"status: {status}" if status else "status cleared"
+    if command == "ready":
+        return "ready: the broker knows this session loaded its context"
     return render_context(data)
 
 
@@ -211,13 +226,24 @@ def failure_json(outcome: Outcome, code: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- the command
 
 
-async def _call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> Outcome:
+async def _call(
+    url: str, token: str, tool: str, arguments: dict[str, Any], files: list[LocalFile]
+) -> Outcome | types.CallToolResult:
+    """One tool call; with files, the bridge's own describe, upload-what-is-missing, repeat."""
     # No runtime headers: a shell command is no bound runtime, as a tool call without a stream.
     client = BrokerClient(url, token, runtime_for(token).runtime_id)
     try:
+        if files:
+            return await attachments.send_with_files(client, client.call, tool, arguments, files)
         return await client.call(tool, arguments)
     finally:
         await client.aclose()
+
+
+def read_files(paths: list[str], config: AgentConfig) -> list[LocalFile]:
+    """`--attach` paths under the bridge's local file rules (relative ones from here)."""
+    listed = attachments.parse_paths([os.path.abspath(p) for p in paths])
+    return attachments.read_all(listed, Places.current(config.identity))
 
 
 def run(
@@ -238,7 +264,19 @@ def run(
         args.request_id = new_request_id()
     request_id = args.request_id if command == "send" else None
     tool, arguments = call_for(args, stdin)
-    outcome = asyncio.run(_call(config.url, config.token, tool, arguments))
+    try:
+        files = read_files(args.attach, config) if getattr(args, "attach", None) else []
+    except attachments.BadArguments as exc:
+        print(f"pocolobby: not sent: {exc}", file=stderr)
+        return EXIT_USAGE
+    except FileRefused as refusal:
+        print(f"pocolobby: {attachments.refused_text('send', refusal)}", file=stderr)
+        return EXIT_REFUSED
+    outcome = asyncio.run(_call(config.url, config.token, tool, arguments, files))
+    if isinstance(outcome, types.CallToolResult):  # an upload the broker did not take
+        text = " ".join(c.text for c in outcome.content if isinstance(c, types.TextContent))
+        print(f"pocolobby: {text}", file=stderr)
+        return EXIT_REFUSED
     code = exit_code(outcome)
     if code == EXIT_OK:
         data = dict(outcome.data or {})
@@ -301,6 +339,13 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--notify-when-seen", action="store_true")
     q.add_argument("--deliver-at", metavar="TIME", help="ISO 8601 time to deliver at")
     q.add_argument("--supersedes", type=int, metavar="MESSAGE_ID")
+    q.add_argument(
+        "--attach",
+        action="append",
+        metavar="PATH",
+        help="a screenshot or document to send with it (repeat, up to 10), read under the "
+        "bridge's local file rules (docs/AGENTS.md)",
+    )
 
     q = command("inbox", "your pending messages, oldest first (get_messages view=inbox)")
     q.add_argument("--limit", type=int)
@@ -319,4 +364,7 @@ def add_parser(sub: Any) -> None:
 
     q = command("status", "set the one line peers see beside you; '' clears it (set_status)")
     q.add_argument("text")
+
+    q = command("ready", "echo a bootstrap's nonce after reading your context (ready)")
+    q.add_argument("nonce")
     p.set_defaults(func=run)

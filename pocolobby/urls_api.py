@@ -10,15 +10,44 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 
 from board import api as board_api
 from console import operator_api
-from lobbies.http import handle_bad_request, handle_not_found
+from lobbies import answers
+from lobbies.errors import method_not_allowed
+from lobbies.http import (
+    Documented,
+    api_view,
+    documented,
+    error_response,
+    handle_bad_request,
+    handle_not_found,
+)
+from lobbies.openapi import document
 from pocolobby import readiness
 
+HEALTH_METHODS = ("GET", "HEAD")
 
+
+@csrf_exempt  # no cookies, no session: a refused method is 405 JSON, not a CSRF page
+@documented(
+    Documented(
+        "GET",
+        answers.Health,
+        auth="none",
+        errors=(),
+        others=((503, answers.Unhealthy),),
+        summary="Readiness for proxies and supervisors: one bounded read of the store",
+    )
+)
 def health(request: HttpRequest) -> JsonResponse:
-    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it."""
+    """Readiness for proxies and supervisors: one bounded read of the store, 503 without it.
+
+    GET or HEAD, without a token; another method is 405 like on every /v1 route.
+    """
+    if request.method not in HEALTH_METHODS:
+        return error_response(method_not_allowed(HEALTH_METHODS, request.path))
     try:
         broker = readiness.read_store()
     except readiness.StoreUnavailable as exc:
@@ -33,11 +62,22 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True, "service": "pocolobby", **broker})
 
 
+@api_view(("GET",), Documented("GET", None, auth="none", errors=()))
+def openapi(request: HttpRequest) -> JsonResponse:
+    """This API's OpenAPI 3.1 document, generated from the schemas that validate requests.
+
+    Served without a token, like /v1/health: it describes the code, which is public, and no
+    lobby, agent or setting of this broker (docs/DECISIONS.md).
+    """
+    return JsonResponse(document(__name__))
+
+
 handler400 = handle_bad_request
 handler404 = handle_not_found
 
 urlpatterns = [
     path("v1/health", health),
+    path("v1/openapi.json", openapi),
     path("v1/", include("lobbies.urls")),
     path("v1/usage", board_api.put_usage),
     path("v1/turns", board_api.post_turn),

@@ -5,6 +5,7 @@
 
   function fieldValue(el) {
     if (el.type === "checkbox") return el.checked;
+    if (el.dataset.type === "bool") return el.value === "true";
     if (el.dataset.type === "int") return el.value === "" ? null : parseInt(el.value, 10);
     if (el.dataset.type === "lines") {
       return el.value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);

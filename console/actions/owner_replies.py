@@ -6,7 +6,7 @@ from django.db import transaction
 
 from console.actions.lobby_settings import Actor, owned
 from lobbies.actions.messages import SendOutcome
-from lobbies.actions.owner_messages import send_owner_message
+from lobbies.actions.owner_messages import send_owner_broadcast, send_owner_message
 
 
 def reply_to_agent(
@@ -18,6 +18,22 @@ def reply_to_agent(
         return send_owner_message(
             lobby,
             to=to,
+            content=content,
+            important=important,
+            client_request_id=client_request_id,
+            actor_kind=actor.kind,
+            account=actor.email,
+        )
+
+
+def broadcast_to_lobby(
+    actor: Actor, lobby_id: int, *, content: str, important: bool, client_request_id: str
+) -> SendOutcome:
+    """The owner's message to every agent, after the same ownership re-check."""
+    with transaction.atomic():
+        lobby = owned(actor, lobby_id)
+        return send_owner_broadcast(
+            lobby,
             content=content,
             important=important,
             client_request_id=client_request_id,

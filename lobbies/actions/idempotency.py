@@ -13,7 +13,10 @@ from lobbies.errors import conflict
 
 def request_hash(args: BaseModel) -> str:
     """A digest of the whole validated request, to tell an identical retry from a changed one."""
-    canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    dumped = args.model_dump(mode="json")
+    if dumped.get("attachments", ()) is None:
+        del dumped["attachments"]  # requests without attachments hash as they did before them
+    canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

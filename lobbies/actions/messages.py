@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import capacity, store
+from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
@@ -196,9 +197,7 @@ class SendSlot:
     queued: tuple[int, int] | None  # (count, bytes) queued for a single recipient
 
 
-def _open_send(
-    sender: Agent, recipients: list[Agent], now: datetime, *, rate: bool
-) -> SendSlot:
+def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: bool) -> SendSlot:
     """Bump the lobby's sequence and read the counts the bounds need, in one statement.
 
     Each statement inside the write transaction costs a round of the GIL while every other
@@ -300,6 +299,12 @@ def send(
     no lookup.
     """
     digest = request_hash(args)
+    if args.attachments:
+        # A retry of a stored send is answered first: it needs no upload, and whatever
+        # changed since (an expired pending upload, a bound) cannot refuse it.
+        original = _original_for_retry(sender, args, digest)
+        if original is not None:
+            return original
     try:
         return _accept(sender, args, digest, resolve, runtime, schedule, slot, late)
     except (BrokerError, IntegrityError):
@@ -383,6 +388,12 @@ def _accept(
             )
             for recipient in addressing.recipients
         ]
+        if args.attachments:
+            # After authorization, rates and limits: a send refused for them stores nothing,
+            # and this refusal (409 attachment_upload_required) rolls the message back.
+            attachments.attach_to_message(sender, message.pk, args.attachments, now)
+        elif schedule is not None:
+            attachments.attach_schedule_files(schedule.pk, message.pk)
         if args.supersedes:
             _hold_superseded(sender, args.supersedes)
         if schedule is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from lobbies.actions import attachments
 from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
@@ -82,7 +83,9 @@ def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
     with transaction.atomic():
         lobby = lobby_named(name)
         counts = {"agents": lobby.agents.count(), "messages": lobby.messages.count()}
+        hashes = attachments.hashes_of_lobby(lobby.pk)
         lobby.delete()
+        attachments.forget_lobby_contents(hashes)
         DeletedLobby.objects.create(name=name, deleted_at=timezone.now())
         record_audit(
             actor_kind,
@@ -96,7 +99,7 @@ def delete_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
 
 def _locked(agent: Agent) -> Agent:
     """The agent re-read under a row lock, so a check and its change see the same state."""
-    return Agent.objects.select_for_update().select_related("lobby").get(pk=agent.pk)
+    return Agent.objects.select_for_update(of=("self",)).select_related("lobby").get(pk=agent.pk)
 
 
 def _issue_credential(agent: Agent) -> str:
@@ -265,6 +268,7 @@ def set_permissions(
     *,
     broadcast: bool | None = None,
     manage_rooms: bool | None = None,
+    actor_kind: ActorKind = OPERATOR,
     account: str = "",
 ) -> Agent:
     """Grant or withdraw `broadcast` and `manage_rooms`; None leaves a permission as it is.
@@ -281,7 +285,7 @@ def set_permissions(
         Agent.objects.filter(pk=agent.pk).update(**wanted)
         announce_catalog_on_commit(agent.pk)  # its bridges reload the tools without reconnecting
         record_audit(
-            OPERATOR,
+            actor_kind,
             AuditAction.PERMISSIONS_CHANGED,
             lobby_name=lobby_name,
             agent_id=agent_id,
@@ -293,7 +297,9 @@ def set_permissions(
     return agent
 
 
-def retry_notifications(lobby_name: str, agent_id: str, *, account: str = "") -> None:
+def retry_notifications(
+    lobby_name: str, agent_id: str, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> None:
     """The owner's explicit retry: a fresh notification budget, due at the next tick.
 
     Clears `notification_attention_required`; what is pending stays pending.
@@ -309,7 +315,7 @@ def retry_notifications(lobby_name: str, agent_id: str, *, account: str = "") ->
             bootstrap_attempts=0,
         )
         record_audit(
-            OPERATOR,
+            actor_kind,
             AuditAction.NOTIFICATIONS_RETRIED,
             lobby_name=lobby_name,
             agent_id=agent_id,

@@ -30,19 +30,27 @@ OPERATOR = ActorKind.OPERATOR
 
 
 def _audit(
-    action: AuditAction, lobby: str, agent_id: str = "", detail: dict[str, Any] | None = None
+    actor_kind: ActorKind,
+    account: str,
+    action: AuditAction,
+    lobby: str,
+    agent_id: str = "",
+    detail: dict[str, Any] | None = None,
 ) -> None:
     record_audit(
-        OPERATOR,
+        actor_kind,
         action,
         lobby_name=lobby,
         agent_id=agent_id,
         target=agent_id or lobby,
+        account=account,
         detail=detail,
     )
 
 
-def cancel_agent_scheduled(lobby_name: str, agent_id: str) -> dict[str, int]:
+def cancel_agent_scheduled(
+    lobby_name: str, agent_id: str, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> dict[str, int]:
     """Cancel every scheduled message and active daily schedule the agent set."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
@@ -61,11 +69,13 @@ def cancel_agent_scheduled(lobby_name: str, agent_id: str) -> dict[str, int]:
         for schedule_id in schedules:
             cancel_scheduled(agent, message_id=None, schedule_id=schedule_id)
         counts = {"messages": len(messages), "schedules": len(schedules)}
-        _audit(AuditAction.SCHEDULED_CANCELLED, lobby_name, agent_id, counts)
+        _audit(actor_kind, account, AuditAction.SCHEDULED_CANCELLED, lobby_name, agent_id, counts)
     return counts
 
 
-def cancel_lobby_scheduled(lobby_name: str, message_id: int) -> dict[str, Any]:
+def cancel_lobby_scheduled(
+    lobby_name: str, message_id: int, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> dict[str, Any]:
     """The owner's cancel of any agent's scheduled message in the lobby."""
     with transaction.atomic():
         lobby = lobby_named(lobby_name)
@@ -76,6 +86,8 @@ def cancel_lobby_scheduled(lobby_name: str, message_id: int) -> dict[str, Any]:
             raise not_found("unknown_message", f"no message {message_id} in lobby {lobby_name!r}")
         answer = cancel_scheduled(message.sender, message_id=message_id, schedule_id=None)
         _audit(
+            actor_kind,
+            account,
             AuditAction.SCHEDULED_CANCELLED,
             lobby_name,
             message.sender.agent_id,
@@ -84,7 +96,9 @@ def cancel_lobby_scheduled(lobby_name: str, message_id: int) -> dict[str, Any]:
     return answer
 
 
-def set_delivery_paused(lobby_name: str, paused: bool) -> bool:
+def set_delivery_paused(
+    lobby_name: str, paused: bool, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> bool:
     """Maintenance: pause or resume every push in the lobby; resuming wakes its agents."""
     with transaction.atomic():
         lobby = lobby_named(lobby_name)
@@ -92,5 +106,6 @@ def set_delivery_paused(lobby_name: str, paused: bool) -> bool:
         if not paused:
             pks = Agent.objects.filter(lobby=lobby).values_list("pk", flat=True)
             wake_recipients_on_commit([(pk, "info") for pk in pks])
-        _audit(AuditAction.DELIVERY_PAUSED if paused else AuditAction.DELIVERY_RESUMED, lobby_name)
+        action = AuditAction.DELIVERY_PAUSED if paused else AuditAction.DELIVERY_RESUMED
+        _audit(actor_kind, account, action, lobby_name)
     return paused

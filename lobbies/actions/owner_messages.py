@@ -11,24 +11,31 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
-from lobbies.actions.messages import SendOutcome, address_direct, send
+from lobbies.actions.messages import SendOutcome, address_direct, broadcast, send
 from lobbies.catalog import parse_arguments
 from lobbies.models import ActorKind, Agent, AuditAction, Lobby
 from lobbies.names import OWNER_SENDER
-from lobbies.schemas import SendMessage
+from lobbies.schemas import Broadcast, SendMessage
 
 
 def owner_sender(lobby: Lobby) -> Agent:
-    """The lobby's `owner` row, made on the first reply; call inside a transaction."""
+    """The lobby's `owner` row, made on the first reply; call inside a transaction.
+
+    It holds the `broadcast` permission, so the owner's broadcast passes the agents' own
+    check; the row never authenticates, so no agent can use it."""
     agent, _ = Agent.objects.get_or_create(
         lobby=lobby,
         agent_id=OWNER_SENDER,
         defaults={
             "enabled": False,
+            "broadcast": True,
             "description": "The lobby's human owner, answering from the dashboard",
             "created_at": timezone.now(),
         },
     )
+    if not agent.broadcast:  # a row made before the owner could broadcast
+        Agent.objects.filter(pk=agent.pk).update(broadcast=True)
+        agent.broadcast = True
     agent.lobby = lobby
     return agent
 
@@ -69,5 +76,44 @@ def send_owner_message(
                 target=to,
                 account=account,
                 detail={"message_id": outcome.message.pk, "priority": args.priority},
+            )
+    return outcome
+
+
+def send_owner_broadcast(
+    lobby: Lobby,
+    *,
+    content: str,
+    important: bool,
+    client_request_id: str,
+    actor_kind: ActorKind,
+    account: str = "",
+) -> SendOutcome:
+    """The owner's message to every enabled agent: the agents' `broadcast` action (its
+    bounds, fan-out cap and idempotency), audited once; the caller has checked ownership."""
+    args = parse_arguments(
+        Broadcast,
+        {
+            "content": content,
+            "priority": "important" if important else "info",
+            "client_request_id": client_request_id,
+        },
+    )
+    with transaction.atomic():
+        outcome = broadcast(owner_sender(lobby), args)
+        if not outcome.duplicate:
+            record_audit(
+                actor_kind,
+                AuditAction.OWNER_MESSAGE_SENT,
+                lobby_name=lobby.name,
+                agent_id=OWNER_SENDER,
+                target="*",
+                account=account,
+                detail={
+                    "message_id": outcome.message.pk,
+                    "priority": args.priority,
+                    "broadcast": True,
+                    "recipients": len(outcome.deliveries),
+                },
             )
     return outcome

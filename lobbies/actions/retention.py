@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Q
 
+from lobbies.actions import attachments
 from lobbies.models import AuditEvent, Message, Notice, Schedule, ScheduleStatus
 
 KEPT_FOR = timedelta(days=1)
@@ -48,6 +49,8 @@ def sweep(now: datetime) -> dict[str, int]:
     if old_notices.exists():
         counts["notices"] = old_notices.delete()[0]
     counts["audit_events"] = trim_audit_events()
+    # After the messages: files those messages referenced can expire in this same pass.
+    counts.update(attachments.sweep(now))
     return counts
 
 

@@ -12,15 +12,26 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.actions.restore import settle_uncertain
-from lobbies.errors import BrokerError, conflict
-from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint, Lobby, RetiredRuntime
+from lobbies.errors import BrokerError, bad_request, conflict
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditAction,
+    Checkpoint,
+    Connection,
+    Lobby,
+    RetiredRuntime,
+    Transport,
+)
 from lobbies.presence import live_connections
+from lobbies.wire import HELD_REASON_CHARS
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -40,8 +51,6 @@ class Claim:
     started: bool  # a new generation: the process must bootstrap
 
 
-
-
 def check_runtime_id(runtime_id: str) -> str:
     if not RUNTIME_ID.match(runtime_id or ""):
         raise BrokerError(400, "invalid_runtime", "the runtime id must be a lowercase UUID")
@@ -52,7 +61,9 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
     """Bind, resume or reconnect `runtime_id`; refuse anything that would take over silently."""
     check_runtime_id(runtime_id)
     with transaction.atomic():
-        agent = Agent.objects.select_for_update().select_related("lobby").get(pk=agent.pk)
+        agent = (
+            Agent.objects.select_for_update(of=("self",)).select_related("lobby").get(pk=agent.pk)
+        )
         if RetiredRuntime.objects.filter(agent=agent, runtime_id=runtime_id).exists():
             raise conflict(
                 "runtime_retired",
@@ -216,3 +227,53 @@ def ready(
             ]
         )
     return agent
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """A bridge's `delivery` frame, checked: how it delivers and whether it holds notices."""
+
+    transport: str
+    held: bool
+    held_reason: str
+    attention: bool
+
+    @classmethod
+    def parse(cls, frame: dict[str, Any]) -> DeliveryReport:
+        """The frame's facts, or a BrokerError naming the field that is wrong."""
+        transport = frame.get("transport")
+        if transport not in Transport.values:
+            raise bad_request(
+                f"transport: one of {', '.join(Transport.values)}", code="invalid_frame"
+            )
+        held, attention = frame.get("held", False), frame.get("attention", False)
+        if not isinstance(held, bool) or not isinstance(attention, bool):
+            raise bad_request("held and attention: true or false", code="invalid_frame")
+        reason = frame.get("held_reason") or ""
+        if not isinstance(reason, str) or len(reason) > HELD_REASON_CHARS:
+            raise bad_request(
+                f"held_reason: text of at most {HELD_REASON_CHARS} characters",
+                code="invalid_frame",
+            )
+        # One printable line, whatever the bridge's error said: it is shown in terminals too.
+        reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
+        return cls(str(transport), held, reason if held else "", attention)
+
+
+def report_delivery(connection_pk: int, generation: int, report: DeliveryReport) -> None:
+    """Record a connection's delivery facts; `attention` (a tmux bridge gave up a notice its
+    pane never took) sets notification_attention_required as spent retries do. Messages stay
+    pending either way: only an acknowledgment resolves them."""
+    with transaction.atomic():
+        row = Connection.objects.select_for_update().filter(pk=connection_pk).first()
+        if row is None:
+            return  # the socket closed meanwhile
+        row.transport = report.transport
+        row.held_since = (row.held_since or timezone.now()) if report.held else None
+        row.held_reason = report.held_reason
+        row.save(update_fields=["transport", "held_since", "held_reason"])
+        if report.attention:
+            agent = Agent.objects.select_for_update().get(pk=row.agent_id)
+            if agent.runtime_generation == generation:
+                agent.notification_attention_required = True
+                agent.save(update_fields=["notification_attention_required"])

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import slots
+from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.messages import (
     MAX_SCHEDULE_AHEAD,
@@ -140,6 +141,8 @@ def schedule_message(
                 created_at=now,
                 next_slot=slots.next_slot(zone, times, weekdays, now),
             )
+            if args.attachments:
+                attachments.attach_to_schedule(sender, schedule.pk, args.attachments, now)
     except IntegrityError:
         return Schedule.objects.get(sender=sender, client_request_id=args.client_request_id), True
     return schedule, False

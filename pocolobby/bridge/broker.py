@@ -11,14 +11,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
-from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire import (
+    ATTACHMENT_NAME_HEADER,
+    ATTACHMENT_ROUTE,
+    ATTACHMENT_SHA256_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 from pocolobby.bridge import bridge_version
 
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+# An attachment of up to 10 MiB over a slow link.
+UPLOAD_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
 
 # Failures where the request provably never reached the broker.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
@@ -39,6 +48,16 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.data is not None
+
+
+@dataclass(frozen=True)
+class Download:
+    """An attachment's bytes as the broker served them, with its stated name, type and hash."""
+
+    data: bytes
+    media_type: str
+    name: str
+    sha256: str
 
 
 class BrokerClient:
@@ -85,6 +104,57 @@ class BrokerClient:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
         return await self.request("POST", f"/v1/tools/{quote(name, safe='')}", arguments)
+
+    async def upload(self, sha256: str, media_type: str, data: bytes) -> Outcome:
+        """`PUT /v1/attachments/<sha256>` with the raw bytes: proves this agent holds them."""
+        try:
+            response = await self._http.put(
+                f"{ATTACHMENT_ROUTE}{sha256}",
+                content=data,
+                headers={"Content-Type": media_type, **self.runtime_headers()},
+                timeout=UPLOAD_TIMEOUT,
+            )
+        except _NOT_SENT as exc:
+            return Outcome(transport="not_sent", message=_describe(exc))
+        except httpx.HTTPError as exc:
+            return Outcome(transport="unknown", message=_describe(exc))
+        return _outcome(response)
+
+    async def download(self, attachment_id: int, limit: int) -> Download | Outcome:
+        """`GET /v1/attachments/<id>`: the bytes and what the broker says they are; a
+        refusal or a network failure as an Outcome. More than `limit` bytes is refused."""
+        try:
+            async with self._http.stream(
+                "GET",
+                f"{ATTACHMENT_ROUTE}{int(attachment_id)}",
+                headers=self.runtime_headers(),
+                timeout=UPLOAD_TIMEOUT,
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    return _outcome(response)
+                chunks: list[bytes] = []
+                total = 0
+                async for chunk in response.aiter_bytes():
+                    total += len(chunk)
+                    if total > limit:
+                        return Outcome(
+                            status=response.status_code,
+                            code="attachment_too_large",
+                            message=f"the broker sent more than {limit} bytes",
+                        )
+                    chunks.append(chunk)
+                headers = response.headers
+                return Download(
+                    data=b"".join(chunks),
+                    media_type=headers.get("Content-Type", "application/octet-stream"),
+                    name=unquote(headers.get(ATTACHMENT_NAME_HEADER, "")),
+                    sha256=headers.get(ATTACHMENT_SHA256_HEADER, "").lower(),
+                )
+        except _NOT_SENT as exc:
+            return Outcome(transport="not_sent", message=_describe(exc))
+        except httpx.HTTPError as exc:
+            return Outcome(transport="unknown", message=_describe(exc))
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pocolobby.bridge.files import FileIdentity
+
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"
 
 
@@ -35,6 +37,9 @@ class AgentConfig:
     token: str
     lobby: str
     agent: str
+    # The file as the kernel knows it (resolved path, device, inode): the attachment rules
+    # never read it, nor a link or a hard link of it.
+    identity: FileIdentity | None = None
 
     def __repr__(self) -> str:  # never print the token by accident
         return f"AgentConfig(path={self.path!s}, url={self.url}, {self.lobby}/{self.agent})"
@@ -71,7 +76,12 @@ def load_config(raw_path: str | Path) -> AgentConfig:
             "then url http://127.0.0.1:8787)."
         )
     return AgentConfig(
-        path, values["url"].rstrip("/"), values["token"], values["lobby"], values["agent"]
+        path,
+        values["url"].rstrip("/"),
+        values["token"],
+        values["lobby"],
+        values["agent"],
+        FileIdentity.of(path),
     )
 
 

@@ -1,8 +1,14 @@
-"""`pocolobby connect`: register the bridge in a project's `.mcp.json` and say how to launch.
+"""`pocolobby connect`: register the bridge with the agent's host and say how to launch it.
 
-Claude Code reads project MCP servers from `.mcp.json` in the directory it starts in. The entry
-names absolute paths (this installation's `pocolobby`, the configuration file), so it works
-from any shell; other servers in the file are kept as they are.
+Claude Code reads project MCP servers from `.mcp.json` in the directory it starts in; Codex CLI
+reads `[mcp_servers.NAME]` tables from `$CODEX_HOME/config.toml` (`~/.codex/config.toml`). The
+entry names absolute paths (this installation's `pocolobby`, the configuration file), so it
+works from any shell; every other server and setting in the file is kept as it is.
+
+The TOML file is never re-serialised: the standard library reads TOML (tomllib) but does not
+write it, and a round trip would drop the user's comments and layout. Instead only the lines of
+our own table are replaced (or appended), and the result is parsed again and compared with the
+original: everything but our table must be equal, or nothing is written.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import os
 import re
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +39,12 @@ def bridge_command() -> list[str]:
     return [sys.executable, "-m", "pocolobby"]
 
 
-def entry_for(config_path: Path) -> dict[str, Any]:
+def entry_for(config_path: Path, deliver: str = "channel") -> dict[str, Any]:
     command, *prefix = bridge_command()
-    return {"command": command, "args": [*prefix, "bridge", "--config", str(config_path)]}
+    args = [*prefix, "bridge", "--config", str(config_path)]
+    if deliver == "tmux":
+        args += ["--deliver", "tmux"]
+    return {"command": command, "args": args}
 
 
 def _read_mcp_file(path: Path) -> dict[str, Any]:
@@ -54,12 +64,15 @@ def _read_mcp_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+def _write_atomically(path: Path, data: dict[str, Any] | str) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
+            if isinstance(data, str):
+                handle.write(data)
+            else:
+                json.dump(data, handle, indent=2)
+                handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
         if path.exists():
@@ -70,18 +83,36 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def connect(config: str, name: str, directory: Path) -> str:
-    """Write or update `directory/.mcp.json`; the text to print."""
+def connect(
+    config: str,
+    name: str,
+    directory: Path,
+    *,
+    host: str = "claude",
+    deliver: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> str:
+    """Write or update the host's entry; the text to print."""
     if not SERVER_NAME.match(name):
         raise ConnectError("--name: use letters, digits, '-' and '_' (at most 64)")
+    if host not in ("claude", "codex"):
+        raise ConnectError("--host: claude or codex")
+    deliver = deliver or ("channel" if host == "claude" else "tmux")
+    if host == "codex" and deliver != "tmux":
+        raise ConnectError(
+            "--host codex needs --deliver tmux: Codex CLI has no Claude Channels, so pushes "
+            "can only reach it as a line typed into its tmux pane"
+        )
     try:
         agent = load_config(config)
     except ConfigError as exc:
         raise ConnectError(str(exc)) from None
+    if host == "codex":
+        return _connect_codex(agent.path, name, agent, environ)
     path = directory.resolve() / ".mcp.json"
     data = _read_mcp_file(path)
     servers = data.setdefault("mcpServers", {})
-    entry = entry_for(agent.path)
+    entry = entry_for(agent.path, deliver)
     previous = servers.get(name)
     servers[name] = entry
     _write_atomically(path, data)
@@ -89,13 +120,25 @@ def connect(config: str, name: str, directory: Path) -> str:
     lines = [
         f"{verb} mcpServers.{name} in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
         "",
-        "Launch Claude Code from this directory with:",
-        "",
-        f"  claude --dangerously-load-development-channels server:{name}",
-        "",
-        "adding your usual flags (for example --remote-control or --permission-mode ...).",
-        "Claude Code asks once to approve the project's MCP server; approve it.",
     ]
+    if deliver == "tmux":
+        lines += [
+            "Pushes are typed into the tmux pane Claude Code runs in. Start tmux, then launch "
+            "Claude Code from this directory inside it:",
+            "",
+            "  tmux new-session -s " + _session_name(agent.agent) + " claude",
+            "",
+            "(or run `claude` in any tmux pane: the bridge finds its pane from $TMUX_PANE).",
+        ]
+    else:
+        lines += [
+            "Launch Claude Code from this directory with:",
+            "",
+            f"  claude --dangerously-load-development-channels server:{name}",
+            "",
+            "adding your usual flags (for example --remote-control or --permission-mode ...).",
+        ]
+    lines.append("Claude Code asks once to approve the project's MCP server; approve it.")
     try:
         agent.path.relative_to(directory.resolve())
     except ValueError:
@@ -106,3 +149,128 @@ def connect(config: str, name: str, directory: Path) -> str:
             "out of version control (or move it, e.g. to ~/.pocolobby/, and run connect again)."
         )
     return "\n".join(lines)
+
+
+def _session_name(agent: str) -> str:
+    """A tmux session name from the agent's validated name (letters, digits, '-', '_')."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", agent)[:40] or "agent"
+
+
+# ---------------------------------------------------------------- Codex CLI's config.toml
+
+# Codex starts MCP servers with a cleared environment plus a short allowlist (HOME, PATH, ...);
+# `env_vars` names what else to pass through: the bridge finds its pane from these two.
+CODEX_ENV_VARS = ("TMUX", "TMUX_PANE")
+_TABLE_HEADER = re.compile(r"^\s*\[\s*([^\[\]#]+?)\s*\]\s*(?:#.*)?$")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def codex_config_path(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or Path.home()) / ".codex")
+    return Path(home) / "config.toml"
+
+
+def toml_string(value: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, except DEL, which TOML wants escaped."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")
+
+
+def codex_table(name: str, entry: dict[str, Any]) -> str:
+    """Our `[mcp_servers.NAME]` table as TOML text (Codex's documented command/args shape)."""
+    args = ", ".join(toml_string(a) for a in entry["args"])
+    forwarded = ", ".join(toml_string(v) for v in CODEX_ENV_VARS)
+    return (
+        f"[mcp_servers.{name}]\n"
+        "# Written by `pocolobby connect --host codex`; run it again to update.\n"
+        f"command = {toml_string(entry['command'])}\n"
+        f"args = [{args}]\n"
+        f"env_vars = [{forwarded}]\n"
+    )
+
+
+def _header_path(line: str) -> list[str] | None:
+    """The dotted key of a `[table]` header line (not `[[array]]`), else None."""
+    if line.lstrip().startswith("[["):
+        return None
+    match = _TABLE_HEADER.match(line)
+    if match is None:
+        return None
+    try:  # let tomllib split the dotted key, quoting included
+        parsed = tomllib.loads(f"[{match.group(1)}]\n")
+    except tomllib.TOMLDecodeError:
+        return None
+    path: list[str] = []
+    node: Any = parsed
+    while isinstance(node, dict) and len(node) == 1:
+        key = next(iter(node))
+        path.append(key)
+        node = node[key]
+    return path
+
+
+def _without_our_table(text: str, name: str) -> tuple[str, bool]:
+    """`text` with the lines of `[mcp_servers.NAME]` and its sub-tables removed."""
+    kept: list[str] = []
+    inside = found = False
+    for line in text.splitlines(keepends=True):
+        header = _header_path(line) if line.lstrip().startswith("[") else None
+        if header is not None or line.lstrip().startswith("[["):
+            inside = header is not None and header[:2] == ["mcp_servers", name]
+            found = found or inside
+        if not inside:
+            kept.append(line)
+    return "".join(kept), found
+
+
+def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, str] | None) -> str:
+    path = codex_config_path(environ)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConnectError(f"{path} is not valid TOML ({exc}); fix it, then run again") from None
+    servers = before.get("mcp_servers", {})
+    if not isinstance(servers, dict):
+        raise ConnectError(f"{path}: mcp_servers is not a table")
+    entry = entry_for(config_path, "tmux")
+    previous = servers.get(name)
+    rest, found = _without_our_table(text, name)
+    rest = rest.rstrip() + "\n\n" if rest.strip() else ""
+    updated = rest + codex_table(name, entry)
+    try:
+        after = tomllib.loads(updated)
+    except tomllib.TOMLDecodeError:
+        after = None
+    expected = dict(before)
+    expected["mcp_servers"] = {
+        **servers,
+        name: {**entry, "env_vars": list(CODEX_ENV_VARS)},
+    }
+    if after is None or after != expected or (previous is not None and not found):
+        raise ConnectError(
+            f"{path} defines mcp_servers.{name} in a form this command does not edit (a dotted "
+            f"key or an inline table); remove that definition, then run again. Nothing was "
+            "written."
+        )
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_atomically(path, updated)
+    current = {**entry, "env_vars": list(CODEX_ENV_VARS)}
+    verb = "kept" if previous == current else ("updated" if previous else "added")
+    session = _session_name(agent.agent)
+    return "\n".join(
+        [
+            f"{verb} [mcp_servers.{name}] in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
+            "",
+            "Pushes are typed into the tmux pane Codex runs in. Launch Codex inside tmux:",
+            "",
+            f"  tmux new-session -s {session} codex",
+            "",
+            "(or run `codex` in any tmux pane). Codex passes the bridge only the variables in "
+            f"env_vars ({', '.join(CODEX_ENV_VARS)}) besides its defaults; check the server "
+            "with `codex mcp list`.",
+        ]
+    )

@@ -17,11 +17,20 @@ from typing import Any
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, FRAME_HOST_WRITTEN, FRAME_RECEIVED
-from pocolobby.bridge import bridge_version
+from lobbies.wire import (
+    EVENT_VERSION,
+    FRAME_DELIVERY,
+    FRAME_HOST_WRITTEN,
+    FRAME_RECEIVED,
+    HELD_REASON_CHARS,
+    TRANSPORT_CHANNEL,
+    TRANSPORT_TMUX,
+)
+from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, Catalog, CatalogError, compare, local_guide
 from pocolobby.bridge.config import AgentConfig, Runtime
+from pocolobby.bridge.files import FileRefused, Places
 from pocolobby.bridge.host import HostGone, HostPipe
 from pocolobby.bridge.pane import PaneDelivery, notice_line
 from pocolobby.bridge.results import (
@@ -110,6 +119,11 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         # Set for `--deliver tmux`: notices are typed into this pane instead of the channel.
         self.pane: PaneDelivery | None = None
+        # `--deliver tmux` without a usable pane (unset, gone, no tmux): nothing is delivered,
+        # the broker keeps every message pending, and the tools say why.
+        self.pane_problem: str | None = None
+        # The current socket's frame sender while one is open (set by the stream).
+        self.send_frame: SendFrame | None = None
         self._handlers: dict[str, ToolHandler] = {
             "acknowledge_messages": self._acknowledge_messages,
             "get_context": self._get_context,
@@ -117,6 +131,7 @@ class Bridge:
             "ready": self._ready,
             "list_operations": self._list_operations,
             "call_operation": self._call_operation,
+            "get_attachment": self._get_attachment,
         }
 
     @property
@@ -234,6 +249,9 @@ class Bridge:
                 "dropped %s notice %s: this session acknowledged its messages", kind, notice_id
             )
             return
+        if self.pane_problem is not None:
+            log.warning("notice %s not delivered: %s", notice_id, self.pane_problem)
+            return
         if self.pane is not None:
             nonce = _payload(content).get("nonce") if kind == "bootstrap" else None
             line = notice_line(str(kind), ids, nonce if isinstance(nonce, str) else None)
@@ -242,6 +260,8 @@ class Bridge:
             return
         note, shown = (None, None) if kind == "bootstrap" else self._catalog_note()
         text = content if note is None else f"{content}\n\n{note}"
+        if kind == "messages" and (named := attachments.attachments_note(_payload(content))):
+            text = f"{text}\n\n{named}"
         try:
             await self.host.notify(
                 CHANNEL_METHOD, {"content": text, "meta": clean_meta(frame.get("meta"))}
@@ -280,6 +300,38 @@ class Bridge:
             await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
         except Exception as exc:  # the socket closed: the broker re-pushes; typed twice is fine
             log.warning("notice %s typed but not confirmed: %s", notice_id, exc)
+
+    @property
+    def tmux_delivery(self) -> bool:
+        return self.pane is not None or self.pane_problem is not None
+
+    def delivery_frame(self, attention: bool = False) -> dict[str, Any]:
+        """This process's delivery facts for the broker (see lobbies.wire.FRAME_DELIVERY)."""
+        if not self.tmux_delivery:
+            return {"type": FRAME_DELIVERY, "transport": TRANSPORT_CHANNEL, "held": False}
+        reason = self.pane_problem or (self.pane.held_reason if self.pane else None)
+        return {
+            "type": FRAME_DELIVERY,
+            "transport": TRANSPORT_TMUX,
+            "held": reason is not None,
+            "held_reason": (reason or "")[:HELD_REASON_CHARS],
+            "attention": attention,
+        }
+
+    def report_delivery(self, attention: bool = False) -> None:
+        """Send the delivery facts on the current socket; a reconnect reports them again."""
+        send = self.send_frame
+        if send is None or not self.tmux_delivery:
+            return
+        frame = self.delivery_frame(attention)
+
+        async def report() -> None:
+            try:
+                await send(frame)
+            except Exception as exc:  # the socket closed: the next welcome reports again
+                log.info("delivery facts not reported: %s", exc)
+
+        self.spawn(report())
 
     def _catalog_note(self) -> tuple[str | None, Catalog | None]:
         """Once per new revision after bootstrap: what it adds, if the model has not seen it."""
@@ -412,6 +464,15 @@ class Bridge:
             listed.append(types.Tool(name=own.name, description=description, input_schema=schema))
         if self.stop is not None:
             listed = [self._refused(tool) for tool in listed]
+        elif self.pane_problem is not None:
+            said = (
+                f"PUSHES ARE OFF: {self.pane_problem}. Nothing is typed into your pane; the "
+                "broker keeps your messages pending: read them with get_messages."
+            )
+            listed = [
+                t.model_copy(update={"description": f"{said}\n\n{t.description or ''}"})
+                for t in listed
+            ]
         return listed
 
     def _refused(self, tool: types.Tool) -> types.Tool:
@@ -467,10 +528,72 @@ class Bridge:
         return refused if refused is not None else await self.broker.call(name, arguments)
 
     async def run_operation(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if "attachments" in arguments:
+            return await self._send_with_attachments(name, arguments)
         outcome = await self._call(name, arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
         return self.render(name, arguments, outcome)
+
+    def places(self) -> Places:
+        """Where the local file rules let this bridge read and save, now (HOME may change)."""
+        return Places.current(self.config.identity)
+
+    async def _send_with_attachments(
+        self, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A send naming local files: rules, read, describe, send, upload what is missing.
+
+        Whether the operation takes files is decided by the current catalog, not by the schema
+        the host cached: a host that lists an older send_message still sends files.
+        """
+        refused = await self._gate()
+        if refused is not None:
+            return refused
+        if self.catalog is None:
+            await self.wait_for_catalog()
+        operation = self.catalog.get(name) if self.catalog else None
+        if operation is None or "attachments" not in operation.arguments:
+            known = "is not in" if operation is None else "takes no attachments in"
+            return failure(
+                f"Not sent: {name} {known} the broker's current catalog"
+                f"{f' (revision {self.catalog.revision})' if self.catalog else ''}, so the "
+                "bridge read no file and sent nothing. Files go with send_message, "
+                "send_room_message, broadcast and schedule_message; list_operations shows "
+                "which take attachments."
+            )
+        try:
+            paths = attachments.parse_paths(arguments["attachments"])
+        except attachments.BadArguments as exc:
+            return failure(f"Not sent: {exc}. Nothing was read or stored.")
+        try:
+            local = await asyncio.to_thread(attachments.read_all, paths, self.places())
+        except FileRefused as refusal:
+            return failure(attachments.refused_text(name, refusal))
+        outcome = await attachments.send_with_files(
+            self.broker, self.broker.call, name, arguments, local
+        )
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        return self.render(name, arguments, outcome)
+
+    async def _get_attachment(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            request = attachments.parse_request(arguments)
+        except attachments.BadArguments as exc:
+            return failure(str(exc))
+        refused = await self._gate()
+        if refused is not None:
+            return refused
+        outcome = await attachments.get_attachment(self.broker, request, self.places())
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        if outcome.transport is not None:  # a read changes nothing: no "unknown outcome"
+            return failure(
+                f"Not downloaded: the connection to the PocoLobby broker at {self.config.url} "
+                f"failed ({outcome.message}). Nothing was shown or saved; retry get_attachment."
+            )
+        return self.render("get_attachment", arguments, outcome)
 
     def render(
         self, name: str, arguments: dict[str, Any], outcome: Outcome
@@ -513,15 +636,23 @@ class Bridge:
             facts["last_connection_error"] = self.last_error
         if self.catalog_error:
             facts["catalog_error"] = self.catalog_error
-        if self.pane is not None:
+        if self.pane_problem is not None:
             facts["delivery"] = {
-                "transport": "tmux",
+                "transport": TRANSPORT_TMUX,
+                "pane": None,
+                "problem": self.pane_problem,
+                "note": "nothing is typed into a pane; read your inbox with get_messages",
+            }
+        elif self.pane is not None:
+            facts["delivery"] = {
+                "transport": TRANSPORT_TMUX,
                 "pane": self.pane.pane.pane_id,
                 "held_since": self.pane.held_since,
+                "held_reason": self.pane.held_reason,
                 "last_error": self.pane.last_error,
             }
         else:
-            facts["delivery"] = {"transport": "channel"}
+            facts["delivery"] = {"transport": TRANSPORT_CHANNEL}
         if self.runtime.scope == "process":
             facts["runtime_note"] = (
                 "CLAUDE_CODE_SESSION_ID was not set, so this runtime belongs to this process "

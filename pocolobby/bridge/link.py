@@ -175,6 +175,7 @@ class Link:
             await socket.send(json.dumps(frame))
 
         heartbeat = asyncio.ensure_future(self._heartbeat(socket))
+        self.bridge.send_frame = send
         try:
             async for raw in socket:
                 try:
@@ -192,6 +193,7 @@ class Link:
                 if kind == FRAME_WELCOME:
                     seen.welcomed = True
                     self.bridge.on_welcome(frame)
+                    self.bridge.report_delivery()
                 elif kind == FRAME_NOTICE:
                     await self.bridge.on_notice(frame, send)
                 elif kind == FRAME_ERROR and "status" in frame:
@@ -209,6 +211,8 @@ class Link:
                 elif kind != FRAME_HEARTBEAT:
                     log.debug("ignored a frame of type %r", kind)
         finally:
+            if self.bridge.send_frame is send:
+                self.bridge.send_frame = None
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat

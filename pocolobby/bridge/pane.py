@@ -4,10 +4,13 @@ A push becomes one line typed into the agent's pane: a fixed marker, the notice'
 every message id, never a body (peer text typed into a terminal could run as a command). The
 line is typed only while the pane shows an idle prompt, under an flock shared by every writer
 to the same tmux server and pane, with `send-keys -l` for the literal text and Enter after it.
-The caller reports `host_written` only after this returns True: at least once, never early.
+The caller reports `host_written` only after `deliver` answers "typed": at least once, never
+early. A notice that waits is held (re-checked every second) up to `hold_seconds`, then given
+up with `attention` reported, and the broker's retries offer it again.
 
-Plain `tmux` commands rather than libtmux: the four calls used here (display, capture-pane,
-send-keys -l, send-keys Enter) are one line each, and the bridge then needs no new dependency.
+Plain `tmux` commands rather than libtmux: the three calls per notice (`display-message ;
+capture-pane` as one, `send-keys -l`, `send-keys Enter`) are one line each, and the bridge then
+needs no new dependency (docs/DECISIONS.md).
 """
 
 from __future__ import annotations
@@ -31,12 +34,34 @@ HOLD_SECONDS = 300.0  # then the notice is given up; the broker's retries try ag
 TMUX_TIMEOUT = 5.0
 PANE_ID = re.compile(r"^%[0-9]{1,9}$")
 NONCE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-# The prompts recognised as "waiting for input", as the last non-blank line of the pane with
-# nothing typed after them: Claude Code and Gemini CLI (`>`), Codex CLI (U+203A), zsh and
-# starship (U+276F, `%`), a shell (`$`, `#`). Add an agent's prompt character here.
-PROMPT = re.compile("(?:^|\\s)[>\u203a\u276f]$|(?<![0-9])[$#%]$")
-# The box-drawing border some agents draw around their input line.
-_BORDER = "│┃|"
+BACKLOG_IDS_SHOWN = 50  # a bootstrap line names at most this many waiting ids
+# How a pane is read (docs/AGENTS.md, "Which prompts are recognised"). Two shapes of idle:
+# 1. A shell or line REPL: the last non-blank line ends in its prompt with nothing after it:
+#    `$`, `#`, `%` (bash, root, zsh), U+276F (starship), `>` (a REPL, aider).
+# 2. A full-screen agent: an input line holding only the prompt character (or the agent's
+#    own placeholder text) with a rule or box border right above or below it, anywhere in the
+#    bottom lines, as Claude Code and Gemini CLI (`>`) and Codex CLI (U+203A) draw it; and no
+#    "esc to interrupt"/"esc to cancel" in those lines (the agent is mid-turn).
+# To add an agent: its prompt character to PROMPT_CHARS, its empty-input placeholder to
+# PLACEHOLDERS, its mid-turn words to BUSY_WORDS, and a screen of it to
+# tests/bridge/test_pane_units.py.
+PROMPT_CHARS = ">\u203a\u276f"
+PROMPT = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}]$|(?<![0-9])[$#%]$")
+PLACEHOLDERS = (
+    "Type your message or @path/to/file",  # Gemini CLI
+    "Ask Codex to do anything",  # Codex CLI
+    'Try "',  # Claude Code's suggestion in an empty prompt
+)
+BUSY_WORDS = ("esc to interrupt", "esc to cancel")
+BOTTOM_LINES = 8
+_INPUT_LINE = re.compile(f"^[{PROMPT_CHARS}](?:\\s+(.*))?$")
+_RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and spaces only
+# The box-drawing border some agents draw on either side of their input line.
+_BORDER = "│┃|▌"
+# A notice line of ours typed after a prompt but never submitted: a bridge died between the
+# text and its Enter. Only the marker, fixed words, integers and a nonce can make it up.
+UNFINISHED = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}$#%]\\s+\\[pocolobby\\] [A-Za-z0-9 ,:_-]+$")
+UNFINISHED_REASON = "a notice line of ours was left without Enter"
 
 
 class PaneError(Exception):
@@ -49,7 +74,12 @@ def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> 
     ids = ",".join(str(int(i)) for i in message_ids)
     if kind == "bootstrap":
         proof = f" with nonce {nonce}" if nonce and NONCE.match(nonce) else ""
-        return f"{MARKER} bootstrap: call get_context, then ready{proof}"
+        waiting = ""
+        if message_ids:  # the backlog: what waited for this new process (get_context lists it)
+            shown = ",".join(str(int(i)) for i in message_ids[:BACKLOG_IDS_SHOWN])
+            more = len(message_ids) - BACKLOG_IDS_SHOWN
+            waiting = f" - waiting: ids {shown}" + (f" and {more} more" if more > 0 else "")
+        return f"{MARKER} bootstrap: call get_context, then ready{proof}{waiting}"
     if kind == "receipts":
         return f"{MARKER} receipts: ids {ids} were read by their recipients"
     count = len(message_ids)
@@ -60,13 +90,51 @@ def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> 
     )
 
 
-def is_idle(screen: str) -> bool:
-    """True when the pane's last non-blank line is a recognised prompt with nothing after it."""
-    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-    if not lines:
+def _bottom(screen: str) -> list[str]:
+    """The last non-blank lines, stripped of whitespace and side borders."""
+    lines = [line.strip().strip(_BORDER).strip() for line in screen.splitlines()]
+    return [line for line in lines if line][-BOTTOM_LINES:]
+
+
+def _empty_input(line: str) -> bool:
+    match = _INPUT_LINE.match(line)
+    if match is None:
         return False
-    last = lines[-1].strip().strip(_BORDER).rstrip()
-    return bool(PROMPT.search(last))
+    typed = (match.group(1) or "").strip()
+    return not typed or typed.startswith(PLACEHOLDERS)
+
+
+def is_idle(screen: str) -> bool:
+    """True when the agent waits for input: see the two shapes above."""
+    bottom = _bottom(screen)
+    if not bottom:
+        return False
+    if PROMPT.search(bottom[-1]):
+        return True
+    if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
+        return False
+    return any(_empty_input(line) for line in _input_lines(bottom)[:-1])
+
+
+def _input_lines(bottom: list[str]) -> list[str]:
+    """The lines that can be the current input: the last line, and boxed or ruled lines."""
+    boxed = [
+        line
+        for index, line in enumerate(bottom)
+        if any(
+            _RULE.match(n)
+            for n in bottom[max(0, index - 1) : index] + bottom[index + 1 : index + 2]
+        )
+    ]
+    return [*boxed, bottom[-1]] if bottom else []
+
+
+def is_unfinished_notice(screen: str) -> bool:
+    """True when the input line holds one of our notice lines, typed but not submitted."""
+    bottom = _bottom(screen)
+    if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
+        return False
+    return any(UNFINISHED.search(line) for line in _input_lines(bottom))
 
 
 @dataclass(frozen=True)
@@ -115,13 +183,25 @@ class Pane:
         """PaneError unless the pane exists now."""
         await self.tmux("display-message", "-p", "-t", self.pane_id, "#{pane_id}")
 
-    async def idle(self) -> bool:
-        state = await self.tmux(
-            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}"
-        )
-        if state.split() != ["0", "0"]:
-            return False
-        return is_idle(await self.tmux("capture-pane", "-p", "-t", self.pane_id))
+    async def busy_reason(self) -> str | None:
+        """None when the agent waits for input; otherwise why a notice must wait."""
+        # One tmux call, two commands: the pane's mode and state, then its screen; -J joins
+        # lines the pane wrapped, so a long input line reads as the one line it is.
+        output = await self.tmux(
+            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}",
+            ";", "capture-pane", "-p", "-J", "-t", self.pane_id,
+        )  # fmt: skip
+        state, _, screen = output.partition("\n")
+        in_mode, dead = [*state.split(), "0", "0"][:2]
+        if dead != "0":
+            return "the pane's program has exited"
+        if in_mode != "0":
+            return "the pane is in copy mode"
+        if is_idle(screen):
+            return None
+        if is_unfinished_notice(screen):
+            return UNFINISHED_REASON
+        return "the agent is busy (no idle prompt)"
 
     async def type_line(self, line: str) -> None:
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
@@ -147,12 +227,25 @@ def _flock(path: Path) -> Iterator[bool]:
 
 
 class PaneDelivery:
-    """Types notices into one pane, one at a time, each only when the pane is idle."""
+    """Types notices into one pane, one at a time, each only when the pane is idle.
 
-    def __init__(self, pane: Pane, hold_seconds: float = HOLD_SECONDS) -> None:
+    While a notice waits, `held_since` and `held_reason` say so; `on_change` is called with
+    `attention=True` once a notice was held `hold_seconds` and given up (the broker then
+    requires the owner's attention, as when a Channel's retries run out), and with False on
+    any other change of the held state, so the bridge can report it.
+    """
+
+    def __init__(
+        self,
+        pane: Pane,
+        hold_seconds: float = HOLD_SECONDS,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
         self.pane = pane
         self.hold_seconds = hold_seconds
+        self.on_change = on_change
         self.held_since: float | None = None
+        self.held_reason: str | None = None
         self.last_error: str | None = None
         self._one_at_a_time = asyncio.Lock()
 
@@ -162,27 +255,56 @@ class PaneDelivery:
         gone or never idle within the hold, and the broker will retry."""
         async with self._one_at_a_time:
             deadline = time.monotonic() + self.hold_seconds
-            try:
-                while True:
-                    if not wanted():
-                        self.held_since = None
-                        return "dropped"
-                    if await self._attempt(line, wanted):
-                        self.held_since = None
-                        self.last_error = None
-                        return "typed"
-                    self.held_since = self.held_since or time.time()
-                    if time.monotonic() >= deadline:
-                        self.last_error = "the pane never showed an idle prompt"
-                        return "failed"
-                    await asyncio.sleep(CHECK_SECONDS)
-            except PaneError as exc:
-                self.last_error = str(exc)
-                return "failed"
+            while True:
+                if not wanted():
+                    self._set_held(None)
+                    return "dropped"
+                try:
+                    reason = await self._attempt(line, wanted)
+                except PaneError as exc:
+                    self.last_error = str(exc)
+                    self._set_held(f"the pane cannot be reached: {exc}")
+                    return "failed"
+                if reason is None:
+                    self.last_error = None
+                    self._set_held(None)
+                    return "typed"
+                if not wanted():
+                    self._set_held(None)
+                    return "dropped"
+                self._set_held(reason)
+                if time.monotonic() >= deadline:
+                    self.last_error = (
+                        f"gave a notice up after {self.hold_seconds:g} s: {reason}; "
+                        "the broker retries it"
+                    )
+                    self._set_held(self.last_error, attention=True)
+                    return "failed"
+                await asyncio.sleep(CHECK_SECONDS)
 
-    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> bool:
+    def _set_held(self, reason: str | None, attention: bool = False) -> None:
+        if reason is None:
+            self.held_since = None
+        else:
+            self.held_since = self.held_since or time.time()
+        changed = reason != self.held_reason
+        self.held_reason = reason
+        if (changed or attention) and self.on_change is not None:
+            self.on_change(attention)
+
+    async def _attempt(self, line: str, wanted: Callable[[], bool]) -> str | None:
+        """None once the line and Enter were typed; otherwise why not (yet)."""
         with _flock(self.pane.lock_path()) as held:
-            if not held or not await self.pane.idle() or not wanted():
-                return False
+            if not held:
+                return "another writer holds the pane lock"
+            reason = await self.pane.busy_reason()
+            if reason == UNFINISHED_REASON:
+                # Submit it: a whole notice, its ids still worth a look (at least once); the
+                # prompt it leaves takes this notice on the next check.
+                await self.pane.tmux("send-keys", "-t", self.pane.pane_id, "Enter")
+            if reason is not None:
+                return reason
+            if not wanted():  # acknowledged meanwhile: the loop drops it
+                return "its messages were acknowledged"
             await self.pane.type_line(line)
-            return True
+            return None

@@ -35,7 +35,7 @@ from pocolobby.bridge.config import runtime_for as derive_runtime
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostPipe
 from pocolobby.bridge.link import Link
-from pocolobby.bridge.pane import Pane, PaneDelivery, PaneError
+from pocolobby.bridge.pane import HOLD_SECONDS, Pane, PaneDelivery, PaneError
 from pocolobby.bridge.tools import INSTRUCTIONS
 
 log = logging.getLogger("pocolobby.bridge")
@@ -45,7 +45,7 @@ CHANNEL_CAPABILITY = "claude/channel"
 REFUSED_AT_START = -32000
 # Claude Code quits a server with SIGINT and sends SIGTERM ~100 ms later: the socket's close
 # frame goes out at once, and the broker's answering close is awaited only this long.
-QUIT_CLOSE_SECONDS = 0.05
+QUIT_CLOSE_SECONDS = 0.02
 
 
 def build_server(bridge: Bridge) -> Server[Any]:
@@ -85,7 +85,13 @@ def initialization_options(server: Server[Any]) -> Any:
     )
 
 
-async def serve(config: AgentConfig, pane: Pane | None = None) -> int:
+async def serve(
+    config: AgentConfig,
+    pane: Pane | None = None,
+    *,
+    pane_problem: str | None = None,
+    hold_seconds: float = HOLD_SECONDS,
+) -> int:
     """Serve one host over stdio until it closes stdin."""
     runtime = derive_runtime(config.token)
     if runtime.scope == "process":
@@ -105,7 +111,8 @@ async def serve(config: AgentConfig, pane: Pane | None = None) -> int:
     broker = BrokerClient(config.url, config.token, runtime.runtime_id)
     bridge = Bridge(config, runtime, host, broker)
     if pane is not None:
-        bridge.pane = PaneDelivery(pane)
+        bridge.pane = PaneDelivery(pane, hold_seconds, on_change=bridge.report_delivery)
+    bridge.pane_problem = pane_problem
     server = build_server(bridge)
     feed, read_stream, write_stream = host.streams()
     dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
@@ -162,13 +169,59 @@ async def serve(config: AgentConfig, pane: Pane | None = None) -> int:
     return 0
 
 
+async def serve_headless(
+    config: AgentConfig, pane: Pane, *, hold_seconds: float = HOLD_SECONDS
+) -> int:
+    """`--headless`: the stream and the pane only, no MCP host, for an agent that has no MCP
+    client and uses `pocolobby msg`; runs until SIGINT/SIGTERM (0) or a refusal (1)."""
+    runtime = derive_runtime(config.token)
+    if runtime.scope == "process":
+        log.warning(
+            "CLAUDE_CODE_SESSION_ID is not set: runtime %s belongs to this process only; set it "
+            "to a fixed UUID for this agent to keep the runtime across restarts",
+            runtime.runtime_id,
+        )
+    # No host: a pipe that is closed from the start, so the bridge's host writes are no-ops.
+    host = HostPipe(open(os.devnull, "rb"), open(os.devnull, "wb"))  # noqa: SIM115
+    host.close()
+    broker = BrokerClient(config.url, config.token, runtime.runtime_id)
+    bridge = Bridge(config, runtime, host, broker)
+    bridge.pane = PaneDelivery(pane, hold_seconds, on_change=bridge.report_delivery)
+    link = Link(bridge, config.token)
+    quit_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, quit_requested.set)
+    stream = asyncio.ensure_future(link.run())
+    waiter = asyncio.ensure_future(quit_requested.wait())
+    try:
+        await asyncio.wait({stream, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await link.close(QUIT_CLOSE_SECONDS)
+        for task in (stream, waiter):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await broker.aclose()
+    return 1 if bridge.stop is not None else 0
+
+
 def main(
-    config_path: str, *, verbose: bool = False, deliver: str = "channel", pane: str | None = None
+    config_path: str,
+    *,
+    verbose: bool = False,
+    deliver: str = "channel",
+    pane: str | None = None,
+    hold_seconds: float = HOLD_SECONDS,
+    headless: bool = False,
 ) -> int:
     """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
 
     Claude Code shows every stderr line of a server as an error, so only what is wrong is
-    logged unless `--verbose` asks for the connection's story too.
+    logged unless `--verbose` asks for the connection's story too. With `--deliver tmux` and
+    no usable pane the bridge still serves its tools (the agent can poll); it says why on
+    stderr, in every tool's description and in get_context, and types nothing.
     """
     logging.basicConfig(
         stream=sys.stderr,
@@ -182,16 +235,29 @@ def main(
     except ConfigError as exc:
         print(f"pocolobby bridge: {exc}", file=sys.stderr)
         return 1
+    if not 0 < hold_seconds <= 86400:
+        print("pocolobby bridge: --hold-seconds must be above 0 and at most 86400", file=sys.stderr)
+        return 1
     target: Pane | None = None
+    problem: str | None = None
     if deliver == "tmux":
         try:
             target = Pane.from_environment(pane)
             asyncio.run(target.check())
         except PaneError as exc:
-            print(f"pocolobby bridge: {exc}", file=sys.stderr)
+            target, problem = None, str(exc)
+            print(
+                f"pocolobby bridge: {problem}. Pushes are off: nothing will be typed, the broker "
+                "keeps messages pending, and the agent can read them with get_messages.",
+                file=sys.stderr,
+            )
+    if headless:
+        if target is None:  # no tools to say it in: refuse
+            print("pocolobby bridge: --headless needs --deliver tmux and a pane", file=sys.stderr)
             return 1
+        return asyncio.run(serve_headless(config, target, hold_seconds=hold_seconds))
     try:
-        code = asyncio.run(serve(config, target))
+        code = asyncio.run(serve(config, target, pane_problem=problem, hold_seconds=hold_seconds))
     except KeyboardInterrupt:  # a signal before the handlers were installed
         code = 0
     # Everything is written and closed. The interpreter's own teardown (the SDK's many models)

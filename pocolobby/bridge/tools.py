@@ -104,6 +104,45 @@ OWN_TOOLS: tuple[OwnTool, ...] = (
         ),
         catalog_schema=False,
     ),
+    OwnTool(
+        "get_attachment",
+        "Open an attachment of a message you received (or sent), by the attachment_id its "
+        "push or get_messages lists: an image comes back as an image you can see (a large PNG "
+        "or JPEG is scaled down), a document as text in parts of max_chars (continue from "
+        "next_offset with offset) or, with outline, as its Markdown headings. save_to keeps a "
+        "copy in an absolute folder in your home or temporary folder (never replacing a "
+        "file; missing folders are created); save_only saves without showing it.",
+        _object(
+            {
+                "attachment_id": {"type": "integer", "minimum": 1},
+                "max_chars": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100000,
+                    "description": "a document's characters per part (default 20000)",
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "where a document's part starts: next_offset of the last one",
+                },
+                "outline": {
+                    "type": "boolean",
+                    "description": "a Markdown document's headings with line numbers instead",
+                },
+                "save_to": {
+                    "type": "string",
+                    "description": "an absolute folder to save a copy in",
+                },
+                "save_only": {
+                    "type": "boolean",
+                    "description": "with save_to: save the copy and do not show the content",
+                },
+            },
+            ["attachment_id"],
+        ),
+        catalog_schema=False,
+    ),
 )
 OWN_NAMES = frozenset(t.name for t in OWN_TOOLS)
 
@@ -128,5 +167,11 @@ A bootstrap event asks you to call get_context and then ready with its nonce. Th
 accept every argument listed in get_context's tool_guide even when your tool list shows an \
 older schema; list_operations shows the current schemas and call_operation reaches any \
 operation. If a send's outcome is unknown, retry with the same arguments and \
-client_request_id.\
+client_request_id.
+
+To send files (screenshots, documents), list absolute local paths in attachments on \
+send_message, send_room_message, broadcast or schedule_message, even when your tool list \
+does not show that argument; this bridge reads them under its local file rules (your home or \
+temporary folder, no hidden, application-data or credential files). Received attachments are \
+never opened by themselves: open one with get_attachment.\
 """

@@ -12,6 +12,8 @@ from django.utils.html import escape
 
 from board.models import AgentAppearance, NotesSnapshot, NotesSource
 from board.refresh import picture_of
+from lobbies import presence
+from lobbies.actions.runtime import DeliveryReport, report_delivery
 from lobbies.models import Agent, Room
 from tests.board.dashboard_helpers import LOCAL_HOST, chips, connect, operator_client, summarize
 from tests.conftest import AgentClient
@@ -210,3 +212,23 @@ def test_each_notes_source_shows_its_commit_and_what_was_cut(lead) -> None:
     assert "cut to its share: notes/long.md" in text and "notes/short.md" not in text
     assert "&lt;b&gt;plan&lt;/b&gt;.md" in text  # a configured path with no file, escaped
     assert "Summaries cost $0.00 in the last 24 hours" in html  # the operator sees the cost
+
+
+def test_each_row_names_its_transport_and_a_tmux_bridges_held_notices_escaped(
+    lead: AgentClient, backend: AgentClient, make_agent
+) -> None:
+    make_agent("quiet")
+    connect(lead.agent)
+    backend.agent.refresh_from_db()
+    connection = presence.open_connection(backend.agent.pk, backend.agent.runtime_generation)
+    report = DeliveryReport.parse(
+        {"transport": "tmux", "held": True, "held_reason": f"pane busy {HOSTILE}"}
+    )
+    report_delivery(connection, backend.agent.runtime_generation, report)
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    transports = dict(re.findall(r'data-agent="([^"]+)">.*?data-transport="(\w+)"', html, re.S))
+    assert transports == {"backend": "tmux", "lead": "channel", "quiet": "none"}
+    assert "Delivery: tmux pane" in html and "notices held since" in html
+    assert "<script>alert" not in html and "pane busy &lt;script&gt;" in html
+    # the chip keeps its precedence: held notices are a transport fact, not a state
+    assert chips(html)["backend"] == chips(html)["lead"]

@@ -159,3 +159,29 @@ def test_a_text_search_reads_a_bounded_span_and_older_searches_on(
     cursor = re.search(r'href="/my-team/messages\?([^"]+)" data-older', second).group(1)
     third = _page(client, cursor.replace("&amp;", "&"))
     assert _ids(third) == [needle] and "data-older" not in third
+
+
+def _older(html: str) -> str:
+    return re.search(r'href="/my-team/messages\?([^"]+)" data-older', html).group(1).replace(
+        "&amp;", "&"
+    )
+
+
+def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(
+    lobby, lead, backend
+):
+    """Sends and copies interleaved across two pages, with a kind filter that keeps a third
+    of them: every match once, newest first, from the two index reads merged."""
+    matching = []
+    for n in range(3 * PAGE_SIZE + 6):
+        sender, to = (lead, "backend") if n % 2 else (backend, "lead")
+        kind = {"kind": "request"} if n % 3 == 0 else {}
+        sent = sender.send(to, f"m{n}", f"a-{n}", **kind)["message_id"]
+        if kind:
+            matching.append(sent)
+    client = operator_client()
+    first = _page(client, "agent=backend&kind=request")
+    assert _ids(first) == matching[::-1][:PAGE_SIZE]
+    second = _page(client, _older(first))
+    assert _ids(second) == matching[::-1][PAGE_SIZE:] and "data-older" not in second
+    assert _ids(_page(client, "agent=lead&kind=request")) == matching[::-1][:PAGE_SIZE]

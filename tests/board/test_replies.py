@@ -4,6 +4,7 @@ not; refusals name the reason and store nothing; a retried form stores one messa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 
@@ -102,7 +103,9 @@ def test_a_viewer_or_the_public_cannot_reply_and_sees_no_reply_box(hosted, lobby
     BoardConfig.objects.create(lobby=lobby, visibility=Visibility.PUBLIC, updated_at=timezone.now())
     _refused(_reply(Client(HTTP_HOST=HOST), _form()), 403, "only this lobby's owner")
     owner_page = _browser("boss@example.com", lobby, "owner").get("/", secure=True).content
-    assert owner_page.decode().count("data-reply-form") == 3  # one waiting item, two agents
+    # One waiting item, two agents and the message to every agent.
+    assert owner_page.decode().count("data-reply-form") == 4
+    assert "data-broadcast" in owner_page.decode() and "data-broadcast" not in page
 
 
 def test_another_lobbys_session_or_origin_is_refused(hosted, lobby, backend):
@@ -140,3 +143,69 @@ def test_the_local_operator_answers_on_a_local_broker(lobby, backend):
     assert answer.status_code == 200, answer.content
     event = AuditEvent.objects.get(action="owner_message_sent")
     assert (event.actor_kind, event.target) == ("operator", "backend")
+
+
+def _broadcast(client: Client, body: dict, origin: str = ORIGIN):
+    return client.post(
+        "/broadcast",
+        data=json.dumps(body),
+        content_type="application/json",
+        secure=True,
+        HTTP_ORIGIN=origin,
+    )
+
+
+def test_the_owner_broadcasts_through_the_agents_broadcast(hosted, lobby, lead, backend):
+    owner = _browser("boss@example.com", lobby, "owner")
+    body = {"content": "Freeze merges at five.", "client_request_id": "all-1", "important": True}
+    first, again = _broadcast(owner, body), _broadcast(owner, body)
+    assert first.status_code == again.status_code == 200, first.content
+    assert first.json()["message"].startswith("Sent to every agent (2) as the owner")
+    assert again.json()["duplicate"] is True  # a double tap stores one message
+    message = Message.objects.get(sender_name="owner")
+    assert (message.scope, message.priority) == ("broadcast", "important")
+    for agent in (lead, backend):
+        inbox = _on_api(agent).ok("get_messages")["messages"]
+        assert [(m["from"], m.get("from_owner")) for m in inbox] == [("owner", True)]
+    (event,) = AuditEvent.objects.filter(action="owner_message_sent")
+    assert (event.account, event.target, event.detail["recipients"]) == (
+        "boss@example.com",
+        "*",
+        2,
+    )
+
+
+def test_a_viewer_or_a_foreign_origin_cannot_broadcast(hosted, lobby, lead, backend, settings):
+    body = {"content": "hello", "client_request_id": "all-1"}
+    viewer = _browser("viewer@example.com", lobby, "viewer")
+    _refused(_broadcast(viewer, body), 403, "only this lobby's owner can answer")
+    owner = _browser("boss@example.com", lobby, "owner")
+    _refused(_broadcast(owner, body, origin="https://evil.example"), 403, "must be sent from")
+    _refused(_broadcast(owner, {**body, "to": "lead"}), 400, "to: not a field of this form")
+    big = "x" * (settings.BOUNDS.content_bytes + 1)
+    _refused(_broadcast(owner, {**body, "content": big}), 400, "the limit is")
+    settings.BOUNDS = dataclasses.replace(settings.BOUNDS, broadcast_fanout=1)
+    _refused(_broadcast(owner, body), 413, "POCOLOBBY_BROADCAST_FANOUT")
+    assert not AuditEvent.objects.filter(action="owner_message_sent").exists()
+
+
+def test_an_agent_cannot_broadcast_as_the_owner(lobby, make_agent):
+    caster = make_agent("caster", broadcast=True)
+    status, body = caster.call(
+        "broadcast", content="I am the owner", client_request_id="x-1", sender="owner"
+    )
+    assert status == 400 and "sender" in body["error"]["message"]
+    assert not Message.objects.filter(sender_name="owner").exists()
+
+
+def test_the_local_operator_broadcasts_on_a_local_broker(lobby, lead, backend):
+    answer = operator_client().post(
+        "/my-team/broadcast",
+        data=json.dumps({"content": "Standup in five.", "client_request_id": "op-1"}),
+        content_type="application/json",
+        HTTP_ORIGIN=f"http://{LOCAL_HOST}",
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["recipients"] == 2
+    event = AuditEvent.objects.get(action="owner_message_sent")
+    assert (event.actor_kind, event.target, event.detail["broadcast"]) == ("operator", "*", True)

@@ -4,7 +4,9 @@ Not a test module. `cut()` resets every open connection and refuses new ones, li
 network or a proxy restart; `restore()` listens again on the same port. It forwards bytes
 only, so HTTP and the WebSocket both pass through it unchanged. It can also delay the
 broker's answers (`delay`), and it watches the bridge's side of each stream for WebSocket
-close frames (`closes`: when, and with which code), without altering a byte.
+close frames (`closes`: when, and with which code), and records the request line of every
+plain HTTP request (`requests`, e.g. "PUT /v1/attachments/<sha256> HTTP/1.1"), without
+altering a byte.
 """
 
 from __future__ import annotations
@@ -26,25 +28,49 @@ class CloseFrame:
 
 
 class CloseWatch:
-    """Parses the client's bytes of one connection: the upgrade request, then frames."""
+    """Parses the client's bytes of one connection: the upgrade request, then frames; or,
+    on a plain HTTP connection, each request's line (bodies by their Content-Length)."""
 
-    def __init__(self, closes: list[CloseFrame]) -> None:
+    def __init__(self, closes: list[CloseFrame], requests: list[str] | None = None) -> None:
         self.closes = closes
+        self.requests = requests if requests is not None else []
         self.buffer = b""
         self.stream: bool | None = None  # unknown until the request line is read
+        self.body_left = 0
 
     def feed(self, data: bytes) -> None:
-        if self.stream is False:
-            return
         self.buffer += data
         if self.stream is None:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
             self.stream = self.buffer.startswith(b"GET /v1/stream")
-            self.buffer = self.buffer[end + 4 :]
+            if self.stream:
+                self.buffer = self.buffer[end + 4 :]
+        if self.stream is False:
+            self._requests()
+            return
         while self._frame():
             pass
+
+    def _requests(self) -> None:
+        while True:
+            if self.body_left:
+                skipped = min(self.body_left, len(self.buffer))
+                self.buffer = self.buffer[skipped:]
+                self.body_left -= skipped
+                if self.body_left:
+                    return
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            line, *headers = self.buffer[:end].decode("latin-1").split("\r\n")
+            self.buffer = self.buffer[end + 4 :]
+            self.requests.append(line)
+            for header in headers:
+                name, _, value = header.partition(":")
+                if name.strip().lower() == "content-length":
+                    self.body_left = int(value.strip())
 
     def _frame(self) -> bool:
         data = self.buffer
@@ -81,6 +107,7 @@ class Proxy:
         self.url = f"http://127.0.0.1:{self.port}"
         self.delay = delay
         self.closes: list[CloseFrame] = []
+        self.requests: list[str] = []
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -95,7 +122,7 @@ class Proxy:
             writer.close()
             return
         self._writers.update((writer, up_writer))
-        watch = CloseWatch(self.closes)
+        watch = CloseWatch(self.closes, self.requests)
         await asyncio.gather(
             self._pipe(reader, up_writer, watch=watch),
             self._pipe(up_reader, writer, delay=self.delay),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -18,11 +19,13 @@ from tests.server import REPO_ROOT, Broker, clean_env
 pytest_plugins = ("tests.server_fixtures",)
 
 
-def connect(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def connect(
+    project: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pocolobby", "connect", *args],
         cwd=project,
-        env=clean_env({"PYTHONPATH": str(REPO_ROOT)}),
+        env=clean_env({"PYTHONPATH": str(REPO_ROOT), **(env or {})}),
         capture_output=True,
         text=True,
         timeout=60,
@@ -113,3 +116,94 @@ async def test_the_written_entry_starts_a_working_bridge(module_broker: Broker, 
         assert context["bridge"]["agent_id"] == "beta"
     finally:
         assert await host.close() == 0
+
+
+CODEX_CONFIG = """# my Codex settings
+model = "gpt-5-codex"
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "docs-server"]
+
+[mcp_servers.docs.env]
+API_KEY = "k"
+
+[profiles.fast]
+model = "o4-mini"
+"""
+
+
+def test_connect_for_codex_adds_its_table_keeps_everything_else_and_prints_the_tmux_launch(
+    tmp_path: Path,
+):
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(CODEX_CONFIG)
+    config = agent_file(tmp_path)
+    env = {"CODEX_HOME": str(codex_home)}
+
+    result = connect(tmp_path, "--config", str(config), "--host", "codex", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "added [mcp_servers.pocolobby]" in result.stdout
+    assert "tmux new-session -s beta codex" in result.stdout
+    text = (codex_home / "config.toml").read_text()
+    assert text.startswith(CODEX_CONFIG.rstrip())  # comments and layout kept byte for byte
+    data = tomllib.loads(text)
+    before = tomllib.loads(CODEX_CONFIG)
+    assert data["model"] == before["model"] and data["profiles"] == before["profiles"]
+    assert data["mcp_servers"]["docs"] == before["mcp_servers"]["docs"]
+    entry = data["mcp_servers"]["pocolobby"]
+    # Codex's documented stdio shape: command, args, and env_vars passed through its cleared
+    # environment (the bridge finds its pane from TMUX and TMUX_PANE).
+    assert set(entry) == {"command", "args", "env_vars"}
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"][-5:] == ["bridge", "--config", str(config.resolve()), "--deliver", "tmux"]
+    assert entry["env_vars"] == ["TMUX", "TMUX_PANE"]
+
+    again = connect(tmp_path, "--config", str(config), "--host", "codex", env=env)
+    assert again.returncode == 0 and "kept [mcp_servers.pocolobby]" in again.stdout
+    assert (codex_home / "config.toml").read_text() == text
+    other = agent_file(tmp_path, "other.json")
+    moved = connect(tmp_path, "--config", str(other), "--host", "codex", env=env)
+    assert "updated [mcp_servers.pocolobby]" in moved.stdout
+    data = tomllib.loads((codex_home / "config.toml").read_text())
+    assert data["mcp_servers"]["pocolobby"]["args"][2] == str(other.resolve())
+    assert data["mcp_servers"]["docs"] == before["mcp_servers"]["docs"]
+
+
+def test_connect_for_codex_creates_the_file_and_refuses_what_it_cannot_edit(tmp_path: Path):
+    config = agent_file(tmp_path)
+    fresh = tmp_path / "fresh-home"
+    made = connect(
+        tmp_path, "--config", str(config), "--host", "codex", env={"CODEX_HOME": str(fresh)}
+    )
+    assert made.returncode == 0, made.stderr
+    assert tomllib.loads((fresh / "config.toml").read_text())["mcp_servers"]["pocolobby"]
+
+    for broken, said in [
+        ('model = "x\n', "not valid TOML"),
+        ('[mcp_servers]\npocolobby = { command = "old" }\n', "in a form this command"),
+        ('mcp_servers.pocolobby.command = "old"\n', "in a form this command"),
+    ]:
+        home = tmp_path / f"home-{len(said)}-{len(broken)}"
+        home.mkdir()
+        (home / "config.toml").write_text(broken)
+        refused = connect(
+            tmp_path, "--config", str(config), "--host", "codex", env={"CODEX_HOME": str(home)}
+        )
+        assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+        assert (home / "config.toml").read_text() == broken
+
+    channel = connect(tmp_path, "--config", str(config), "--host", "codex", "--deliver", "channel")
+    assert channel.returncode == 1 and "needs --deliver tmux" in channel.stderr
+
+
+def test_connect_for_claude_code_with_tmux_delivery_names_it_in_the_entry(tmp_path: Path):
+    config = agent_file(tmp_path / "..", "tmux-beta.json")
+    result = connect(tmp_path, "--config", str(config), "--deliver", "tmux")
+    assert result.returncode == 0, result.stderr
+    entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["pocolobby"]
+    assert entry["args"][-2:] == ["--deliver", "tmux"]
+    assert "inside it" in result.stdout and "dangerously-load-development-channels" not in (
+        result.stdout
+    )

@@ -4,10 +4,12 @@ broker subprocess and the bridge as a real subprocess under a simulated MCP host
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ import pytest
 
 from pocolobby.bridge.pane import Pane, _flock
 from tests.bridge.host import Host
-from tests.bridge_client import send_message
+from tests.bridge_client import api, send_message
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -177,54 +179,198 @@ async def test_another_writer_holding_the_pane_lock_keeps_the_bridge_from_typing
         await host.close()
 
 
-async def test_deliver_tmux_without_a_pane_refuses_to_start(tmp_path: Path, module_broker: Broker):
-    configs = await asyncio.to_thread(module_broker.provision, "pane-none", ["coder"], tmp_path)
-    env = clean_env()
-    env.pop("TMUX_PANE", None)
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "pocolobby",
-            "bridge",
-            "--config",
-            str(configs["coder"].path),
-            "--deliver",
-            "tmux",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
+async def agents(broker: Broker, token: str) -> dict[str, dict]:
+    """list_agents as a coordinator reads it."""
+    answer = await api(broker.url, token, "POST", "/v1/tools/list_agents", {})
+    return {a["agent_id"]: a for a in answer["agents"]}
+
+
+async def inbox(broker: Broker, token: str) -> list[int]:
+    answer = await api(broker.url, token, "POST", "/v1/tools/get_messages", {"view": "inbox"})
+    return [m["message_id"] for m in answer["messages"]]
+
+
+async def until(probe, timeout: float = 20.0):
+    for _ in range(int(timeout * 10)):
+        value = await probe()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError("the condition never held")
+
+
+@pytest.mark.parametrize("fault", ["no TMUX_PANE", "no tmux", "pane gone"])
+async def test_deliver_tmux_without_a_usable_pane_says_why_and_the_broker_keeps_messages(
+    module_broker: Broker, tmp_path: Path, fault: str
+):
+    lobby = "pane-none-" + re.sub("[^a-z]+", "-", fault.lower())
+    configs = await asyncio.to_thread(module_broker.provision, lobby, ["lead", "coder"], tmp_path)
+    extra: dict[str, str] = {"TMUX_PANE": ""}
+    args = ["--deliver", "tmux"]
+    if fault == "no tmux":
+        extra["PATH"] = str(Path(sys.executable).parent)  # python, and no tmux
+        args += ["--pane", "%1"]
+    elif fault == "pane gone":
+        args += ["--pane", "%999999"]
+    host = Host(
+        configs["coder"].path, str(uuid.uuid4()), tmp_path / "b.log", extra, bridge_args=args
     )
-    assert result.returncode == 1 and "needs a pane" in result.stderr
-    gone = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "pocolobby",
-            "bridge",
-            "--config",
-            str(configs["coder"].path),
-            "--deliver",
-            "tmux",
-            "--pane",
-            "%999999",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
+    await host.start()
+    try:
+        said = {
+            "no TMUX_PANE": "needs a pane",
+            "no tmux": "tmux is not installed",
+            "pane gone": "tmux display-message",
+        }[fault]
+        assert said in host.log_text() and "Pushes are off" in host.log_text()
+        tools = await host.session.list_tools()
+        assert all(t.description.startswith("PUSHES ARE OFF: ") for t in tools.tools)
+        assert said in tools.tools[0].description
+        context = await host.ok("get_context")
+        assert said in context["bridge"]["delivery"]["problem"]
+
+        lead = configs["lead"].token
+        sent = await send_message(module_broker.url, lead, "coder", "are you there", "n-1")
+        facts = await until(
+            lambda: _held(agents(module_broker, lead), "coder")
+        )  # reported by the bridge's delivery frame
+        assert facts["transport"] == "tmux" and said in facts["notices_held"]["reason"]
+        await asyncio.sleep(1.0)
+        assert host.events == []  # nothing went to a channel either
+        assert sent in await inbox(module_broker, configs["coder"].token)  # still pending
+    finally:
+        await host.close()
+
+
+async def _held(listing, name: str):
+    entry = (await listing)[name]
+    return entry if entry["notices_held"] else None
+
+
+async def test_a_pane_that_never_idles_holds_then_requires_attention_and_loses_nothing(
+    broker_factory, tmp_path: Path, agent_pane: AgentPane
+):
+    broker = broker_factory({"POCOLOBBY_NOTIFY_RETRY_SECONDS": "2,2,2,2,2,2,2,2,2,2"})
+    configs = await asyncio.to_thread(broker.provision, "pane-stuck", ["lead", "coder"], tmp_path)
+    lead = configs["lead"].token
+    host = tmux_host(configs["coder"].path, agent_pane, tmp_path)
+    host.bridge_args += ["--hold-seconds", "3"]
+    await host.start()
+    try:
+        await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        assert (await agents(broker, lead))["coder"]["transport"] == "tmux"
+        agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "-l", "busy 12")
+        agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
+        await agent_pane.wait_for(lambda ls: "busy 12" in ls)
+        sent = await send_message(broker.url, lead, "coder", "stuck?", "s-1")
+
+        held = await until(lambda: _held(agents(broker, lead), "coder"))
+        assert held["notices_held"]["reason"] == "the agent is busy (no idle prompt)"
+        assert held["notification_attention_required"] is False
+        attention = await until(
+            lambda: _flag(agents(broker, lead), "coder", "notification_attention_required")
+        )
+        # still held: the broker's next retry waits for the pane in its turn
+        assert attention["notices_held"] is not None
+        assert marked(agent_pane.lines()) == marked(agent_pane.lines())[:1]  # nothing typed
+        assert sent in await inbox(broker, configs["coder"].token)  # nothing lost
+
+        # The pane comes back: a retry of the broker types it after all.
+        lines = await agent_pane.wait_for(
+            lambda ls: any(f"ids {sent} " in line for line in marked(ls)), timeout=40
+        )
+        first = next(i for i, line in enumerate(lines) if f"ids {sent} " in line)
+        assert lines.index("busy 12") < first
+        released = await until(
+            lambda: _flag(agents(broker, lead), "coder", "notices_held", want=None)
+        )
+        assert released["transport"] == "tmux"
+    finally:
+        await host.close()
+
+
+async def _flag(listing, name: str, key: str, want=True):
+    entry = (await listing)[name]
+    return entry if entry[key] == want else None
+
+
+def _gated_tmux(directory: Path, gate: Path) -> Path:
+    """A `tmux` first on PATH that, while `gate` exists, stops before an Enter and leaves
+    without it once its caller died: a bridge killed between a line and its Enter."""
+    directory.mkdir()
+    wrapper = directory / "tmux"
+    real = shutil.which("tmux")
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        f"gate = {str(gate)!r}\n"
+        "if sys.argv[-1] == 'Enter' and os.path.exists(gate):\n"
+        "    parent = os.getppid()\n"
+        "    open(gate + '.reached', 'w').close()\n"
+        "    while os.getppid() == parent:\n"
+        "        time.sleep(0.05)\n"
+        "    sys.exit(1)\n"
+        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
     )
-    assert gone.returncode == 1 and "tmux display-message" in gone.stderr
+    wrapper.chmod(0o755)
+    return directory
+
+
+async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_restart(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-kill", ["lead", "coder"], tmp_path
+    )
+    gate = tmp_path / "gate"
+    wrapped = _gated_tmux(tmp_path / "bin", gate)
+    session = str(uuid.uuid4())
+
+    def bridge(name: str) -> Host:
+        return Host(
+            configs["coder"].path,
+            session,
+            tmp_path / f"{name}.log",
+            extra_env={
+                "TMUX": f"{agent_pane.socket},0,0",
+                "PATH": f"{wrapped}:{os.environ.get('PATH', '')}",
+            },
+            bridge_args=["--deliver", "tmux", "--pane", agent_pane.pane_id],
+        )
+
+    first = await bridge("first").start()
+    await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+    gate.touch()
+    sent = await send_message(module_broker.url, configs["lead"].token, "coder", "x", "k-1")
+    for _ in range(200):
+        if Path(f"{gate}.reached").exists():
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the bridge never reached the Enter")
+    await first.kill()
+    gate.unlink()
+    await asyncio.sleep(1.0)
+    assert not any(f"ids {sent} " in line for line in agent_pane.lines())  # never submitted
+    screen = agent_pane.tmux("capture-pane", "-p", "-t", agent_pane.pane_id)
+    assert f"> [pocolobby] 1 new message: ids {sent} " in screen  # typed, waiting for Enter
+
+    second = await bridge("second").start()
+    try:
+        # The half line is finished as the whole notice it is; the new process's bootstrap
+        # names the message again as its backlog (at least once, never lost).
+        lines = await agent_pane.wait_for(
+            lambda ls: len([line for line in marked(ls) if re.search(f"ids {sent}\\b", line)]) >= 2
+        )
+        again = [line for line in marked(lines) if re.search(f"ids {sent}\\b", line)]
+        assert again[0] == (
+            f"[pocolobby] 1 new message: ids {sent} - call get_messages, then acknowledge_messages"
+        )
+        assert again[1].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert again[1].endswith(f" - waiting: ids {sent}")
+        assert sent in await inbox(module_broker, configs["coder"].token)
+    finally:
+        await second.close()
 
 
 async def test_a_message_acknowledged_while_held_is_not_typed(
@@ -289,3 +435,155 @@ async def test_two_bridges_on_one_pane_type_whole_lines(
     finally:
         for host in reversed(hosts):  # each host's task scopes close in reverse order
             await host.close()
+
+
+async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-mixed", ["lead", "coder"], tmp_path
+    )
+    lead = await Host(configs["lead"].path, str(uuid.uuid4()), tmp_path / "lead.log").start()
+    coder = await tmux_host(configs["coder"].path, agent_pane, tmp_path, "coder").start()
+    try:
+        await lead.bootstrapped()
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        nonce = marked(lines)[0].rsplit("with nonce ", 1)[1]
+        await coder.ok("get_context")
+        await coder.ok("ready", nonce=nonce)  # what the tmux agent's model does on that line
+
+        # Channel -> tmux, with a read receipt back to the Channel agent.
+        asked = await lead.ok(
+            "send_message",
+            to="coder",
+            content="review PR 7",
+            client_request_id="m-1",
+            notify_when_seen=True,
+        )
+        ask = asked["message_id"]
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1] == (
+            f"[pocolobby] 1 new message: ids {ask} - call get_messages, then acknowledge_messages"
+        )
+        inbox_seen = await coder.ok("get_messages")
+        assert [m["content"] for m in inbox_seen["messages"]] == ["review PR 7"]
+        await coder.ok("acknowledge_messages", message_ids=[ask])
+        receipt = await lead.event(lambda e: e.meta.get("scope") == "receipts")
+        assert f"coder saw message {ask} at" in receipt.headline
+
+        # tmux -> Channel, with the receipt typed into the pane.
+        answered = await coder.ok(
+            "send_message",
+            to="lead",
+            content="approved",
+            client_request_id="m-2",
+            reply_to=ask,
+            notify_when_seen=True,
+        )
+        answer = answered["message_id"]
+        event = await lead.message_event(answer)
+        assert "approved" in event.content
+        await lead.ok("acknowledge_messages", message_ids=[answer])
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 3)
+        assert marked(lines)[2] == (
+            f"[pocolobby] receipts: ids {answer} were read by their recipients"
+        )
+
+        # A coordinator tells them apart only by the transport facts.
+        listing = await agents(module_broker, configs["lead"].token)
+        assert (listing["lead"]["transport"], listing["coder"]["transport"]) == ("channel", "tmux")
+        assert listing["coder"]["notices_held"] is None
+        assert coder.events == []  # nothing of the tmux agent went to a channel
+    finally:
+        await coder.close()
+        await lead.close()
+
+
+async def test_a_headless_bridge_types_notices_for_a_shell_agent_that_answers_with_msg(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-headless", ["lead", "shell"], tmp_path
+    )
+    env = clean_env(
+        {"TMUX": f"{agent_pane.socket},0,0", "CLAUDE_CODE_SESSION_ID": str(uuid.uuid4())}
+    )
+    config = str(configs["shell"].path)
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", config, "--deliver", "tmux",
+         "--pane", agent_pane.pane_id, "--headless"],
+        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        nonce = marked(lines)[0].rsplit("with nonce ", 1)[1]
+
+        def msg(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "pocolobby", "msg", *args, "--config", config],
+                cwd=REPO_ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+
+        ready = await asyncio.to_thread(msg, "ready", nonce)
+        assert ready.returncode == 0 and ready.stdout.startswith("ready:"), ready.stderr
+        stale = await asyncio.to_thread(msg, "ready", "not-the-nonce")
+        assert stale.returncode == 2 and "stale_nonce" in stale.stdout + stale.stderr
+
+        sent = await send_message(module_broker.url, configs["lead"].token, "shell", "hi", "h-1")
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1].startswith(f"[pocolobby] 1 new message: ids {sent} ")
+        listing = await agents(module_broker, configs["lead"].token)
+        assert listing["shell"]["transport"] == "tmux"
+        assert listing["shell"]["notification_attention_required"] is False
+    finally:
+        bridge.terminate()
+        code = await asyncio.to_thread(bridge.wait, 20)
+        stderr = bridge.stderr.read() if bridge.stderr else ""
+    assert code == 0, stderr
+
+
+async def test_headless_without_a_pane_refuses_to_start(module_broker: Broker, tmp_path: Path):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-headless-none", ["a"], tmp_path
+    )
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", str(configs["a"].path),
+         "--deliver", "tmux", "--headless"],
+        cwd=REPO_ROOT, env=clean_env({"TMUX_PANE": ""}), capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1 and "--headless needs --deliver tmux and a pane" in result.stderr
+
+
+async def test_the_codex_entry_connect_writes_starts_a_bridge_typing_into_its_pane(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(module_broker.provision, "pane-codex", ["codex"], tmp_path)
+    codex_home = tmp_path / "codex-home"
+    written = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pocolobby", "connect", "--config", str(configs["codex"].path),
+         "--host", "codex"],
+        cwd=tmp_path, env=clean_env({"PYTHONPATH": str(REPO_ROOT), "CODEX_HOME": str(codex_home)}),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    entry = tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]["pocolobby"]
+    # As Codex starts it: the command and args, and only the env_vars it names from the pane.
+    passed = {"TMUX": f"{agent_pane.socket},0,0", "TMUX_PANE": agent_pane.pane_id}
+    assert set(entry["env_vars"]) == set(passed)
+    host = Host(
+        configs["codex"].path,
+        str(uuid.uuid4()),
+        tmp_path / "codex.log",
+        extra_env=passed,
+        command=[entry["command"], *entry["args"]],
+    )
+    await host.start()
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        assert marked(lines)[0].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert (await host.ok("get_context"))["bridge"]["delivery"]["pane"] == agent_pane.pane_id
+    finally:
+        await host.close()

@@ -183,3 +183,52 @@ def test_no_answer_exits_3_and_says_to_retry_with_the_same_id(
     assert never.returncode == 3
     assert answer(never)["transport"] == "not_sent"
     assert f"retry with --request-id {answer(never)['client_request_id']}" in never.stderr
+
+
+def _png(path: Path) -> bytes:
+    # local: Pillow only to draw the test's own image
+    from PIL import Image
+
+    Image.new("RGB", (40, 30), (200, 40, 90)).save(path, format="PNG")
+    return path.read_bytes()
+
+
+def test_send_attaches_a_file_under_the_bridges_rules_and_the_recipient_gets_its_bytes(
+    module_broker: Broker, tmp_path: Path
+):
+    import httpx  # local: the recipient downloads over the HTTP route itself
+
+    configs = module_broker.provision("shell-files", ["lead", "coder"], tmp_path)
+    shot = tmp_path / "before-after.png"
+    data = _png(shot)
+    sent = msg(
+        module_broker, configs["lead"].path, "send", "coder", "see the shot",
+        "--attach", str(shot), "--json",
+    )
+    assert sent.returncode == 0, sent.stderr
+    (described,) = answer(sent)["attachments"]
+    assert (described["name"], described["media_type"]) == ("before-after.png", "image/png")
+
+    inbox = msg(module_broker, configs["coder"].path, "inbox")
+    assert f'attachment {described["id"]}: "before-after.png" (image/png' in inbox.stdout
+    token = json.loads(configs["coder"].path.read_text())["token"]
+    got = httpx.get(
+        f"{module_broker.url}/v1/attachments/{described['id']}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert got.status_code == 200 and got.content == data
+
+
+def test_a_path_the_rules_refuse_sends_nothing_and_exits_refused(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = module_broker.provision("shell-refused", ["lead", "coder"], tmp_path)
+    hidden = tmp_path / ".env"
+    hidden.write_text("TOKEN=1\n")
+    refused = msg(
+        module_broker, configs["lead"].path, "send", "coder", "here", "--attach", str(hidden)
+    )
+    assert refused.returncode == 2
+    assert "local file rule" in refused.stderr and "Nothing was sent" in refused.stderr
+    history = answer(msg(module_broker, configs["lead"].path, "history", "--json"))
+    assert history["messages"] == []

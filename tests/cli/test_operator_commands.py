@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.bridge_client import Bridge as StreamBridge
 from tests.server import AgentConfig, Broker, BrokerFactory
 
 # The `module_broker` and `broker_factory` fixtures.
@@ -305,3 +306,38 @@ def test_status_shows_each_agents_connection_and_pending_and_important_counts(
     as_json = json.loads(broker.cli("status", "count-team", "--json").stdout)
     backend = next(a for a in as_json["lobbies"][0]["agents"] if a["agent_id"] == "backend")
     assert (backend["connected"], backend["pending"], backend["important"]) == (False, 3, 2)
+
+
+@pytest.mark.asyncio
+async def test_status_shows_each_transport_and_a_line_for_held_notices(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = module_broker.provision("transport-team", ["paned", "plain", "quiet"], tmp_path)
+    paned = await StreamBridge.connect(module_broker.url, configs["paned"].token)
+    plain = await StreamBridge.connect(module_broker.url, configs["plain"].token)
+    try:
+        await paned.bootstrapped()
+        await plain.bootstrapped()
+        await paned.send(
+            {
+                "type": "delivery",
+                "transport": "tmux",
+                "held": True,
+                "held_reason": "the agent is busy (no idle prompt)",
+            }
+        )
+        await paned.roundtrip()  # the broker answered a heartbeat after the frame
+        status = module_broker.cli("status", "transport-team")
+        assert status.returncode == 0, status.stderr
+        lines = status.stdout.splitlines()
+        assert lines[1].split()[-1] == "transport"
+        assert {line.split()[0]: line.split()[-1] for line in lines[2:5]} == {
+            "paned": "tmux",
+            "plain": "channel",
+            "quiet": "none",
+        }
+        assert lines[5].startswith("  paned: tmux notices held since ")
+        assert lines[5].endswith(": the agent is busy (no idle prompt)")
+    finally:
+        await paned.close()
+        await plain.close()

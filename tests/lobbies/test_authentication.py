@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from django.test import Client
 
 from lobbies.actions import operator
@@ -51,6 +52,16 @@ def test_a_request_with_an_origin_header_is_refused(lead, backend):
 def test_a_wrong_method_is_405_json(lead):
     response = Client().delete("/v1/messages", HTTP_AUTHORIZATION=f"Bearer {lead.token}")
     assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [("/v1/messages", "GET, POST"), ("/v1/tools/send_message", "POST"), ("/v1/agents", "GET")],
+)
+def test_a_405_names_the_allowed_methods_in_an_allow_header(lead, path, allowed):
+    """RFC 9110 requires it; schemathesis's contract run found it missing."""
+    response = Client().generic("TRACE", path, HTTP_AUTHORIZATION=f"Bearer {lead.token}")
+    assert response.status_code == 405 and response["Allow"] == allowed
 
 
 def test_the_admin_api_refuses_agent_tokens(lead):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lobbies import catalog
+from lobbies.answers import AgentList
 from lobbies.schemas import ListAgents, SendMessage
 
 
@@ -25,7 +26,15 @@ def test_catalog_serves_schemas_generated_from_the_validating_models(backend):
     }
     send = tools["send_message"]
     expected = SendMessage.model_json_schema()
-    assert send["input_schema"]["properties"] == expected["properties"]
+    served = dict(send["input_schema"]["properties"])
+    # The model lists local paths; the bridge sends the HTTP route descriptions instead.
+    assert served.pop("attachments")["items"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 4096,
+    }
+    expected["properties"].pop("attachments")
+    assert served == expected["properties"]
     assert set(send["input_schema"]["required"]) == {"to", "content", "client_request_id"}
     assert send["input_schema"]["additionalProperties"] is False
     assert "client_request_id" in send["description"]
@@ -34,7 +43,9 @@ def test_catalog_serves_schemas_generated_from_the_validating_models(backend):
 def test_revision_is_stable_and_hashes_the_definitions(backend, monkeypatch):
     first = _tools(backend)["revision"]
     assert _tools(backend)["revision"] == first
-    changed = catalog.Tool("list_agents", ListAgents, lambda a, _: {}, guidance="Reworded.")
+    changed = catalog.Tool(
+        "list_agents", ListAgents, lambda a, _: {}, AgentList, guidance="Reworded."
+    )
     monkeypatch.setitem(catalog.TOOLS, "list_agents", changed)
     assert _tools(backend)["revision"] != first
 
@@ -47,7 +58,11 @@ def test_the_catalog_is_built_once_per_set_of_tools(lead, backend):
 
 def test_catalog_is_filtered_by_permission_and_dispatch_enforces_it(lead, backend, monkeypatch):
     gated = catalog.Tool(
-        "list_agents_gated", ListAgents, lambda a, _: {"ok": True}, permission="manage_rooms"
+        "list_agents_gated",
+        ListAgents,
+        lambda a, _: {"ok": True},
+        AgentList,
+        permission="manage_rooms",
     )
     monkeypatch.setitem(catalog.TOOLS, gated.name, gated)
     assert "list_agents_gated" in {t["name"] for t in _tools(lead)["tools"]}

@@ -146,3 +146,12 @@ def test_permissions_are_granted_withdrawn_and_checked(backend):
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_arguments")
     assert Agent.objects.get(agent_id="backend").broadcast
     assert AuditEvent.objects.filter(action="permissions_changed").count() == 1
+
+
+def test_status_takes_only_the_lobby_its_document_lists(team):
+    """`?lobby=` is parsed with the query model the OpenAPI document shows; nothing else."""
+    assert admin("get", "/status?lobby=").status_code == 200
+    assert admin("get", "/status?lobby=nobody").json()["error"]["code"] == "unknown_lobby"
+    response = admin("get", "/status?lobbby=my-team")
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_arguments")
+    assert "lobbby" in response.json()["error"]["message"]

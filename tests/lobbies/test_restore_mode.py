@@ -97,6 +97,20 @@ def test_finish_outside_restore_mode_is_a_conflict(db):
     )
 
 
+@pytest.mark.django_db
+def test_health_answers_get_and_head_and_refuses_other_methods_with_405():
+    """Found by schemathesis: TRACE /v1/health answered 200 as if it were a GET, and QUERY
+    got Django's CSRF page (HTML) instead of JSON."""
+    client = Client(enforce_csrf_checks=True)
+    assert client.get("/v1/health").status_code == 200
+    assert client.head("/v1/health").status_code == 200
+    for method in ("POST", "DELETE", "TRACE", "QUERY"):
+        response = client.generic(method, "/v1/health")
+        assert response.status_code == 405, method
+        assert response.json()["error"]["code"] == "method_not_allowed"
+        assert response["Allow"] == "GET, HEAD"
+
+
 def test_health_reads_the_store_and_names_restore_mode(lead):
     assert Client().get("/v1/health").json()["restore_mode"] is False
     restore.enter_restore_mode("/backups/b3", None)

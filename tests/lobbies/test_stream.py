@@ -414,3 +414,62 @@ async def test_a_burst_is_written_in_bounded_batches_and_each_gets_its_own_answe
             assert isinstance(answer, ValueError) and str(answer) == f"refused {i}"
         else:
             assert answer == i * 2
+
+
+async def test_notices_over_the_per_minute_cap_wait_and_go_as_one(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    with override_settings(BOUNDS=Bounds(notices_per_minute=2)):
+        first = await sync(_send)(lead, "backend", "one", "c-1", priority="important")
+        assert (await frame(stream))["message_ids"] == [first["id"]]
+        second = await sync(_send)(lead, "backend", "two", "c-2", priority="important")
+        assert (await frame(stream))["message_ids"] == [second["id"]]
+        # The first notice leaves the one-minute window in about a second and a half.
+        await sync(
+            lambda: Notice.objects.filter(message_ids=[first["id"]]).update(
+                created_at=timezone.now() - timedelta(seconds=58.5)
+            )
+        )()
+        third = await sync(_send)(lead, "backend", "three", "c-3", priority="important")
+        fourth = await sync(_send)(lead, "backend", "four", "c-4", priority="important")
+        assert await stream.receive_nothing(timeout=0.5)  # over the cap: nothing yet
+        states = await sync(
+            lambda: set(Delivery.objects.filter(recipient=backend.agent).values_list("state"))
+        )()
+        assert states == {("pending",)}  # waiting, never dropped
+        notice = await frame(stream, timeout=5)
+    assert notice["message_ids"] == [third["id"], fourth["id"]]  # coalesced into one
+    await stream.disconnect()
+
+
+async def test_a_delivery_frame_records_the_transport_and_a_bad_one_records_nothing(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+
+    def transport() -> tuple[str, object]:
+        entry = {a["agent_id"]: a for a in lead.ok("list_agents")["agents"]}["backend"]
+        return entry["transport"], entry["notices_held"]
+
+    assert await sync(transport)() == ("channel", None)
+    for bad, named in [
+        ({"type": "delivery", "transport": "fax"}, "transport"),
+        ({"type": "delivery", "transport": "tmux", "held": "yes"}, "held"),
+        (
+            {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "x" * 300},
+            "held_reason",
+        ),
+    ]:
+        await stream.send_json_to(bad)
+        error = await frame(stream)
+        assert (error["code"], named in error["message"]) == ("invalid_frame", True)
+    assert await sync(transport)() == ("channel", None)  # nothing recorded
+
+    await stream.send_json_to(
+        {"type": "delivery", "transport": "tmux", "held": True, "held_reason": "busy"}
+    )
+    await stream.send_json_to({"type": "heartbeat"})
+    assert (await frame(stream))["type"] == "heartbeat"  # answered after the frame before it
+    kind, held = await sync(transport)()
+    assert kind == "tmux" and held["reason"] == "busy"
+    await stream.disconnect()
+    assert (await sync(transport)())[0] == "none"

@@ -1,0 +1,127 @@
+"""Reads of attachments: descriptors for messages, download access, the owner's listing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count
+
+from lobbies import store
+from lobbies.errors import BrokerError, not_found
+from lobbies.models import (
+    Agent,
+    Attachment,
+    Delivery,
+    DeliveryState,
+    Lobby,
+    MessageAttachment,
+    PendingUpload,
+)
+from lobbies.wire import iso
+
+
+def lobby_usage_bytes(lobby_pk: int) -> int:
+    """Distinct content the lobby's live attachments and pending uploads hold."""
+    sql = (
+        "SELECT COALESCE(SUM(c.size), 0) FROM lobbies_attachmentcontent c WHERE c.sha256 IN ("
+        "SELECT a.sha256 FROM lobbies_attachment a WHERE a.lobby_id = %s AND a.expired_at IS NULL"
+        " UNION SELECT p.sha256 FROM lobbies_pendingupload p WHERE p.lobby_id = %s)"
+    )
+    return int(store.scalar_row(sql, [lobby_pk, lobby_pk])[0])
+
+
+def descriptor(attachment: Attachment) -> dict[str, Any]:
+    """What a message, a push or history says of a file: never its content."""
+    return {
+        "id": attachment.pk,
+        "name": attachment.name,
+        "media_type": attachment.media_type,
+        "size": attachment.size,
+    }
+
+
+def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """Each message's attachment descriptors, in the order sent, in one query."""
+    ids = list(message_ids)
+    if not ids:
+        return {}
+    found: dict[int, list[dict[str, Any]]] = {}
+    links = (
+        MessageAttachment.objects.filter(message_id__in=ids)
+        .select_related("attachment")
+        .order_by("message_id", "position")
+    )
+    for link in links:
+        found.setdefault(link.message_id, []).append(descriptor(link.attachment))
+    return found
+
+
+def attachment_for(viewer: Agent, attachment_id: int) -> Attachment:
+    """The attachment if `viewer` may read it, else the refusal the spec names.
+
+    The uploader may; so may a recipient of a referencing message in the same lobby while
+    that delivery is visible: not held (before a scheduled delivery, after a removal, a
+    supersession or a cancellation) and not redacted. Expired: 410 to its uploader, 404 to
+    everyone else, as for an attachment that never existed.
+    """
+    gone = not_found("not_found", f"no attachment {attachment_id} you may read")
+    attachment = Attachment.objects.filter(pk=attachment_id, lobby_id=viewer.lobby_id).first()
+    if attachment is None:
+        raise gone
+    if attachment.uploader_id == viewer.pk:
+        if attachment.expired_at is not None:
+            raise BrokerError(
+                410,
+                "attachment_expired",
+                f"attachment {attachment_id} expired at {iso(attachment.expired_at)}: no stored "
+                "message names it any more; send the file again",
+            )
+        return attachment
+    if attachment.expired_at is not None:
+        raise gone
+    visible = Delivery.objects.filter(
+        recipient=viewer,
+        message__lobby_id=viewer.lobby_id,
+        message__attachment_links__attachment=attachment,
+        state__in=[DeliveryState.PENDING, DeliveryState.SEEN],
+        redacted=False,
+    ).exists()
+    if not visible:
+        raise gone
+    return attachment
+
+
+def lobby_attachments(lobby: Lobby, limit: int = 500) -> dict[str, Any]:
+    """The owner's listing, newest `limit`: metadata and usage, never content."""
+    rows = (
+        Attachment.objects.filter(lobby=lobby)
+        .select_related("uploader")
+        .annotate(messages=Count("message_links", distinct=True))
+        .annotate(schedules=Count("schedule_links", distinct=True))
+        .order_by("-created_at", "-id")
+    )
+    pending = PendingUpload.objects.filter(lobby=lobby)
+    return {
+        "lobby": lobby.name,
+        "usage": {
+            "content_bytes": lobby_usage_bytes(lobby.pk),
+            "quota_bytes": settings.BOUNDS.attachments_lobby_bytes,
+            "attachments": rows.filter(expired_at__isnull=True).count(),
+            "expired": rows.filter(expired_at__isnull=False).count(),
+            "pending_uploads": pending.count(),
+        },
+        "attachments": [
+            {
+                **descriptor(a),
+                "sha256": a.sha256,
+                "uploader": a.uploader.agent_id if a.uploader else None,
+                "created_at": iso(a.created_at),
+                "expired_at": iso(a.expired_at),
+                "messages": a.messages,
+                "schedules": a.schedules,
+            }
+            for a in rows[:limit]
+        ],
+    }

@@ -1,0 +1,117 @@
+"""The pane classification and the typed line, as pure functions (tests/bridge/test_pane.py
+drives them through a real tmux server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocolobby.bridge.pane import is_idle, is_unfinished_notice, notice_line
+
+CLAUDE_CODE = """
+  I'll look at the migration next.
+
+╭──────────────────────────────────────────────╮
+│ >                                            │
+╰──────────────────────────────────────────────╯
+  ? for shortcuts
+"""
+CLAUDE_CODE_RULES = """
+⏺ Done.
+
+──────────────────────────────────────────────────
+> Try "refactor <filepath>"
+──────────────────────────────────────────────────
+  ? for shortcuts                     Context left: 61%
+"""
+CODEX = """
+• Ran tests: 12 passed
+
+\u203a Ask Codex to do anything
+───────────────────────────────
+  ⏎ send   ⌃J newline   ⌃T transcript   ⌃C quit
+"""
+GEMINI = """
+✦ The file is updated.
+
+╭──────────────────────────────────────────╮
+│ >   Type your message or @path/to/file     │
+╰──────────────────────────────────────────╯
+~/repo (main*)        no sandbox        gemini-2.5-pro
+"""
+
+
+@pytest.mark.parametrize(
+    "screen",
+    [
+        "Welcome\n> ",  # a plain REPL (the fake agent of the tmux tests), aider
+        "user@host:~/repo$ ",  # bash
+        "root@host:/# ",
+        "~/repo \u276f ",  # starship / zsh
+        CLAUDE_CODE,
+        CLAUDE_CODE_RULES,
+        CODEX,
+        GEMINI,
+    ],
+)
+def test_recognised_prompts_read_as_idle(screen: str) -> None:
+    assert is_idle(screen)
+
+
+@pytest.mark.parametrize(
+    "screen",
+    [
+        "> half a sentence",  # the user is mid-line
+        "working...",  # an agent mid-turn
+        "price: 100$",  # a digit before $ is not a prompt
+        "",
+        CLAUDE_CODE.replace("│ >      ", "│ > fix t"),  # typed into Claude Code's box
+        CLAUDE_CODE.replace("? for shortcuts", "✳ Thinking… (esc to interrupt)"),
+        GEMINI.replace("Type your message or @path/to/file", "explain the diff           "),
+        CODEX.replace("Ask Codex to do anything", "run the linter"),
+    ],
+)
+def test_busy_or_mid_line_panes_are_not_idle(screen: str) -> None:
+    assert not is_idle(screen)
+
+
+def test_only_our_own_whole_notice_counts_as_unfinished() -> None:
+    line = notice_line("messages", [4, 5])
+    assert is_unfinished_notice(f"> {line}")
+    assert is_unfinished_notice(f"│ > {notice_line('bootstrap', [], 'n0nce_-x')} │")
+    assert not is_unfinished_notice(f"> rm -rf / {line}")  # user text first: not ours
+    assert not is_unfinished_notice(line)  # no prompt before it: output, not input
+    assert not is_unfinished_notice("> [pocolobby] $(id)")
+
+
+def test_the_typed_line_carries_ids_and_only_safe_characters() -> None:
+    assert notice_line("messages", [41, 42]) == (
+        "[pocolobby] 2 new messages: ids 41,42 - call get_messages, then acknowledge_messages"
+    )
+    assert notice_line("hint", [7]).startswith("[pocolobby] 1 reminder message: ids 7 ")
+    assert notice_line("receipts", [3]) == (
+        "[pocolobby] receipts: ids 3 were read by their recipients"
+    )
+    # a nonce that is not the broker's shape is left out rather than typed
+    assert notice_line("bootstrap", [], "$(rm -rf ~)") == (
+        "[pocolobby] bootstrap: call get_context, then ready"
+    )
+
+
+def test_an_unfinished_notice_is_found_inside_an_agents_input_box() -> None:
+    line = notice_line("messages", [9])
+    boxed = CLAUDE_CODE.replace("│ >      ", f"│ > {line}", 1)
+    assert is_unfinished_notice(boxed) and not is_idle(boxed)
+
+
+def test_a_notice_already_submitted_above_a_busy_line_is_not_unfinished() -> None:
+    line = notice_line("bootstrap", [], "abc")
+    assert not is_unfinished_notice(f"> {line}\n> busy 12\nworking...")
+    assert is_unfinished_notice(f"> {line}\n> {notice_line('messages', [3])}")
+
+
+def test_a_bootstrap_line_names_the_backlog_that_waited_for_the_new_process() -> None:
+    assert notice_line("bootstrap", [3, 4], "n") == (
+        "[pocolobby] bootstrap: call get_context, then ready with nonce n - waiting: ids 3,4"
+    )
+    long = notice_line("bootstrap", list(range(1, 121)), "n")
+    assert long.endswith(",50 and 70 more") and is_unfinished_notice(f"> {long}")

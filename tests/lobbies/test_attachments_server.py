@@ -1,0 +1,182 @@
+"""Attachments against the real broker subprocess: the fast lane's upload budget, refusals
+before a body is read, and a SIGKILL between upload and send leaving no orphan."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server import Broker, BrokerFactory
+
+pytest_plugins = ("tests.server_fixtures",)
+pytestmark = pytest.mark.slow
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def describe(data: bytes, name: str = "shot.png") -> dict:
+    return {"sha256": sha(data), "name": name, "media_type": "image/png", "size": len(data)}
+
+
+def put(http: httpx.Client, headers: dict, data: bytes) -> httpx.Response:
+    return http.put(
+        f"/v1/attachments/{sha(data)}",
+        content=data,
+        headers={**headers, "Content-Type": "image/png"},
+    )
+
+
+def stored(broker: Broker) -> list[str]:
+    folder = broker.data_dir / "attachments"
+    return sorted(p.name for p in folder.iterdir() if p.name != ".lock") if folder.exists() else []
+
+
+def test_the_bridge_flow_over_http_send_409_upload_exactly_the_missing_repeat_once(
+    broker: Broker, tmp_path: Path
+) -> None:
+    agents = broker.provision("files", ["lead", "backend", "outsider"], tmp_path / "configs")
+    lead, backend, outsider = agents["lead"], agents["backend"], agents["outsider"]
+    request = {
+        "to": "backend",
+        "content": "before/after",
+        "client_request_id": "shot-1",
+        "attachments": [describe(PNG)],
+    }
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        first = http.post("/v1/messages", headers=lead.headers, json=request)
+        assert first.status_code == 409
+        assert first.json()["error"]["missing"] == [sha(PNG)]
+        assert stored(broker) == []
+        uploaded = put(http, lead.headers, PNG)
+        assert uploaded.status_code == 201 and uploaded.json()["size"] == len(PNG)
+        again = http.post("/v1/messages", headers=lead.headers, json=request)
+        assert again.status_code == 200
+        [file] = again.json()["attachments"]
+        retry = http.post("/v1/messages", headers=lead.headers, json=request)
+        assert retry.json()["duplicate"] is True and retry.json()["attachments"] == [file]
+        assert stored(broker) == [sha(PNG)]
+        got = http.get(f"/v1/attachments/{file['id']}", headers=backend.headers)
+        assert got.status_code == 200 and got.content == PNG
+        assert got.headers["content-type"] == "image/png"
+        stranger = http.get(f"/v1/attachments/{file['id']}", headers=outsider.headers)
+        assert stranger.status_code == 404
+        # The catalog offers the model local paths; the route took descriptions.
+        tools = http.get("/v1/tools", headers=lead.headers).json()["tools"]
+        send = next(t for t in tools if t["name"] == "send_message")
+        assert send["input_schema"]["properties"]["attachments"]["items"]["type"] == "string"
+    # The owner lists metadata and usage with the CLI; there is no command for content.
+    listing = broker.cli_ok("attachments", "files").stdout
+    assert f"{len(PNG)} of 1073741824 bytes" in listing and "shot.png" in listing
+
+
+def _hold_an_upload_open(broker: Broker, token: str, size: int) -> socket.socket:
+    """Headers declaring `size` bytes and only part of the body: the reservation is held."""
+    connection = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    head = (
+        f"PUT /v1/attachments/{'0' * 64} HTTP/1.1\r\nHost: 127.0.0.1:{broker.port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: image/png\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    )
+    connection.sendall(head.encode() + b"\x89PNG")
+    return connection
+
+
+def test_uploads_share_a_memory_budget_reserved_before_the_body_is_read(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    broker = broker_factory(env={"POCOLOBBY_UPLOAD_MEMORY_BYTES": str(len(PNG) + 100)})
+    lead = broker.provision("busy", ["lead"], tmp_path / "configs")["lead"]
+    held = _hold_an_upload_open(broker, lead.token, 200)
+    try:
+        with httpx.Client(base_url=broker.url, timeout=10) as http:
+            deadline = time.monotonic() + 10
+            while True:  # until the held upload has reserved its 200 bytes
+                busy = put(http, lead.headers, PNG)
+                if busy.status_code == 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert busy.status_code == 503
+            assert busy.json()["error"]["code"] == "uploads_busy"
+            assert "POCOLOBBY_UPLOAD_MEMORY_BYTES" in busy.json()["error"]["message"]
+            assert busy.headers["retry-after"] == "1"
+            assert stored(broker) == []
+            held.close()  # a truncated upload: refused, its reservation released
+            deadline = time.monotonic() + 10
+            while (answer := put(http, lead.headers, PNG)).status_code == 503:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert answer.status_code == 201
+            assert stored(broker) == [sha(PNG)]
+    finally:
+        held.close()
+
+
+def test_an_upload_over_its_limit_or_without_a_length_is_refused_before_its_body(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    broker = broker_factory(env={"POCOLOBBY_ATTACHMENT_IMAGE_BYTES": "1000"})
+    lead = broker.provision("limits", ["lead"], tmp_path / "configs")["lead"]
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as connection:
+        head = (
+            f"PUT /v1/attachments/{'0' * 64} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {lead.token}\r\nContent-Type: image/png\r\n"
+            "Content-Length: 5000000\r\nConnection: close\r\n\r\n"
+        )
+        connection.sendall(head.encode())  # and no body at all: the answer comes anyway
+        answer = connection.recv(65536).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 413") and "attachment_too_large" in answer
+    assert "POCOLOBBY_ATTACHMENT_IMAGE_BYTES" in answer
+    # A truncated upload (the client goes away mid-body) is refused and stores nothing.
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as connection:
+        head = (
+            f"PUT /v1/attachments/{sha(PNG[:500])} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {lead.token}\r\nContent-Type: image/png\r\n"
+            "Content-Length: 500\r\n\r\n"
+        )
+        connection.sendall(head.encode() + PNG[:100])
+        connection.shutdown(socket.SHUT_WR)
+        connection.recv(65536)
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        missing = http.put(
+            f"/v1/attachments/{sha(PNG)}", content=PNG, headers={**lead.headers}
+        )  # no Content-Type: not an attachment type
+        assert missing.status_code == 415
+    assert stored(broker) == []
+
+
+def test_a_broker_killed_between_upload_and_send_leaves_no_orphan_after_the_grace_period(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    grace = 2
+    broker = broker_factory(env={"POCOLOBBY_UPLOAD_GRACE_SECONDS": str(grace)})
+    lead = broker.provision("crash", ["lead", "backend"], tmp_path / "configs")["lead"]
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        assert put(http, lead.headers, PNG).status_code == 201
+    assert stored(broker) == [sha(PNG)]
+    broker.kill9()  # the send never came
+    # A temporary file of an upload cut off mid-write is collected the same way.
+    (broker.data_dir / "attachments" / f".{sha(PNG)}.1.1.tmp").write_bytes(PNG[:10])
+    time.sleep(grace + 1)
+    broker.start()  # the retention sweep runs at start
+    deadline = time.monotonic() + 20
+    while stored(broker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stored(broker) == []
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        request = {
+            "to": "backend",
+            "content": "late send",
+            "client_request_id": "c-1",
+            "attachments": [describe(PNG)],
+        }
+        late = http.post("/v1/messages", headers=lead.headers, json=request)
+        assert late.status_code == 409 and late.json()["error"]["missing"] == [sha(PNG)]
