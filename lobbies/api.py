@@ -81,6 +81,17 @@ def _attachment_id(key: str) -> int:
     return int(key)
 
 
+def _upload_bytes(request: HttpRequest) -> bytes:
+    """The raw body, read once: a retry after a database deadlock runs the view again on the
+    same request. Not `request.body`, whose DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) is below the
+    file limits; the fast lane bounded this body by the upload budget before it was read."""
+    cached: bytes | None = getattr(request, "_pocolobby_upload", None)
+    if cached is None:
+        cached = request.read()
+        request._pocolobby_upload = cached  # type: ignore[attr-defined]
+    return cached
+
+
 @api_view(
     ("PUT",),
     Documented(
@@ -95,7 +106,7 @@ def _attachment_id(key: str) -> int:
 def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
     """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
     agent = _caller(request).agent
-    data = request.body  # cached: a retry after a database deadlock reads it again
+    data = _upload_bytes(request)
     outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
     return JsonResponse(
         {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200

@@ -222,7 +222,7 @@ def test_send_attaches_a_file_under_the_bridges_rules_and_the_recipient_gets_its
 def test_a_path_the_rules_refuse_sends_nothing_and_exits_refused(
     module_broker: Broker, tmp_path: Path
 ):
-    configs = module_broker.provision("shell-refused", ["lead", "coder"], tmp_path)
+    configs = module_broker.provision("shell-attach-refused", ["lead", "coder"], tmp_path)
     hidden = tmp_path / ".env"
     hidden.write_text("TOKEN=1\n")
     refused = msg(
