@@ -76,7 +76,7 @@ def build_store(
     )
     db.executemany(
         "INSERT INTO lobbies_connection (agent_id, process_id, generation, connected_at,"
-        " last_heartbeat_at) VALUES (?, ?, 1, ?, ?)",
+        " last_heartbeat_at, transport, held_reason) VALUES (?, ?, 1, ?, ?, 'channel', '')",
         [(pk, process, stamp(now), stamp(now)) for pk in range(1, agents + 1, 2)],
     )
     rng = random.Random(7)
