@@ -67,16 +67,7 @@ def send_owner_message(
     with transaction.atomic():
         sender = owner_sender(lobby)
         outcome = send(sender, args, lambda: address_direct(sender, args.to))
-        if not outcome.duplicate:
-            record_audit(
-                actor_kind,
-                AuditAction.OWNER_MESSAGE_SENT,
-                lobby_name=lobby.name,
-                agent_id=OWNER_SENDER,
-                target=to,
-                account=account,
-                detail={"message_id": outcome.message.pk, "priority": args.priority},
-            )
+        _audit(outcome, lobby, actor_kind, account, target=to, priority=args.priority)
     return outcome
 
 
@@ -101,19 +92,37 @@ def send_owner_broadcast(
     )
     with transaction.atomic():
         outcome = broadcast(owner_sender(lobby), args)
-        if not outcome.duplicate:
-            record_audit(
-                actor_kind,
-                AuditAction.OWNER_MESSAGE_SENT,
-                lobby_name=lobby.name,
-                agent_id=OWNER_SENDER,
-                target="*",
-                account=account,
-                detail={
-                    "message_id": outcome.message.pk,
-                    "priority": args.priority,
-                    "broadcast": True,
-                    "recipients": len(outcome.deliveries),
-                },
-            )
+        _audit(
+            outcome,
+            lobby,
+            actor_kind,
+            account,
+            target="*",
+            priority=args.priority,
+            broadcast=True,
+            recipients=len(outcome.deliveries),
+        )
     return outcome
+
+
+def _audit(
+    outcome: SendOutcome,
+    lobby: Lobby,
+    actor_kind: ActorKind,
+    account: str,
+    *,
+    target: str,
+    **detail: object,
+) -> None:
+    """One audit row per owner message; a retry that returned the stored one audits nothing."""
+    if outcome.duplicate:
+        return
+    record_audit(
+        actor_kind,
+        AuditAction.OWNER_MESSAGE_SENT,
+        lobby_name=lobby.name,
+        agent_id=OWNER_SENDER,
+        target=target,
+        account=account,
+        detail={"message_id": outcome.message.pk, **detail},
+    )
