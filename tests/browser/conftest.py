@@ -94,6 +94,21 @@ class HostedBroker:
         assert response.status_code < 300, response.text
         return response.json()
 
+    def seed_lobby(
+        self, lobby: str, owner: str, agents: tuple[str, ...], viewer: str = ""
+    ) -> dict[str, str]:
+        """A lobby with its owner's account (and a viewer's, if named) and these agents;
+        their tokens by name."""
+        self.admin("POST", "/lobbies", {"name": lobby})
+        self.admin("POST", "/accounts", {"email": owner})
+        self.admin("PUT", f"/lobbies/{lobby}/owner", {"email": owner})
+        if viewer:
+            self.admin("POST", "/accounts", {"email": viewer})
+        return {
+            name: self.admin("POST", f"/lobbies/{lobby}/agents", {"agent_id": name})["token"]
+            for name in agents
+        }
+
     def latest_code(self, address: str, timeout: float = 10.0) -> str:
         """The newest six-digit code mailed to `address`."""
         deadline = time.monotonic() + timeout

@@ -43,15 +43,7 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
 
 
 def _seed(hosted: HostedBroker, lobby: str, owner: str, viewer: str = "") -> dict[str, str]:
-    hosted.admin("POST", "/lobbies", {"name": lobby})
-    hosted.admin("POST", "/accounts", {"email": owner})
-    hosted.admin("PUT", f"/lobbies/{lobby}/owner", {"email": owner})
-    if viewer:
-        hosted.admin("POST", "/accounts", {"email": viewer})
-    return {
-        name: hosted.admin("POST", f"/lobbies/{lobby}/agents", {"agent_id": name})["token"]
-        for name in ("lead", "backend")
-    }
+    return hosted.seed_lobby(lobby, owner, ("lead", "backend"), viewer)
 
 
 def _no_sideways_scroll(page: Page) -> None:
