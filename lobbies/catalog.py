@@ -50,6 +50,7 @@ from lobbies.schemas import (
     SaveCheckpoint,
     ScheduleMessage,
     SendMessage,
+    SendOptions,
     SendRoomMessage,
     SetOwnerRequests,
     SetRoomMembers,
@@ -69,19 +70,26 @@ class Caller:
     runtime: RuntimeCaller | None = None
 
 
+def _sent(outcome: message_actions.SendOutcome, args: SendOptions) -> Result:
+    # Only a send that named files looks its descriptors up: the rest skip the query.
+    return selectors.send_result(
+        outcome.message,
+        outcome.deliveries,
+        duplicate=outcome.duplicate,
+        with_attachments=bool(args.attachments),
+    )
+
+
 def _send_message(caller: Caller, args: SendMessage) -> Result:
-    outcome = message_actions.send_message(caller.agent, args, caller.runtime)
-    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+    return _sent(message_actions.send_message(caller.agent, args, caller.runtime), args)
 
 
 def _send_room_message(caller: Caller, args: SendRoomMessage) -> Result:
-    outcome = message_actions.send_room_message(caller.agent, args, caller.runtime)
-    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+    return _sent(message_actions.send_room_message(caller.agent, args, caller.runtime), args)
 
 
 def _broadcast(caller: Caller, args: Broadcast) -> Result:
-    outcome = message_actions.broadcast(caller.agent, args, caller.runtime)
-    return selectors.send_result(outcome.message, outcome.deliveries, duplicate=outcome.duplicate)
+    return _sent(message_actions.broadcast(caller.agent, args, caller.runtime), args)
 
 
 def _schedule_message(caller: Caller, args: ScheduleMessage) -> Result:

@@ -193,7 +193,9 @@ def message_for(
     return body
 
 
-def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool) -> dict[str, Any]:
+def send_result(
+    message: Message, deliveries: list[Delivery], *, duplicate: bool, with_attachments: bool
+) -> dict[str, Any]:
     result = {
         "status": "stored",
         "message_id": message.pk,
@@ -202,7 +204,7 @@ def send_result(message: Message, deliveries: list[Delivery], *, duplicate: bool
         "duplicate": duplicate,
         "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
     }
-    attached = descriptors_for([message.pk]).get(message.pk)
+    attached = descriptors_for([message.pk]).get(message.pk) if with_attachments else None
     if attached:
         result["attachments"] = attached
     return result
