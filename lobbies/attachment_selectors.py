@@ -16,7 +16,6 @@ from lobbies.models import (
     Delivery,
     DeliveryState,
     Lobby,
-    MessageAttachment,
     PendingUpload,
 )
 from lobbies.wire import iso
@@ -42,19 +41,28 @@ def descriptor(attachment: Attachment) -> dict[str, Any]:
     }
 
 
+_DESCRIPTORS = (
+    "SELECT l.message_id, a.id, a.name, a.media_type, a.size "
+    "FROM lobbies_messageattachment l JOIN lobbies_attachment a ON a.id = l.attachment_id "
+    "WHERE l.message_id IN ({marks}) ORDER BY l.message_id, l.position"
+)
+
+
 def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
-    """Each message's attachment descriptors, in the order sent, in one query."""
+    """Each message's attachment descriptors, in the order sent, in one query.
+
+    Hand-written (lobbies/store.py): every push and every page asks, and most messages have
+    no files, so compiling the ORM's join cost more than the answer (profiled).
+    """
     ids = list(message_ids)
     if not ids:
         return {}
     found: dict[int, list[dict[str, Any]]] = {}
-    links = (
-        MessageAttachment.objects.filter(message_id__in=ids)
-        .select_related("attachment")
-        .order_by("message_id", "position")
-    )
-    for link in links:
-        found.setdefault(link.message_id, []).append(descriptor(link.attachment))
+    sql = _DESCRIPTORS.format(marks=", ".join(["%s"] * len(ids)))
+    for message_id, pk, name, media_type, size in store.rows(sql, ids):
+        found.setdefault(message_id, []).append(
+            {"id": pk, "name": name, "media_type": media_type, "size": size}
+        )
     return found
 
 

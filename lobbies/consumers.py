@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from lobbies import presence, push
 from lobbies.actions.runtime import Claim, DeliveryReport, claim_runtime, report_delivery
@@ -103,8 +103,8 @@ class Batches(Generic[Item, Answer]):
     Each socket awaits its own answer; the sockets that ask while a batch is written go in
     the next one together. `write` takes the batch's items and returns one answer or
     exception per item (a failure stays that socket's), on the process's database thread.
-    Used for claims and connection rows at connect (a reconnect storm), which were one
-    transaction and one fsync per socket.
+    Used for claims and connection rows at connect (a reconnect storm) and for pushes (a
+    broadcast), which were one transaction and one fsync per socket.
     """
 
     def __init__(self, write: Callable[[list[Item]], list[Answer | Exception]]) -> None:
@@ -157,6 +157,19 @@ def _openings(many: list[tuple[int, int]]) -> list[int | Exception]:
 
 CLAIMS = Batches(_claims)
 OPENINGS = Batches(_openings)
+PUSHES = Batches(push.push_frames)
+
+
+async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferred | None:
+    """The socket's next push. On the embedded store the pushes of sockets woken together
+    (a broadcast) share one write transaction; on PostgreSQL each commits on its own pool
+    thread, and one transaction holding many agents' rows would only add lock waits."""
+    if connection.vendor == "sqlite":
+        return await PUSHES((agent_pk, generation))
+    frame: push.Frame | push.Deferred | None = await on_worker(push.push_frame)(
+        agent_pk, generation
+    )
+    return frame
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -361,7 +374,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def _push(self) -> None:
         async with self.push_lock:
             while True:
-                frame = await on_worker(push.push_frame)(self.agent_pk, self.generation)
+                frame = await next_push(self.agent_pk, self.generation)
                 if frame is None:
                     return
                 if isinstance(frame, push.Deferred):

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -151,20 +151,32 @@ _PUSHABLE_SQL = (
 _MESSAGE_JOIN = "JOIN lobbies_message m ON m.id = t.message_id"
 
 
+_RECENT_NOTICES = (
+    "SELECT created_at FROM lobbies_notice WHERE agent_id = %s AND kind = 'messages' "
+    "AND created_at > %s ORDER BY created_at DESC LIMIT %s"
+)
+
+
 def _deferred(agent_pk: int, now: datetime) -> Deferred | None:
     """Whether the per-minute notice cap is reached, and when its oldest notice leaves the
     window: the newest `cap` message notices of the last minute (index notice_agent_time)."""
     cap = settings.BOUNDS.notices_per_minute
-    recent = list(
-        Notice.objects.filter(
-            agent_id=agent_pk, kind=NoticeKind.MESSAGES, created_at__gt=now - NOTICE_WINDOW
-        )
-        .order_by("-created_at")
-        .values_list("created_at", flat=True)[:cap]
-    )
+    recent = store.rows(_RECENT_NOTICES, [agent_pk, store.as_db_time(now - NOTICE_WINDOW), cap])
     if len(recent) < cap:
         return None
-    return Deferred(max(0.0, (recent[-1] + NOTICE_WINDOW - now).total_seconds()))
+    oldest = store.time_reader()(recent[-1][0])
+    assert oldest is not None  # created_at is NOT NULL
+    return Deferred(max(0.0, (oldest + NOTICE_WINDOW - now).total_seconds()))
+
+
+def _waiting(agent_pk: int, generation: int) -> bool:
+    params = [agent_pk, generation, agent_pk]
+    return bool(
+        store.rows(
+            f"SELECT 1 FROM lobbies_delivery t {_MESSAGE_JOIN} WHERE {_PUSHABLE_SQL} LIMIT 1",  # noqa: S608
+            params,
+        )
+    )
 
 
 def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
@@ -174,49 +186,73 @@ def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
     Reads first: the common "nothing more" answer opens no write transaction. Its statements
     are hand-written (lobbies/store.py) because this runs once per message per recipient.
     """
-    params = [agent_pk, generation, agent_pk]
-    waiting = store.select_all(
-        Delivery, _PUSHABLE_SQL, params, join=_MESSAGE_JOIN, tail="ORDER BY m.sequence LIMIT 1"
-    )
-    if not waiting:
+    if not _waiting(agent_pk, generation):
         return None
     with transaction.atomic():
-        agent = _current(agent_pk, generation)
-        if agent is None:
-            return None
-        now = timezone.now()
-        deferred = _deferred(agent_pk, now)
-        if deferred is not None:
-            return deferred
-        ids = [
-            d.message_id
-            for d in store.select_all(
-                Delivery,
-                _PUSHABLE_SQL,
-                params,
-                join=_MESSAGE_JOIN,
-                tail="ORDER BY m.sequence LIMIT 200",
-            )
-        ]
-        if not ids:
-            return None
-        marks = ", ".join(["%s"] * len(ids))
-        messages = store.select_all(Message, f"t.id IN ({marks})", ids)
-        mark_pushed = (
-            "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
-            f"WHERE recipient_id = %s AND message_id IN ({marks})"
+        return _recorded_push(agent_pk, generation)
+
+
+def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exception | None]:
+    """`push_frame` for the sockets that ask together (a broadcast wakes them all at once),
+    recorded in one write transaction: one commit, one fsync, instead of one per recipient.
+
+    Each push is its own savepoint, so a failure stays that socket's. For the embedded
+    store, where every write of the process goes through one thread and one connection; on
+    PostgreSQL each socket's push commits on its own pool thread (consumers.BridgeConsumer).
+    """
+    answers: list[Frame | Deferred | Exception | None] = [None] * len(asks)
+    due = [n for n, (agent_pk, generation) in enumerate(asks) if _waiting(agent_pk, generation)]
+    if not due:
+        return answers
+    with transaction.atomic():
+        for n in due:
+            try:
+                with transaction.atomic():
+                    answers[n] = _recorded_push(*asks[n])
+            except Exception as error:
+                answers[n] = error
+    return answers
+
+
+def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
+    """The push of `push_frame`, inside the caller's write transaction."""
+    agent = _current(agent_pk, generation)
+    if agent is None:
+        return None
+    now = timezone.now()
+    deferred = _deferred(agent_pk, now)
+    if deferred is not None:
+        return deferred
+    params = [agent_pk, generation, agent_pk]
+    ids = [
+        d.message_id
+        for d in store.select_all(
+            Delivery,
+            _PUSHABLE_SQL,
+            params,
+            join=_MESSAGE_JOIN,
+            tail="ORDER BY m.sequence LIMIT 200",
         )
-        store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
-        messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
-        shown = presentation.messages_notice(
-            agent.agent_id,
-            agent.lobby_name,
-            messages,
-            cap_bytes=settings.BOUNDS.push_bytes,
-            attachments=descriptors_for(ids),
-        )
-        _schedule_retry(agent, now)
-        return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
+    ]
+    if not ids:
+        return None
+    marks = ", ".join(["%s"] * len(ids))
+    messages = store.select_all(Message, f"t.id IN ({marks})", ids)
+    mark_pushed = (
+        "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
+        f"WHERE recipient_id = %s AND message_id IN ({marks})"
+    )
+    store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
+    messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
+    shown = presentation.messages_notice(
+        agent.agent_id,
+        agent.lobby_name,
+        messages,
+        cap_bytes=settings.BOUNDS.push_bytes,
+        attachments=descriptors_for(ids),
+    )
+    _schedule_retry(agent, now)
+    return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
 
 
 def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
@@ -270,7 +306,13 @@ TransportFact = tuple[int, int, str, str]  # agent, generation, notice id, "rece
 
 
 def record_transport_facts(facts: list[TransportFact]) -> None:
-    """What bridges reported about their notices, many at once: one transaction, one fsync."""
+    """What bridges reported about their notices, many at once: one transaction, one fsync.
+
+    Set-based: the batch's notices are read in one query and marked in one statement per
+    fact kind; each notice's deliveries take one statement for both its facts. A broadcast
+    to 100 brings 200 facts together, which as a lookup and two updates each (the ORM
+    compiling every one) held the process's database thread longer than the pushes took.
+    """
     now = timezone.now()
     with transaction.atomic():
         # The agents' rows first, in one order, as an acknowledgment and a push take them
@@ -279,29 +321,64 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
         # on the agent row, which closed a lock cycle with an acknowledgment holding it.
         # NO KEY UPDATE: it still waits for an acknowledgment's FOR UPDATE, but not for a
         # send's own foreign-key checks (FOR KEY SHARE on its recipients at COMMIT, while it
-        # holds its sender's row), which a FOR UPDATE here deadlocked with.
+        # holds its sender's row), which a FOR UPDATE here deadlocked with. (SQLite's write
+        # transaction already holds the whole store.)
         agents = sorted({fact[0] for fact in facts})
-        list(
-            Agent.objects.select_for_update(no_key=True)
-            .filter(pk__in=agents)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        for agent_pk, generation, notice_id, fact in facts:
-            notice = Notice.objects.filter(
-                id=uuid.UUID(notice_id), agent_id=agent_pk, generation=generation
-            ).first()
-            if notice is None:
-                continue
-            deliveries = Delivery.objects.filter(
-                recipient_id=agent_pk, message_id__in=notice.message_ids
+        if connection.vendor != "sqlite":
+            list(
+                Agent.objects.select_for_update(no_key=True)
+                .filter(pk__in=agents)
+                .order_by("pk")
+                .values_list("pk", flat=True)
             )
-            if fact == "received":
-                if notice.received_at is None:
-                    Notice.objects.filter(id=notice.id).update(received_at=now)
-                deliveries.update(adapter_received_at=now)
-            else:
-                if notice.host_written_at is None:
-                    Notice.objects.filter(id=notice.id).update(host_written_at=now)
-                if notice.kind != NoticeKind.RECEIPTS:
-                    deliveries.update(notification_attempted_at=now, notified_generation=generation)
+        stated: dict[uuid.UUID, set[str]] = {}
+        for _, _, notice_id, fact in facts:
+            stated.setdefault(uuid.UUID(notice_id), set()).add(fact)
+        owners = {
+            (uuid.UUID(notice_id), agent_pk, generation)
+            for agent_pk, generation, notice_id, _ in facts
+        }
+        notices = [
+            notice
+            for notice in Notice.objects.filter(id__in=list(stated)).only(
+                "id",
+                "agent_id",
+                "generation",
+                "kind",
+                "message_ids",
+                "received_at",
+                "host_written_at",
+            )
+            if (notice.id, notice.agent_id, notice.generation) in owners
+        ]
+        first_received = [
+            n.id for n in notices if "received" in stated[n.id] and n.received_at is None
+        ]
+        first_written = [
+            n.id for n in notices if "host_written" in stated[n.id] and n.host_written_at is None
+        ]
+        if first_received:
+            Notice.objects.filter(id__in=first_received).update(received_at=now)
+        if first_written:
+            Notice.objects.filter(id__in=first_written).update(host_written_at=now)
+        at = store.as_db_time(now)
+        for notice in notices:
+            if not notice.message_ids:
+                continue
+            told = stated[notice.id]
+            columns: list[str] = []
+            values: list[Any] = []
+            if "received" in told:
+                columns.append("adapter_received_at = %s")
+                values.append(at)
+            if "host_written" in told and notice.kind != NoticeKind.RECEIPTS:
+                columns += ["notification_attempted_at = %s", "notified_generation = %s"]
+                values += [at, notice.generation]
+            if not columns:
+                continue
+            marks = ", ".join(["%s"] * len(notice.message_ids))
+            store.execute(
+                f"UPDATE lobbies_delivery SET {', '.join(columns)} "  # noqa: S608
+                f"WHERE recipient_id = %s AND message_id IN ({marks})",
+                [*values, notice.agent_id, *notice.message_ids],
+            )
