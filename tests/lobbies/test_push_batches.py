@@ -8,7 +8,7 @@ the bridges report back are written set-based in one transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from django.db import connection
@@ -27,7 +27,7 @@ def team(make_agent: Callable[..., AgentClient]) -> list[AgentClient]:
 
 
 @pytest.fixture
-def commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times this thread's connection committed."""
     counted: list[int] = []
     connection.ensure_connection()
@@ -38,7 +38,7 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         commit()
 
     monkeypatch.setattr(connection, "_commit", counting)
-    yield counted
+    return counted
 
 
 def _runtimes(team: list[AgentClient]) -> list[Claim]:
