@@ -158,6 +158,7 @@ def _openings(many: list[tuple[int, int]]) -> list[int | Exception]:
 CLAIMS = Batches(_claims)
 OPENINGS = Batches(_openings)
 PUSHES = Batches(push.push_frames)
+RECONNECTS = Batches(push.reconnected_many)
 
 
 async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferred | None:
@@ -170,6 +171,14 @@ async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferre
         agent_pk, generation
     )
     return frame
+
+
+async def reconnect_pushes(agent_pk: int, generation: int) -> None:
+    """`push.reconnected` for this socket; batched with a storm's on the embedded store."""
+    if connection.vendor == "sqlite":
+        await RECONNECTS((agent_pk, generation))
+    else:
+        await on_worker(push.reconnected)(agent_pk, generation)
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
@@ -251,7 +260,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         if self.claim.started:
             await self._send_built(push.bootstrap_frame, self.agent_pk, self.generation)
         else:
-            await on_worker(push.reconnected)(self.agent_pk, self.generation)
+            await reconnect_pushes(self.agent_pk, self.generation)
         await self._push()
 
     async def _refuse(self, error: BrokerError) -> None:
