@@ -14,7 +14,7 @@ from django.utils import timezone
 from lobbies import capacity, store
 from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
-from lobbies.actions.runtime import RuntimeCaller, check_fence
+from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
 from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
@@ -333,8 +333,7 @@ def _accept(
         now = timezone.now()
         slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
         sequence = slot_counts.sequence
-        if runtime is not None:
-            check_fence(Agent.objects.select_for_update().get(pk=sender.pk), runtime)
+        fence(sender, runtime)
         _check_deliver_at(sender, args.deliver_at, now)
         if slot_counts.sent_last_minute is not None:
             _refuse_over_rate(sender, slot_counts.sent_last_minute, now)

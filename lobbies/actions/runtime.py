@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from lobbies import store
 from lobbies.actions.audit import record_audit
 from lobbies.actions.restore import settle_uncertain
 from lobbies.errors import BrokerError, bad_request, conflict
@@ -176,9 +177,16 @@ def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
 
 
 def fence(agent: Agent, caller: RuntimeCaller | None) -> None:
-    """Inside a write's transaction: lock the agent's row, then refuse a superseded runtime."""
-    if caller is not None:
-        check_fence(Agent.objects.select_for_update().get(pk=agent.pk), caller)
+    """Inside a write's transaction: lock the agent's row, then refuse a superseded runtime.
+
+    Hand-written (lobbies/store.py): every send of a bridge runs it.
+    """
+    if caller is None:
+        return
+    locked = store.select(Agent, "t.id = %s", [agent.pk], for_update=True)
+    if locked is None:
+        raise Agent.DoesNotExist(f"agent {agent.pk} was removed")
+    check_fence(locked, caller)
 
 
 def ready(
