@@ -222,15 +222,11 @@ def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
     deferred = _deferred(agent_pk, now)
     if deferred is not None:
         return deferred
-    params = [agent_pk, generation, agent_pk]
+    pushable = f"SELECT t.message_id FROM lobbies_delivery t {_MESSAGE_JOIN} WHERE {_PUSHABLE_SQL}"  # noqa: S608
     ids = [
-        d.message_id
-        for d in store.select_all(
-            Delivery,
-            _PUSHABLE_SQL,
-            params,
-            join=_MESSAGE_JOIN,
-            tail="ORDER BY m.sequence LIMIT 200",
+        row[0]
+        for row in store.rows(
+            f"{pushable} ORDER BY m.sequence LIMIT 200", [agent_pk, generation, agent_pk]
         )
     ]
     if not ids:
