@@ -35,7 +35,7 @@ class Deferred:
 
 
 def _notice(
-    agent: Agent,
+    agent: Agent | Recipient,
     kind: NoticeKind,
     message_ids: list[int],
     shown: presentation.Presentation,
@@ -92,7 +92,46 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
     return agent
 
 
-def _schedule_retry(agent: Agent, now: datetime) -> None:
+@dataclass
+class Recipient:
+    """What a push needs of its agent's row: read as one plain row per push, since a
+    broadcast pushes to every agent of the lobby and a whole Agent instance per recipient
+    was the largest piece of a push (py-spy)."""
+
+    pk: int
+    agent_id: str
+    lobby_name: str
+    runtime_id: str | None
+    runtime_generation: int
+    notify_next_at: datetime | None
+
+
+_RECIPIENT = (
+    "SELECT t.agent_id, l.name, t.runtime_id, t.runtime_generation, t.notify_next_at "
+    "FROM lobbies_agent t JOIN lobbies_lobby l ON l.id = t.lobby_id "
+    "WHERE t.id = %s AND t.enabled AND t.runtime_generation = %s "
+    "AND NOT t.resting AND NOT l.delivery_paused"
+)
+
+
+def _pushable_recipient(agent_pk: int, generation: int) -> Recipient | None:
+    """`_current` for a push, as a plain row (locked on PostgreSQL, as `_current` does)."""
+    lock = " FOR UPDATE OF t" if connection.vendor == "postgresql" else ""
+    found = store.rows(_RECIPIENT + lock, [agent_pk, generation])
+    if not found:
+        return None
+    agent_id, lobby_name, runtime_id, runtime_generation, notify_next_at = found[0]
+    return Recipient(
+        agent_pk,
+        agent_id,
+        lobby_name,
+        runtime_id,
+        runtime_generation,
+        store.time_reader()(notify_next_at),
+    )
+
+
+def _schedule_retry(agent: Agent | Recipient, now: datetime) -> None:
     if agent.notify_next_at is None:
         agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
         store.execute(
@@ -215,7 +254,7 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
 
 def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
     """The push of `push_frame`, inside the caller's write transaction."""
-    agent = _current(agent_pk, generation)
+    agent = _pushable_recipient(agent_pk, generation)
     if agent is None:
         return None
     now = timezone.now()
