@@ -7,6 +7,7 @@ only stops new sends. Each check is one cheap read (a statvfs, two indexed looku
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -22,11 +23,24 @@ _LOBBY_SPAN_SQL = (
 )
 
 
+# Free space read at most this often: a statvfs per send was 4% of a send's GIL time
+# (py-spy), and a volume does not fill in a second by anything this guard could stop.
+FREE_SPACE_SECONDS = 1.0
+_free_space: dict[str, tuple[float, int]] = {}
+
+
 def free_disk_bytes() -> int | None:
-    """Free bytes on the SQLite store's volume; None on a database server."""
+    """Free bytes on the SQLite store's volume (read at most once a second); None on a
+    database server."""
     if connection.vendor != "sqlite":
         return None
-    return shutil.disk_usage(Path(connection.settings_dict["NAME"]).parent).free
+    folder = str(Path(connection.settings_dict["NAME"]).parent)
+    now = time.monotonic()
+    read = _free_space.get(folder)
+    if read is None or now - read[0] >= FREE_SPACE_SECONDS:
+        read = (now, shutil.disk_usage(folder).free)
+        _free_space[folder] = read
+    return read[1]
 
 
 def stored_messages(lobby_pk: int) -> int:
