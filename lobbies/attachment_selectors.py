@@ -32,13 +32,12 @@ def lobby_usage_bytes(lobby_pk: int) -> int:
 
 
 def descriptor(attachment: Attachment) -> dict[str, Any]:
+    return _described(attachment.pk, attachment.name, attachment.media_type, attachment.size)
+
+
+def _described(pk: int, name: str, media_type: str, size: int) -> dict[str, Any]:
     """What a message, a push or history says of a file: never its content."""
-    return {
-        "id": attachment.pk,
-        "name": attachment.name,
-        "media_type": attachment.media_type,
-        "size": attachment.size,
-    }
+    return {"id": pk, "name": name, "media_type": media_type, "size": size}
 
 
 _DESCRIPTORS = (
@@ -60,9 +59,7 @@ def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]
     found: dict[int, list[dict[str, Any]]] = {}
     sql = _DESCRIPTORS.format(marks=", ".join(["%s"] * len(ids)))
     for message_id, pk, name, media_type, size in store.rows(sql, ids):
-        found.setdefault(message_id, []).append(
-            {"id": pk, "name": name, "media_type": media_type, "size": size}
-        )
+        found.setdefault(message_id, []).append(_described(pk, name, media_type, size))
     return found
 
 

@@ -162,24 +162,28 @@ PUSHES = Batches(push.push_frames)
 RECONNECTS = Batches(push.reconnected_many)
 
 
-async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferred | None:
-    """The socket's next push. On the embedded store the pushes of sockets woken together
-    (a broadcast) share one write transaction; on PostgreSQL each commits on its own pool
-    thread, and one transaction holding many agents' rows would only add lock waits."""
+async def _on_the_store(
+    batches: Batches[tuple[int, int], Answer],
+    one: Callable[[int, int], Answer],
+    ask: tuple[int, int],
+) -> Answer:
+    """On the embedded store, `ask` joins the sockets asking together in one transaction;
+    on PostgreSQL it commits on its own pool thread, since one transaction holding many
+    agents' rows would only add lock waits."""
     if connection.vendor == "sqlite":
-        return await PUSHES((agent_pk, generation))
-    frame: push.Frame | push.Deferred | None = await on_worker(push.push_frame)(
-        agent_pk, generation
-    )
-    return frame
+        return await batches(ask)
+    answer: Answer = await on_worker(one)(*ask)
+    return answer
+
+
+async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferred | None:
+    """The socket's next push; a broadcast's pushes share one commit on the embedded store."""
+    return await _on_the_store(PUSHES, push.push_frame, (agent_pk, generation))
 
 
 async def reconnect_pushes(agent_pk: int, generation: int) -> None:
     """`push.reconnected` for this socket; batched with a storm's on the embedded store."""
-    if connection.vendor == "sqlite":
-        await RECONNECTS((agent_pk, generation))
-    else:
-        await on_worker(push.reconnected)(agent_pk, generation)
+    await _on_the_store(RECONNECTS, push.reconnected, (agent_pk, generation))
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:

@@ -207,14 +207,18 @@ def _deferred(agent_pk: int, now: datetime) -> Deferred | None:
     return Deferred(max(0.0, (oldest + NOTICE_WINDOW - now).total_seconds()))
 
 
+_PUSHABLE_IDS = (
+    f"SELECT t.message_id FROM lobbies_delivery t {_MESSAGE_JOIN} "  # noqa: S608
+    f"WHERE {_PUSHABLE_SQL} ORDER BY m.sequence LIMIT %s"
+)
+
+
+def _pushable_ids(agent_pk: int, generation: int, limit: int) -> list[int]:
+    return [row[0] for row in store.rows(_PUSHABLE_IDS, [agent_pk, generation, agent_pk, limit])]
+
+
 def _waiting(agent_pk: int, generation: int) -> bool:
-    params = [agent_pk, generation, agent_pk]
-    return bool(
-        store.rows(
-            f"SELECT 1 FROM lobbies_delivery t {_MESSAGE_JOIN} WHERE {_PUSHABLE_SQL} LIMIT 1",  # noqa: S608
-            params,
-        )
-    )
+    return bool(_pushable_ids(agent_pk, generation, 1))
 
 
 def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
@@ -261,13 +265,7 @@ def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
     deferred = _deferred(agent_pk, now)
     if deferred is not None:
         return deferred
-    pushable = f"SELECT t.message_id FROM lobbies_delivery t {_MESSAGE_JOIN} WHERE {_PUSHABLE_SQL}"  # noqa: S608
-    ids = [
-        row[0]
-        for row in store.rows(
-            f"{pushable} ORDER BY m.sequence LIMIT 200", [agent_pk, generation, agent_pk]
-        )
-    ]
+    ids = _pushable_ids(agent_pk, generation, 200)
     if not ids:
         return None
     marks = ", ".join(["%s"] * len(ids))
@@ -368,11 +366,10 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
         # send's own foreign-key checks (FOR KEY SHARE on its recipients at COMMIT, while it
         # holds its sender's row), which a FOR UPDATE here deadlocked with. (SQLite's write
         # transaction already holds the whole store.)
-        agents = sorted({fact[0] for fact in facts})
         if connection.vendor != "sqlite":
             list(
                 Agent.objects.select_for_update(no_key=True)
-                .filter(pk__in=agents)
+                .filter(pk__in={fact[0] for fact in facts})
                 .order_by("pk")
                 .values_list("pk", flat=True)
             )

@@ -62,8 +62,9 @@ _RETIRED = "SELECT 1 FROM lobbies_retiredruntime WHERE agent_id = %s AND runtime
 
 def _locked_with_lobby(agent_pk: int) -> Agent:
     """The agent's row locked (not its lobby's), with its lobby's name and the rest of the
-    lobby deferred: every bridge's connect claims, a thousand at once after a restart, and
-    the ORM compiling this select and the retired check was a third of that storm (py-spy).
+    lobby deferred. Hand-written: every bridge's connect claims and every bridge's send is
+    fenced, and the ORM compiling this select (and the retired check) was a third of a
+    reconnect storm (py-spy).
     """
     agent = store.select(
         Agent,
@@ -201,12 +202,8 @@ def fence(agent: Agent, caller: RuntimeCaller | None) -> None:
 
     Hand-written (lobbies/store.py): every send of a bridge runs it.
     """
-    if caller is None:
-        return
-    locked = store.select(Agent, "t.id = %s", [agent.pk], for_update=True)
-    if locked is None:
-        raise Agent.DoesNotExist(f"agent {agent.pk} was removed")
-    check_fence(locked, caller)
+    if caller is not None:
+        check_fence(_locked_with_lobby(agent.pk), caller)
 
 
 def ready(

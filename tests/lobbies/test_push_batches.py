@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from lobbies import push
 from lobbies.actions.runtime import Claim, claim_runtime
@@ -85,7 +86,7 @@ def test_a_push_that_fails_stays_its_sockets_and_the_others_are_recorded(
         runtime_id=broken.agent.runtime_id or "",
         generation=broken.generation,
         kind="hint",
-        created_at=Notice.objects.first().created_at,  # type: ignore[union-attr]
+        created_at=timezone.now(),
     )
     ids = iter([uuid.uuid4(), taken, uuid.uuid4(), uuid.uuid4()])
     monkeypatch.setattr(push.uuid, "uuid4", lambda: next(ids))
