@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
 from lobbies import attachment_selectors, blobs
 from lobbies.actions import attachments
@@ -13,7 +13,7 @@ from lobbies.answers import AttachmentMeta, Catalog, UploadAnswer
 from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, run_tool
 from lobbies.credentials import stated
 from lobbies.errors import bad_request, not_found
-from lobbies.http import ApiView, Documented, api_view, json_body
+from lobbies.http import ApiView, Documented, JsonAnswer, api_view, json_body
 from lobbies.tokens import agent_for_token
 from lobbies.wire import (
     ATTACHMENT_NAME_HEADER,
@@ -51,25 +51,25 @@ def _documented(tool: Tool, method: str, **bind: str) -> Documented:
 
 
 @api_view(("GET",), Documented("GET", Catalog, errors=()))
-def tools(request: HttpRequest) -> JsonResponse:
+def tools(request: HttpRequest) -> JsonAnswer:
     """The operations this agent may call (permission-filtered), with their JSON Schemas."""
-    return JsonResponse(catalog_for(_caller(request).agent))
+    return JsonAnswer(catalog_for(_caller(request).agent))
 
 
 @api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))
-def call_tool(request: HttpRequest, name: str) -> JsonResponse:
-    return JsonResponse(run_tool(_caller(request), name, json_body(request)))
+def call_tool(request: HttpRequest, name: str) -> JsonAnswer:
+    return JsonAnswer(run_tool(_caller(request), name, json_body(request)))
 
 
 def operation_route(name: str, method: str) -> ApiView:
     """A REST route that runs catalog operation `name`, exactly as POST /v1/tools/<name> does."""
 
     @api_view((method,), _documented(TOOLS[name], method))
-    def route(request: HttpRequest) -> JsonResponse:
+    def route(request: HttpRequest) -> JsonAnswer:
         caller = _caller(request)
         if method == "GET":
-            return JsonResponse(run_tool(caller, name, request.GET.dict(), from_strings=True))
-        return JsonResponse(run_tool(caller, name, json_body(request)))
+            return JsonAnswer(run_tool(caller, name, request.GET.dict(), from_strings=True))
+        return JsonAnswer(run_tool(caller, name, json_body(request)))
 
     route.__name__ = name
     return route
@@ -103,12 +103,12 @@ def _upload_bytes(request: HttpRequest) -> bytes:
         summary="Upload a file's bytes under its SHA-256: proves possession for a send",
     ),
 )
-def upload_attachment(request: HttpRequest, key: str) -> JsonResponse:
+def upload_attachment(request: HttpRequest, key: str) -> JsonAnswer:
     """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
     agent = _caller(request).agent
     data = _upload_bytes(request)
     outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
-    return JsonResponse(
+    return JsonAnswer(
         {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200
     )
 
@@ -143,8 +143,8 @@ def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
     ("GET",),
     Documented("GET", AttachmentMeta, errors=(410,), summary="A file's name, type, size, hash"),
 )
-def attachment_meta(request: HttpRequest, key: str) -> JsonResponse:
+def attachment_meta(request: HttpRequest, key: str) -> JsonAnswer:
     attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
-    return JsonResponse(
+    return JsonAnswer(
         {**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256}
     )

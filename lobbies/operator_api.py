@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 
 from lobbies import answers, attachment_selectors, selectors
 from lobbies.actions import continuity, operator, owner, restore, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
-from lobbies.http import Documented, api_view, bearer_token, json_body
+from lobbies.http import Documented, JsonAnswer, api_view, bearer_token, json_body
 from lobbies.schemas import Operation, bounded_text
 from lobbies.secret_files import admin_token
 
@@ -72,33 +72,33 @@ def admin(
         summary="Create a lobby",
     ),
 )
-def lobbies(request: HttpRequest) -> JsonResponse:
+def lobbies(request: HttpRequest) -> JsonAnswer:
     require_operator(request)
     if request.method == "POST":
         args = parse_arguments(CreateLobby, json_body(request))
         lobby = operator.create_lobby(args.name)
-        return JsonResponse(selectors.lobby_entry(lobby), status=201)
-    return JsonResponse(
+        return JsonAnswer(selectors.lobby_entry(lobby), status=201)
+    return JsonAnswer(
         {"lobbies": [selectors.lobby_entry(lobby) for lobby in selectors.all_lobbies()]}
     )
 
 
 @api_view(("DELETE",), admin("DELETE", answers.Deleted))
-def lobby(request: HttpRequest, lobby: str) -> JsonResponse:
+def lobby(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Delete a lobby for good: its agents, tokens and messages; the name is retired."""
     require_operator(request)
     operator.delete_lobby(lobby)
-    return JsonResponse({"deleted": lobby})
+    return JsonAnswer({"deleted": lobby})
 
 
 @api_view(
     ("GET",),
     admin("GET", answers.LobbyAttachments, summary="A lobby's attachment metadata and usage"),
 )
-def lobby_attachments(request: HttpRequest, lobby: str) -> JsonResponse:
+def lobby_attachments(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Attachment metadata and usage; no route gives the owner or operator any content."""
     require_operator(request)
-    return JsonResponse(attachment_selectors.lobby_attachments(operator.lobby_named(lobby)))
+    return JsonAnswer(attachment_selectors.lobby_attachments(operator.lobby_named(lobby)))
 
 
 @api_view(
@@ -112,7 +112,7 @@ def lobby_attachments(request: HttpRequest, lobby: str) -> JsonResponse:
         summary="Add an agent; its token is shown once",
     ),
 )
-def agents(request: HttpRequest, lobby: str) -> JsonResponse:
+def agents(request: HttpRequest, lobby: str) -> JsonAnswer:
     require_operator(request)
     if request.method == "POST":
         args = parse_arguments(AddAgent, json_body(request))
@@ -124,8 +124,8 @@ def agents(request: HttpRequest, lobby: str) -> JsonResponse:
             manage_rooms=args.manage_rooms,
             broadcast=args.broadcast,
         )
-        return JsonResponse(_credential_answer(lobby, agent.agent_id, token), status=201)
-    return JsonResponse({"agents": selectors.operator_agents(operator.lobby_named(lobby))})
+        return JsonAnswer(_credential_answer(lobby, agent.agent_id, token), status=201)
+    return JsonAnswer({"agents": selectors.operator_agents(operator.lobby_named(lobby))})
 
 
 def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
@@ -133,11 +133,11 @@ def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
 
 
 @api_view(("DELETE",), admin("DELETE", answers.Removed))
-def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonAnswer:
     """Remove an agent, its tokens and its inbox; messages it sent stay."""
     require_operator(request)
     operator.remove_agent(lobby, agent_id)
-    return JsonResponse({"removed": agent_id})
+    return JsonAnswer({"removed": agent_id})
 
 
 class SetRole(Operation):
@@ -150,12 +150,12 @@ class SetPermissions(Operation):
 
 
 @api_view(("POST",), admin("POST", answers.RoleAnswer, SetRole))
-def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonResponse:
+def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonAnswer:
     """Set the agent's role, the owner's text its sessions load with get_context."""
     require_operator(request)
     args = parse_arguments(SetRole, json_body(request))
     agent = continuity.set_role(lobby, agent_id, args.role)
-    return JsonResponse({"agent": agent.agent_id, "role_characters": len(agent.role)})
+    return JsonAnswer({"agent": agent.agent_id, "role_characters": len(agent.role)})
 
 
 class SetDelivery(Operation):
@@ -167,21 +167,21 @@ class CancelScheduled(Operation):
 
 
 @api_view(("POST",), admin("POST", answers.DeliveryAnswer, SetDelivery))
-def lobby_delivery(request: HttpRequest, lobby: str) -> JsonResponse:
+def lobby_delivery(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Pause or resume every push in the lobby (maintenance)."""
     require_operator(request)
     args = parse_arguments(SetDelivery, json_body(request))
-    return JsonResponse(
+    return JsonAnswer(
         {"lobby": lobby, "delivery_paused": owner.set_delivery_paused(lobby, args.paused)}
     )
 
 
 @api_view(("POST",), admin("POST", answers.CancelAnswer, CancelScheduled))
-def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonResponse:
+def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonAnswer:
     """The owner's cancel of any scheduled message in the lobby."""
     require_operator(request)
     args = parse_arguments(CancelScheduled, json_body(request))
-    return JsonResponse(owner.cancel_lobby_scheduled(lobby, args.message_id))
+    return JsonAnswer(owner.cancel_lobby_scheduled(lobby, args.message_id))
 
 
 AgentRoute = Callable[[HttpRequest, str, str], dict[str, Any]]
@@ -289,12 +289,12 @@ AGENT_ACTIONS: dict[str, AgentAction] = {
         for name, action in AGENT_ACTIONS.items()
     ),
 )
-def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonResponse:
+def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -> JsonAnswer:
     require_operator(request)
     chosen = AGENT_ACTIONS.get(action)
     if chosen is None:
         raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
-    return JsonResponse(chosen.run(request, lobby, agent_id))
+    return JsonAnswer(chosen.run(request, lobby, agent_id))
 
 
 class StatusQuery(Operation):
@@ -304,17 +304,17 @@ class StatusQuery(Operation):
 
 
 @api_view(("GET",), admin("GET", answers.BrokerStatus, query=StatusQuery, errors=(404,)))
-def status(request: HttpRequest) -> JsonResponse:
+def status(request: HttpRequest) -> JsonAnswer:
     """The broker's lobbies and agents with their counts and runtime bindings."""
     require_operator(request)
     name = parse_arguments(StatusQuery, request.GET.dict(), from_strings=True).lobby or None
     if name:
         operator.lobby_named(name)
-    return JsonResponse({**selectors.status(name), "broker": restore.state_entry()})
+    return JsonAnswer({**selectors.status(name), "broker": restore.state_entry()})
 
 
 @api_view(("POST",), admin("POST", answers.RestoreFinished, errors=(409,)))
-def restore_finish(request: HttpRequest) -> JsonResponse:
+def restore_finish(request: HttpRequest) -> JsonAnswer:
     """`pocolobby restore --finish`: reopen a restored store to agents."""
     require_operator(request)
-    return JsonResponse(restore.finish_restore())
+    return JsonAnswer(restore.finish_restore())

@@ -23,7 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import DisallowedHost  # noqa: E402
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402
-from django.http import HttpResponse, JsonResponse  # noqa: E402
+from django.http import HttpResponse  # noqa: E402
 from django.urls import Resolver404, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
@@ -31,7 +31,7 @@ from lobbies import uploads  # noqa: E402
 from lobbies.consumers import BridgeConsumer  # noqa: E402
 from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: E402
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
-from lobbies.http import ApiView, error_response, in_worker_thread  # noqa: E402
+from lobbies.http import ApiView, JsonAnswer, error_response, in_worker_thread  # noqa: E402
 from lobbies.wire import ATTACHMENT_ROUTE  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def _serve_api(request: ASGIRequest) -> HttpResponse | None:
     try:
         site = site_for(request.get_host(), request.path_info)
     except DisallowedHost:
-        return JsonResponse(
+        return JsonAnswer(
             {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
             status=400,
         )

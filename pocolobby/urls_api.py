@@ -8,7 +8,7 @@ board.urls.
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
@@ -18,6 +18,7 @@ from lobbies import answers
 from lobbies.errors import method_not_allowed
 from lobbies.http import (
     Documented,
+    JsonAnswer,
     api_view,
     documented,
     error_response,
@@ -41,7 +42,7 @@ HEALTH_METHODS = ("GET", "HEAD")
         summary="Readiness for proxies and supervisors: one bounded read of the store",
     )
 )
-def health(request: HttpRequest) -> JsonResponse:
+def health(request: HttpRequest) -> JsonAnswer:
     """Readiness for proxies and supervisors: one bounded read of the store, 503 without it.
 
     GET or HEAD, without a token; another method is 405 like on every /v1 route.
@@ -51,7 +52,7 @@ def health(request: HttpRequest) -> JsonResponse:
     try:
         broker = readiness.read_store()
     except readiness.StoreUnavailable as exc:
-        return JsonResponse(
+        return JsonAnswer(
             {
                 "ok": False,
                 "service": "pocolobby",
@@ -59,17 +60,17 @@ def health(request: HttpRequest) -> JsonResponse:
             },
             status=503,
         )
-    return JsonResponse({"ok": True, "service": "pocolobby", **broker})
+    return JsonAnswer({"ok": True, "service": "pocolobby", **broker})
 
 
 @api_view(("GET",), Documented("GET", None, auth="none", errors=()))
-def openapi(request: HttpRequest) -> JsonResponse:
+def openapi(request: HttpRequest) -> JsonAnswer:
     """This API's OpenAPI 3.1 document, generated from the schemas that validate requests.
 
     Served without a token, like /v1/health: it describes the code, which is public, and no
     lobby, agent or setting of this broker (docs/DECISIONS.md).
     """
-    return JsonResponse(document(__name__))
+    return JsonAnswer(document(__name__))
 
 
 handler400 = handle_bad_request
