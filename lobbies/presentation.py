@@ -110,7 +110,8 @@ def message_payload(
     return body
 
 
-def _meta(recipient: str, lobby: str, messages: Sequence[Message]) -> dict[str, str]:
+def messages_meta(recipient: str, lobby: str, messages: Sequence[Message]) -> dict[str, str]:
+    """A messages notice's meta attributes: the recipient's, the rest from the messages."""
     meta = {
         "priority": "important"
         if any(m.priority == Priority.IMPORTANT for m in messages)
@@ -148,7 +149,18 @@ def messages_notice(
     attachments: Mapping[int, Sequence[dict[str, Any]]] | None = None,
 ) -> Presentation:
     """Messages pushed with their bodies; over the cap, headers with a count and a marker."""
-    meta = _meta(recipient, lobby, messages)
+    content, truncated = messages_content(messages, cap_bytes=cap_bytes, attachments=attachments)
+    return Presentation(content, messages_meta(recipient, lobby, messages), truncated=truncated)
+
+
+def messages_content(
+    messages: Sequence[Message],
+    *,
+    cap_bytes: int,
+    attachments: Mapping[int, Sequence[dict[str, Any]]] | None = None,
+) -> tuple[str, bool]:
+    """A messages notice's text and whether it was cut to headers: the same for every
+    recipient of the same messages (a broadcast's pushes compose it once)."""
     described = attachments or {}
     if len(messages) == 1:
         headline = headline_for(messages[0])
@@ -166,7 +178,7 @@ def messages_notice(
         {"messages": [message_payload(m, attachments=described.get(m.pk)) for m in messages]},
     )
     if len(whole.encode("utf-8")) <= cap_bytes:
-        return Presentation(whole, meta)
+        return whole, False
     truncated_headline = (
         f"PocoLobby {len(messages)} message{'s' if len(messages) > 1 else ''} from "
         f"{', '.join(sorted({m.sender_name for m in messages}))}, too large to push whole "
@@ -179,7 +191,7 @@ def messages_notice(
             message_payload(m, with_body=False, attachments=described.get(m.pk)) for m in messages
         ],
     }
-    return Presentation(_compose(truncated_headline, payload), meta, truncated=True)
+    return _compose(truncated_headline, payload), True
 
 
 def hint_notice(

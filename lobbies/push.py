@@ -43,25 +43,36 @@ def _notice(
     now: datetime,
     count: int | None = None,
 ) -> Frame:
-    notice = store.insert(
-        Notice,
-        {
-            "id": uuid.uuid4(),
-            "agent_id": agent.pk,
-            "runtime_id": agent.runtime_id or "",
-            "generation": agent.runtime_generation,
-            "kind": kind,
-            "message_ids": message_ids,
-            "created_at": now,
-        },
-    )
+    row = _notice_row(agent, kind, message_ids, now)
+    store.insert(Notice, row)
+    return _notice_frame(row, shown, count)
+
+
+def _notice_row(
+    agent: Agent | Recipient, kind: NoticeKind, message_ids: list[int], now: datetime
+) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "agent_id": agent.pk,
+        "runtime_id": agent.runtime_id or "",
+        "generation": agent.runtime_generation,
+        "kind": kind,
+        "message_ids": message_ids,
+        "created_at": now,
+    }
+
+
+def _notice_frame(
+    row: dict[str, Any], shown: presentation.Presentation, count: int | None = None
+) -> Frame:
+    message_ids = row["message_ids"]
     return {
         "type": FRAME_NOTICE,
         "event_version": EVENT_VERSION,
-        "notice_id": str(notice.id),
-        "notice_kind": kind,
-        "generation": agent.runtime_generation,
-        "as_of": iso(now),
+        "notice_id": str(row["id"]),
+        "notice_kind": row["kind"],
+        "generation": row["generation"],
+        "as_of": iso(row["created_at"]),
         "message_ids": message_ids,
         "count": len(message_ids) if count is None else count,
         "truncated": shown.truncated,
@@ -238,15 +249,27 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
     """`push_frame` for the sockets that ask together (a broadcast wakes them all at once),
     recorded in one write transaction: one commit, one fsync, instead of one per recipient.
 
-    Each push is its own savepoint, so a failure stays that socket's. For the embedded
-    store, where every write of the process goes through one thread and one connection; on
-    PostgreSQL each socket's push commits on its own pool thread (consumers.BridgeConsumer).
+    Set-based: the batch's pushable copies, recipients, notice counts and messages are read
+    with one statement each, the copies marked and the notices written with a few, and the
+    text of a notice composed once for every recipient of the same messages; one socket's
+    push after another cost ~10 statements each and held the process's one SQLite thread
+    for 30-60 ms a broadcast (docs/PERFORMANCE.md). Should the batch fail, it is rolled back
+    and each push runs again in its own savepoint, so a failure stays that socket's. For the
+    embedded store, where every write of the process goes through one thread and one
+    connection; on PostgreSQL each socket's push commits on its own pool thread
+    (consumers.BridgeConsumer).
     """
     answers: list[Frame | Deferred | Exception | None] = [None] * len(asks)
-    due = [n for n, (agent_pk, generation) in enumerate(asks) if _waiting(agent_pk, generation)]
+    due = sorted(_pushable_copies(asks, list(range(len(asks))), limit=1))
     if not due:
         return answers
     with transaction.atomic():
+        try:
+            with transaction.atomic():
+                _record_pushes(asks, due, answers)
+            return answers
+        except Exception:
+            answers = [None] * len(asks)
         for n in due:
             try:
                 with transaction.atomic():
@@ -254,6 +277,130 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
             except Exception as error:
                 answers[n] = error
     return answers
+
+
+def _pushable_copies(
+    asks: list[tuple[int, int]], among: list[int], *, limit: int
+) -> dict[int, list[tuple[int, int]]]:
+    """`_pushable_ids` for the asks numbered `among`, in one statement: by ask, the first
+    `limit` (delivery id, message id) in sequence order."""
+    if not among:
+        return {}
+    values = ", ".join(["(%s, %s, %s)"] * len(among))
+    params: list[Any] = [v for n in among for v in (n, *asks[n])]
+    found: dict[int, list[tuple[int, int]]] = {}
+    for n, delivery, message in store.rows(_PUSHABLE_MANY.format(values=values), [*params, limit]):
+        found.setdefault(n, []).append((delivery, message))
+    return found
+
+
+_PUSHABLE_MANY = (
+    "WITH asks(n, agent, generation) AS (VALUES {values}) "  # noqa: S608
+    "SELECT n, delivery, message FROM ("
+    " SELECT a.n AS n, t.id AS delivery, t.message_id AS message,"
+    " ROW_NUMBER() OVER (PARTITION BY a.n ORDER BY m.sequence) AS place"
+    f" FROM asks a JOIN lobbies_delivery t ON t.recipient_id = a.agent {_MESSAGE_JOIN}"
+    " WHERE t.state = 'pending'"
+    " AND (t.pushed_generation IS NULL OR t.pushed_generation <> a.generation)"
+    " AND NOT (m.sender_id = a.agent AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
+    ") pushable WHERE place <= %s ORDER BY n, place"
+)
+
+_RECIPIENTS = (
+    "SELECT t.id, t.agent_id, l.name, t.runtime_id, t.runtime_generation, t.notify_next_at "
+    "FROM lobbies_agent t JOIN lobbies_lobby l ON l.id = t.lobby_id "
+    "WHERE t.id IN ({marks}) AND t.enabled AND NOT t.resting AND NOT l.delivery_paused"
+)
+
+_NOTICE_COUNTS = (
+    "SELECT agent_id, COUNT(*) FROM lobbies_notice WHERE agent_id IN ({marks}) "
+    "AND kind = 'messages' AND created_at > %s GROUP BY agent_id"
+)
+
+
+def _marks(values: list[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _record_pushes(
+    asks: list[tuple[int, int]], due: list[int], answers: list[Frame | Deferred | Exception | None]
+) -> None:
+    """The pushes of `push_frames`, set-based, inside its write transaction."""
+    now = timezone.now()
+    agents = sorted({asks[n][0] for n in due})
+    time = store.time_reader()
+    recipients = {
+        row[0]: Recipient(row[0], row[1], row[2], row[3], row[4], time(row[5]))
+        for row in store.rows(_RECIPIENTS.format(marks=_marks(agents)), agents)
+    }
+    counts = dict(
+        store.rows(
+            _NOTICE_COUNTS.format(marks=_marks(agents)),
+            [*agents, store.as_db_time(now - NOTICE_WINDOW)],
+        )
+    )
+    cap = settings.BOUNDS.notices_per_minute
+    pushing: list[int] = []
+    asked: set[tuple[int, int]] = set()
+    for n in due:
+        agent_pk, generation = asks[n]
+        recipient = recipients.get(agent_pk)
+        if recipient is None or recipient.runtime_generation != generation:
+            continue
+        if (agent_pk, generation) in asked:
+            continue  # a second socket of the same runtime: the first one is pushed
+        asked.add((agent_pk, generation))
+        if counts.get(agent_pk, 0) >= cap:
+            answers[n] = _deferred(agent_pk, now)
+            if answers[n] is not None:
+                continue
+        pushing.append(n)
+    copies = _pushable_copies(asks, pushing, limit=200)
+    if not copies:
+        return
+    wanted = sorted({message for found in copies.values() for _, message in found})
+    messages = {m.pk: m for m in store.select_all(Message, f"t.id IN ({_marks(wanted)})", wanted)}
+    attached = descriptors_for(wanted)
+    at = store.as_db_time(now)
+    by_generation: dict[int, list[int]] = {}
+    for n, found in copies.items():
+        by_generation.setdefault(asks[n][1], []).extend(delivery for delivery, _ in found)
+    for generation, deliveries in by_generation.items():
+        for start in range(0, len(deliveries), store.ROWS_PER_INSERT):
+            chunk = deliveries[start : start + store.ROWS_PER_INSERT]
+            store.execute(
+                "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
+                f"WHERE id IN ({_marks(chunk)})",
+                [generation, at, *chunk],
+            )
+    composed: dict[tuple[int, ...], tuple[str, bool]] = {}
+    notices: list[dict[str, Any]] = []
+    retry: list[int] = []
+    for n, found in copies.items():
+        recipient = recipients[asks[n][0]]
+        shown = sorted(
+            (messages[message] for _, message in found),
+            key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence),
+        )
+        ids = tuple(m.pk for m in shown)
+        if ids not in composed:
+            composed[ids] = presentation.messages_content(
+                shown, cap_bytes=settings.BOUNDS.push_bytes, attachments=attached
+            )
+        content, truncated = composed[ids]
+        meta = presentation.messages_meta(recipient.agent_id, recipient.lobby_name, shown)
+        row = _notice_row(recipient, NoticeKind.MESSAGES, list(ids), now)
+        notices.append(row)
+        answers[n] = _notice_frame(row, presentation.Presentation(content, meta, truncated))
+        if recipient.notify_next_at is None:
+            retry.append(recipient.pk)
+    if retry:
+        first_retry = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
+        store.execute(
+            f"UPDATE lobbies_agent SET notify_next_at = %s WHERE id IN ({_marks(retry)})",  # noqa: S608
+            [store.as_db_time(first_retry), *retry],
+        )
+    store.insert_many(Notice, notices)
 
 
 def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:

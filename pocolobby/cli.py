@@ -123,6 +123,7 @@ def serve(args: argparse.Namespace) -> int:
 
     def listening() -> None:
         server.confine_sqlite_to_one_thread()
+        server.checkpoint_sqlite_in_the_background()
         loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 

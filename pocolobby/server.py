@@ -12,10 +12,13 @@ import asyncio
 import concurrent.futures
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from pocolobby.sqlite.checkpoints import WalCheckpointer
 
 # Frames a bridge sends are a few hundred bytes (receipts, heartbeats); a megabyte is a
 # bound no honest bridge meets, and the server closes the socket (1009) past it.
@@ -145,3 +148,13 @@ def confine_sqlite_to_one_thread() -> None:
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite")
         )
+
+
+def checkpoint_sqlite_in_the_background() -> WalCheckpointer | None:
+    """On SQLite, checkpoint the WAL on a thread of its own (pocolobby/sqlite/checkpoints.py)."""
+    # local: this module (uvicorn's setup) is importable before Django is set up
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        return None
+    return WalCheckpointer(Path(connection.settings_dict["NAME"])).start()

@@ -10,6 +10,7 @@ from csp.constants import NONCE, SELF
 
 from lobbies.secret_files import read_or_create_secret
 from pocolobby import config
+from pocolobby.sqlite.checkpoints import BACKSTOP_PAGES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = config.data_dir()
@@ -131,6 +132,9 @@ else:
                 "timeout": 30,
                 "init_command": (
                     "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
+                    # A backstop: `pocolobby serve` checkpoints on a thread of its own
+                    # (pocolobby/sqlite/checkpoints.py); 10x the default otherwise.
+                    f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES};"
                 ),
             },
             "TEST": {"NAME": os.environ.get("POCOLOBBY_TEST_SQLITE") or None},

@@ -12,11 +12,13 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.utils import timezone
 
 from lobbies import push
 from lobbies.actions.runtime import Claim, claim_runtime
-from lobbies.models import Delivery, Notice
+from lobbies.models import Agent, Delivery, Notice
+from pocolobby.config import Bounds
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,13 +90,77 @@ def test_a_push_that_fails_stays_its_sockets_and_the_others_are_recorded(
         kind="hint",
         created_at=timezone.now(),
     )
-    ids = iter([uuid.uuid4(), taken, uuid.uuid4(), uuid.uuid4()])
+    # The set-based batch takes four ids and fails on the taken one; each push then runs
+    # again in its own savepoint with four more, and only the second fails again.
+    ids = iter([uuid.uuid4(), taken, uuid.uuid4(), uuid.uuid4()] * 2)
     monkeypatch.setattr(push.uuid, "uuid4", lambda: next(ids))
     answers = push.push_frames([(c.agent.pk, c.generation) for c in claims])
     assert isinstance(answers[1], Exception)
     assert [a["message_ids"] for a in answers if isinstance(a, dict)] == [[sent]] * 3
     pending = Delivery.objects.get(message_id=sent, recipient=broken.agent)
     assert pending.pushed_generation is None  # rolled back with its savepoint: pushed later
+
+
+def test_a_batch_pushes_each_agent_its_own_messages_important_first_and_defers_one_over_its_cap(
+    team: list[AgentClient],
+) -> None:
+    lead, first, second, capped, _ = team
+    claims = {c.agent.pk: c for c in _runtimes(team)}
+    for claim in claims.values():
+        push.bootstrap_frame(claim.agent.pk, claim.generation)
+    info = lead.ok("send_message", to="dev-0", content="when you can", client_request_id="i")
+    urgent = lead.ok(
+        "send_message", to="dev-0", content="now", priority="important", client_request_id="u"
+    )
+    only = lead.ok("send_message", to="dev-1", content="yours", client_request_id="y")
+    held = lead.ok("send_message", to="dev-2", content="over the cap", client_request_id="h")
+    ask = {m.agent.pk: (m.agent.pk, claims[m.agent.pk].generation) for m in team[1:]}
+    with override_settings(BOUNDS=Bounds(notices_per_minute=1)):
+        # dev-2 already had its one notice of the minute (its bootstrap is not counted).
+        Notice.objects.create(
+            id=uuid.uuid4(),
+            agent=capped.agent,
+            runtime_id=claims[capped.agent.pk].agent.runtime_id or "",
+            generation=claims[capped.agent.pk].generation,
+            kind="messages",
+            created_at=timezone.now(),
+        )
+        duplicate = ask[first.agent.pk]  # a second socket of the same runtime
+        answers = push.push_frames(
+            [ask[first.agent.pk], ask[second.agent.pk], ask[capped.agent.pk], duplicate]
+        )
+    to_first, to_second, to_capped, to_duplicate = answers
+    assert isinstance(to_first, dict) and isinstance(to_second, dict)
+    assert to_first["message_ids"] == [urgent["message_id"], info["message_id"]]
+    assert to_first["meta"]["agent_id"] == "dev-0" and to_first["meta"]["priority"] == "important"
+    assert to_second["message_ids"] == [only["message_id"]] and "yours" in to_second["content"]
+    assert to_second["meta"]["agent_id"] == "dev-1"
+    assert isinstance(to_capped, push.Deferred) and 0 < to_capped.seconds <= 60
+    assert to_duplicate is None  # the first socket of the runtime was pushed them
+    still = Delivery.objects.get(message_id=held["message_id"])
+    assert still.pushed_generation is None and still.state == "pending"
+    stored = Notice.objects.get(id=to_first["notice_id"])
+    assert stored.message_ids == to_first["message_ids"] and stored.kind == "messages"
+    assert Agent.objects.get(pk=first.agent.pk).notify_next_at is not None
+
+
+def test_a_batch_pushes_at_most_200_messages_to_an_agent_and_the_rest_next(
+    team: list[AgentClient],
+) -> None:
+    lead, dev, *_ = team
+    claim = claim_runtime(dev.agent, str(uuid.uuid4()), None)
+    push.bootstrap_frame(claim.agent.pk, claim.generation)
+    with override_settings(BOUNDS=Bounds(sends_per_minute=1000)):
+        sent = [
+            lead.ok("send_message", to="dev-0", content=f"n{n}", client_request_id=f"m{n}")
+            for n in range(205)
+        ]
+    first = push.push_frames([(dev.agent.pk, claim.generation)])[0]
+    assert isinstance(first, dict)
+    assert first["message_ids"] == [m["message_id"] for m in sent[:200]]
+    rest = push.push_frames([(dev.agent.pk, claim.generation)])[0]
+    assert isinstance(rest, dict)
+    assert rest["message_ids"] == [m["message_id"] for m in sent[200:]]
 
 
 def test_transport_facts_are_recorded_per_notice_and_a_strangers_notice_is_ignored(
