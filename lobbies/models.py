@@ -244,11 +244,20 @@ class Schedule(models.Model):
 class Message(models.Model):
     """An immutable accepted message. The sender comes from the credential, never the body."""
 
-    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="messages")
+    # Foreign keys without an index of their own where a composite index or constraint
+    # starts with the column (migration 0018): each index is a page written per send.
+    lobby = models.ForeignKey(
+        Lobby, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )  # message_sequence_unique, message_lobby_time
     sequence = models.BigIntegerField()
     sender = models.ForeignKey(
-        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="sent_messages"
-    )
+        Agent,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sent_messages",
+        db_index=False,
+    )  # message_request_unique, message_sender_time
     # The sender's address at acceptance, kept when the agent is later removed.
     sender_name = models.CharField(max_length=40)
     scope = models.CharField(max_length=16, choices=Scope.choices)
@@ -275,10 +284,15 @@ class Message(models.Model):
     # When it reached its recipients (acceptance, or a scheduled message's delivery).
     delivered_at = models.DateTimeField(null=True, blank=True, db_index=True)
     late = models.BooleanField(default=False)
-    cancelled_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)  # message_cancelled
     schedule = models.ForeignKey(
-        Schedule, on_delete=models.SET_NULL, null=True, blank=True, related_name="occurrences"
-    )
+        Schedule,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="occurrences",
+        db_index=False,
+    )  # message_schedule_slot_unique
     slot = models.DateTimeField(null=True, blank=True)
     # SHA-256 of the canonical request, to tell an identical retry from a changed one.
     request_hash = models.CharField(max_length=64)
@@ -304,6 +318,12 @@ class Message(models.Model):
             ),
         ]
         indexes = [
+            # Retention's sweep of cancelled messages; the rest (nearly all) are not indexed.
+            models.Index(
+                fields=["cancelled_at"],
+                condition=Q(cancelled_at__isnull=False),
+                name="message_cancelled",
+            ),
             models.Index(fields=["sender", "created_at"], name="message_sender_time"),
             # The sender too, so the dashboard's strip counts sends from the index alone.
             models.Index(fields=["lobby", "created_at", "sender"], name="message_lobby_time"),
@@ -363,8 +383,13 @@ DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
 class Delivery(models.Model):
     """One recipient's inbox row for one message: the durable delivery queue."""
 
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
-    recipient = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deliveries")
+    # Indexed only as the first columns of delivery_unique and delivery_inbox (0018).
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
+    recipient = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
     state = models.CharField(max_length=16, choices=DeliveryState.choices)
     held_reason = models.CharField(max_length=24, choices=HeldReason.choices, null=True, blank=True)
     # Copied from the message so queued-bytes checks need no join.
