@@ -124,6 +124,7 @@ def serve(args: argparse.Namespace) -> int:
     def listening() -> None:
         server.confine_sqlite_to_one_thread()
         server.checkpoint_sqlite_in_the_background()
+        server.freeze_startup_objects()
         loops.extend(serve_loops.start_loops())
         print(f"listening on {url}", flush=True)
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.server
 import socket
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from pocolobby.server import confine_sqlite_to_one_thread
+from pocolobby.server import confine_sqlite_to_one_thread, freeze_startup_objects
 from tests.server import REPO_ROOT, Broker, clean_env, free_port
 
 # The `broker_factory` fixture.
@@ -47,6 +49,22 @@ def test_without_it_the_same_calls_spread_over_a_pool():
 
 
 @pytest.mark.slow
+def test_startup_objects_are_frozen_out_of_the_collector_and_startups_garbage_collected():
+    class Cycle:
+        pass
+
+    garbage = Cycle()
+    garbage.me = garbage  # type: ignore[attr-defined]  # unreachable once deleted: a cycle
+    collected = weakref.ref(garbage)
+    del garbage
+    try:
+        freeze_startup_objects()
+        assert gc.get_freeze_count() > 1000
+        assert collected() is None  # collected before the freeze, not frozen for good
+    finally:
+        gc.unfreeze()
+
+
 def test_the_test_harness_never_mistakes_another_server_on_its_port_for_the_broker(tmp_path):
     """tests/server.py picks a free port, then the broker binds it: another process may take
     it in between. Whatever answers there is not the broker; its first start moves on."""
