@@ -57,7 +57,7 @@ def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]
     if not ids:
         return {}
     found: dict[int, list[dict[str, Any]]] = {}
-    sql = _DESCRIPTORS.format(marks=", ".join(["%s"] * len(ids)))
+    sql = _DESCRIPTORS.format(marks=store.marks(ids))
     for message_id, pk, name, media_type, size in store.rows(sql, ids):
         found.setdefault(message_id, []).append(_described(pk, name, media_type, size))
     return found

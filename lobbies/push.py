@@ -24,6 +24,8 @@ from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
 Frame = dict[str, Any]
 
 NOTICE_WINDOW = timedelta(minutes=1)
+# The most messages one notice carries; the rest go in the next one.
+MESSAGES_PER_PUSH = 200
 
 
 @dataclass(frozen=True)
@@ -318,61 +320,21 @@ _NOTICE_COUNTS = (
 )
 
 
-def _marks(values: list[Any]) -> str:
-    return ", ".join(["%s"] * len(values))
-
-
 def _record_pushes(
     asks: list[tuple[int, int]], due: list[int], answers: list[Frame | Deferred | Exception | None]
 ) -> None:
     """The pushes of `push_frames`, set-based, inside its write transaction."""
     now = timezone.now()
-    agents = sorted({asks[n][0] for n in due})
-    time = store.time_reader()
-    recipients = {
-        row[0]: Recipient(row[0], row[1], row[2], row[3], row[4], time(row[5]))
-        for row in store.rows(_RECIPIENTS.format(marks=_marks(agents)), agents)
-    }
-    counts = dict(
-        store.rows(
-            _NOTICE_COUNTS.format(marks=_marks(agents)),
-            [*agents, store.as_db_time(now - NOTICE_WINDOW)],
-        )
-    )
-    cap = settings.BOUNDS.notices_per_minute
-    pushing: list[int] = []
-    asked: set[tuple[int, int]] = set()
-    for n in due:
-        agent_pk, generation = asks[n]
-        recipient = recipients.get(agent_pk)
-        if recipient is None or recipient.runtime_generation != generation:
-            continue
-        if (agent_pk, generation) in asked:
-            continue  # a second socket of the same runtime: the first one is pushed
-        asked.add((agent_pk, generation))
-        if counts.get(agent_pk, 0) >= cap:
-            answers[n] = _deferred(agent_pk, now)
-            if answers[n] is not None:
-                continue
-        pushing.append(n)
-    copies = _pushable_copies(asks, pushing, limit=200)
+    recipients, pushing = _pushable_asks(asks, due, answers, now)
+    copies = _pushable_copies(asks, pushing, limit=MESSAGES_PER_PUSH)
     if not copies:
         return
     wanted = sorted({message for found in copies.values() for _, message in found})
-    messages = {m.pk: m for m in store.select_all(Message, f"t.id IN ({_marks(wanted)})", wanted)}
+    messages = {
+        m.pk: m for m in store.select_all(Message, f"t.id IN ({store.marks(wanted)})", wanted)
+    }
     attached = descriptors_for(wanted)
-    at = store.as_db_time(now)
-    by_generation: dict[int, list[int]] = {}
-    for n, found in copies.items():
-        by_generation.setdefault(asks[n][1], []).extend(delivery for delivery, _ in found)
-    for generation, deliveries in by_generation.items():
-        for start in range(0, len(deliveries), store.ROWS_PER_INSERT):
-            chunk = deliveries[start : start + store.ROWS_PER_INSERT]
-            store.execute(
-                "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
-                f"WHERE id IN ({_marks(chunk)})",
-                [generation, at, *chunk],
-            )
+    _mark_pushed(asks, copies, now)
     composed: dict[tuple[int, ...], tuple[str, bool]] = {}
     notices: list[dict[str, Any]] = []
     retry: list[int] = []
@@ -397,10 +359,67 @@ def _record_pushes(
     if retry:
         first_retry = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
         store.execute(
-            f"UPDATE lobbies_agent SET notify_next_at = %s WHERE id IN ({_marks(retry)})",  # noqa: S608
+            f"UPDATE lobbies_agent SET notify_next_at = %s WHERE id IN ({store.marks(retry)})",  # noqa: S608
             [store.as_db_time(first_retry), *retry],
         )
     store.insert_many(Notice, notices)
+
+
+def _pushable_asks(
+    asks: list[tuple[int, int]],
+    due: list[int],
+    answers: list[Frame | Deferred | Exception | None],
+    now: datetime,
+) -> tuple[dict[int, Recipient], list[int]]:
+    """The asks that may be pushed now (`_pushable_recipient` and `_deferred` for each, read
+    for all at once), with their recipients; an ask over its notice cap is answered here."""
+    agents = sorted({asks[n][0] for n in due})
+    time = store.time_reader()
+    recipients = {
+        row[0]: Recipient(row[0], row[1], row[2], row[3], row[4], time(row[5]))
+        for row in store.rows(_RECIPIENTS.format(marks=store.marks(agents)), agents)
+    }
+    counts = dict(
+        store.rows(
+            _NOTICE_COUNTS.format(marks=store.marks(agents)),
+            [*agents, store.as_db_time(now - NOTICE_WINDOW)],
+        )
+    )
+    cap = settings.BOUNDS.notices_per_minute
+    pushing: list[int] = []
+    asked: set[tuple[int, int]] = set()
+    for n in due:
+        agent_pk, generation = asks[n]
+        recipient = recipients.get(agent_pk)
+        if recipient is None or recipient.runtime_generation != generation:
+            continue
+        if (agent_pk, generation) in asked:
+            continue  # a second socket of the same runtime: the first one is pushed
+        asked.add((agent_pk, generation))
+        if counts.get(agent_pk, 0) >= cap:
+            answers[n] = _deferred(agent_pk, now)
+            if answers[n] is not None:
+                continue
+        pushing.append(n)
+    return recipients, pushing
+
+
+def _mark_pushed(
+    asks: list[tuple[int, int]], copies: dict[int, list[tuple[int, int]]], now: datetime
+) -> None:
+    """The copies as pushed to their runtimes: one statement per generation (and chunk)."""
+    by_generation: dict[int, list[int]] = {}
+    for n, found in copies.items():
+        by_generation.setdefault(asks[n][1], []).extend(delivery for delivery, _ in found)
+    at = store.as_db_time(now)
+    for generation, deliveries in by_generation.items():
+        for start in range(0, len(deliveries), store.ROWS_PER_INSERT):
+            chunk = deliveries[start : start + store.ROWS_PER_INSERT]
+            store.execute(
+                "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
+                f"WHERE id IN ({store.marks(chunk)})",
+                [generation, at, *chunk],
+            )
 
 
 def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
@@ -412,10 +431,10 @@ def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
     deferred = _deferred(agent_pk, now)
     if deferred is not None:
         return deferred
-    ids = _pushable_ids(agent_pk, generation, 200)
+    ids = _pushable_ids(agent_pk, generation, MESSAGES_PER_PUSH)
     if not ids:
         return None
-    marks = ", ".join(["%s"] * len(ids))
+    marks = store.marks(ids)
     messages = store.select_all(Message, f"t.id IN ({marks})", ids)
     mark_pushed = (
         "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
@@ -565,7 +584,7 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
                 values += [at, notice.generation]
             if not columns:
                 continue
-            marks = ", ".join(["%s"] * len(notice.message_ids))
+            marks = store.marks(notice.message_ids)
             store.execute(
                 f"UPDATE lobbies_delivery SET {', '.join(columns)} "  # noqa: S608
                 f"WHERE recipient_id = %s AND message_id IN ({marks})",

@@ -377,11 +377,11 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
     own = [m.pk for m in messages if not (m.sender_id == me or m.scope == Scope.DIRECT)]
     clauses, params = [], []
     if every:
-        clauses.append(f"d.message_id IN ({', '.join(['%s'] * len(every))})")
+        clauses.append(f"d.message_id IN ({store.marks(every)})")
         params += every
     if own:
         clauses.append(
-            f"(d.recipient_id = %s AND d.message_id IN ({', '.join(['%s'] * len(own))}))"
+            f"(d.recipient_id = %s AND d.message_id IN ({store.marks(own)}))"
         )
         params += [me, *own]
     if not clauses:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -57,6 +57,11 @@ def _fetch(cursor: Any, fetch: str) -> Any:
     if fetch == "all":
         return cursor.fetchall()
     return cursor.rowcount
+
+
+def marks(values: Collection[Any]) -> str:
+    """`%s, %s, ...`: one placeholder per value, for `IN (...)` lists of hand-written SQL."""
+    return ", ".join(["%s"] * len(values))
 
 
 @functools.cache
@@ -202,10 +207,10 @@ def _writer(
     if unknown:
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
     columns = ", ".join(f'"{f.column}"' for f in written)
-    marks = ", ".join(["%s"] * len(written))
+    placeholders = marks(written)
     pk = model._meta.pk
     sql = (
-        f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({marks}) '  # noqa: S608
+        f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({placeholders}) '  # noqa: S608
         f'RETURNING "{pk.column}"'
     )
     plan = [(f, f.attname, _plain_types(f), _is_datetime(f)) for f in written]
