@@ -105,11 +105,15 @@ class Batches(Generic[Item, Answer]):
     the next one together. `write` takes the batch's items and returns one answer or
     exception per item (a failure stays that socket's), on the process's database thread.
     Used for claims and connection rows at connect (a reconnect storm) and for pushes (a
-    broadcast), which were one transaction and one fsync per socket.
+    broadcast), which were one transaction and one fsync per socket, and for the /v1
+    requests of the embedded store (pocolobby.asgi). At most `most` items a batch.
     """
 
-    def __init__(self, write: Callable[[list[Item]], list[Answer | Exception]]) -> None:
+    def __init__(
+        self, write: Callable[[list[Item]], list[Answer | Exception]], most: int = BATCH_MAX
+    ) -> None:
         self.write = write
+        self.most = most
         self.pending: list[tuple[Item, asyncio.Future[Answer]]] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -124,7 +128,7 @@ class Batches(Generic[Item, Answer]):
         while self.pending:
             # Bounded, so a storm's batch holds the write lock (and the one SQLite thread
             # every send also waits for) for a bounded time.
-            batch, self.pending = self.pending[:BATCH_MAX], self.pending[BATCH_MAX:]
+            batch, self.pending = self.pending[: self.most], self.pending[self.most :]
             answers: list[Answer | Exception]
             try:
                 answers = await on_worker(self.write)([item for item, _ in batch])

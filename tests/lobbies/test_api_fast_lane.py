@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import httpx
 import pytest
+from django.core.handlers.asgi import ASGIRequest
+from django.db import OperationalError, connection
+from django.http import HttpResponse
 
-from pocolobby.asgi import application
+from lobbies.models import Message
+from pocolobby.asgi import _serve_together, application
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _client(host: str = "127.0.0.1") -> httpx.AsyncClient:
@@ -16,6 +23,7 @@ def _client(host: str = "127.0.0.1") -> httpx.AsyncClient:
     )
 
 
+@pytest.mark.asyncio
 async def test_a_send_through_the_asgi_app(lead, backend, monkeypatch):
     async def not_django(scope, receive, send):
         raise AssertionError(f"{scope['path']} went through Django, not the fast lane")
@@ -31,12 +39,14 @@ async def test_a_send_through_the_asgi_app(lead, backend, monkeypatch):
     assert response.status_code == 200 and response.json()["status"] == "stored"
 
 
+@pytest.mark.asyncio
 async def test_a_foreign_host_is_refused_as_json(lead):
     async with _client("evil.example") as client:
         response = await client.get("/v1/agents", headers={"Authorization": f"Bearer {lead.token}"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
 
 
+@pytest.mark.asyncio
 async def test_unknown_routes_and_origins_still_get_json(lead):
     async with _client() as client:
         missing = await client.get("/v1/nothing")
@@ -53,6 +63,7 @@ async def test_unknown_routes_and_origins_still_get_json(lead):
 
 
 @pytest.mark.parametrize("path", ["/v1/messages", "/v1/nothing"], ids=["fast-lane", "django"])
+@pytest.mark.asyncio
 async def test_an_oversized_body_is_413_whoever_would_answer_the_route(lead, path):
     async with _client() as client:
         response = await client.post(
@@ -60,3 +71,82 @@ async def test_an_oversized_body_is_413_whoever_would_answer_the_route(lead, pat
         )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
+
+
+def _request(token: str, body: dict) -> ASGIRequest:
+    raw = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/messages",
+        "raw_path": b"/v1/messages",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(raw)).encode()),
+        ],
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5555),
+        "scheme": "http",
+        "root_path": "",
+        "http_version": "1.1",
+    }
+    return ASGIRequest(scope, io.BytesIO(raw))
+
+
+@pytest.fixture
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times this thread's connection committed."""
+    counted: list[int] = []
+    connection.ensure_connection()
+    commit = connection._commit  # type: ignore[attr-defined]
+
+    def counting() -> None:
+        counted.append(1)
+        commit()
+
+    monkeypatch.setattr(connection, "_commit", counting)
+    return counted
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+def test_requests_that_queue_together_share_one_commit_and_a_refusal_stays_its_own(
+    lead, backend, commits
+):
+    answers = _serve_together(
+        [
+            _request(lead.token, {"to": "backend", "content": "one", "client_request_id": "g1"}),
+            _request(lead.token, {"to": "nobody", "content": "lost", "client_request_id": "g2"}),
+            _request(lead.token, {"to": "backend", "content": "two", "client_request_id": "g3"}),
+        ]
+    )
+    assert len(commits) == 1
+    statuses = [a.status_code for a in answers if isinstance(a, HttpResponse)]
+    assert statuses == [200, 404, 200]
+    assert json.loads(answers[0].content)["status"] == "stored"  # type: ignore[union-attr]
+    stored = Message.objects.filter(sender=lead.agent).order_by("sequence")
+    assert [m.content for m in stored] == ["one", "two"]
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+def test_when_the_shared_commit_fails_every_request_is_told_nothing_was_kept(
+    lead, backend, monkeypatch
+):
+    def failing() -> None:
+        raise OperationalError("disk I/O error")
+
+    connection.ensure_connection()
+    monkeypatch.setattr(connection, "_commit", failing)
+    answers = _serve_together(
+        [
+            _request(lead.token, {"to": "backend", "content": "one", "client_request_id": "f1"}),
+            _request(lead.token, {"to": "backend", "content": "two", "client_request_id": "f2"}),
+        ]
+    )
+    monkeypatch.undo()
+    for answer in answers:
+        assert isinstance(answer, HttpResponse) and answer.status_code == 503
+        assert json.loads(answer.content)["error"]["code"] == "store_unavailable"
+    assert not Message.objects.filter(sender=lead.agent).exists()
