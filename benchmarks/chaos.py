@@ -651,7 +651,7 @@ def broker_env() -> dict[str, str]:
     # Bounds that refuse or hold work by design, lifted: the soak is about what a kill may
     # lose. The per-minute notice cap defers a busy agent's pushes up to a minute, and check
     # 3 reads each inbox seconds after the work stops (a 30-minute run at ~54 notices a
-    # minute an agent met it: pushes due 0.05 s after the inbox was read).
+    # minute an agent met it: two agents' pushes were due 0.05-2.5 s after the read).
     return {
         "POCOLOBBY_SENDS_PER_MINUTE": "100000",
         "POCOLOBBY_QUEUED_MESSAGES": "100000",
