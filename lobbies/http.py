@@ -30,8 +30,8 @@ class JsonAnswer(HttpResponse):
 
     The standard encoder took a sixth of the broker's CPU serving a page of 200 messages
     (docs/PERFORMANCE.md). Datetimes pass to Django's encoder, so times read as they always
-    have; whatever orjson refuses (an integer past 64 bits in an agent's `fields`, a lone
-    surrogate) is encoded by the standard library instead, never answered with a 500.
+    have; whatever orjson refuses (an integer past 64 bits in a checkpoint, which JSON
+    allows) is encoded by the standard library instead, never answered with a 500.
     """
 
     def __init__(self, data: Any, status: int = 200) -> None:

@@ -140,19 +140,6 @@ def _compose(headline: str, payload: dict[str, Any]) -> str:
     return headline + "\n" + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def messages_notice(
-    recipient: str,
-    lobby: str,
-    messages: Sequence[Message],
-    *,
-    cap_bytes: int,
-    attachments: Mapping[int, Sequence[dict[str, Any]]] | None = None,
-) -> Presentation:
-    """Messages pushed with their bodies; over the cap, headers with a count and a marker."""
-    content, truncated = messages_content(messages, cap_bytes=cap_bytes, attachments=attachments)
-    return Presentation(content, messages_meta(recipient, lobby, messages), truncated=truncated)
-
-
 def messages_content(
     messages: Sequence[Message],
     *,

@@ -119,31 +119,6 @@ class Recipient:
     notify_next_at: datetime | None
 
 
-_RECIPIENT = (
-    "SELECT t.agent_id, l.name, t.runtime_id, t.runtime_generation, t.notify_next_at "
-    "FROM lobbies_agent t JOIN lobbies_lobby l ON l.id = t.lobby_id "
-    "WHERE t.id = %s AND t.enabled AND t.runtime_generation = %s "
-    "AND NOT t.resting AND NOT l.delivery_paused"
-)
-
-
-def _pushable_recipient(agent_pk: int, generation: int) -> Recipient | None:
-    """`_current` for a push, as a plain row (locked on PostgreSQL, as `_current` does)."""
-    lock = " FOR UPDATE OF t" if connection.vendor == "postgresql" else ""
-    found = store.rows(_RECIPIENT + lock, [agent_pk, generation])
-    if not found:
-        return None
-    agent_id, lobby_name, runtime_id, runtime_generation, notify_next_at = found[0]
-    return Recipient(
-        agent_pk,
-        agent_id,
-        lobby_name,
-        runtime_id,
-        runtime_generation,
-        store.time_reader()(notify_next_at),
-    )
-
-
 def _schedule_retry(agent: Agent | Recipient, now: datetime) -> None:
     if agent.notify_next_at is None:
         agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
@@ -220,18 +195,8 @@ def _deferred(agent_pk: int, now: datetime) -> Deferred | None:
     return Deferred(max(0.0, (oldest + NOTICE_WINDOW - now).total_seconds()))
 
 
-_PUSHABLE_IDS = (
-    f"SELECT t.message_id FROM lobbies_delivery t {_MESSAGE_JOIN} "  # noqa: S608
-    f"WHERE {_PUSHABLE_SQL} ORDER BY m.sequence LIMIT %s"
-)
-
-
-def _pushable_ids(agent_pk: int, generation: int, limit: int) -> list[int]:
-    return [row[0] for row in store.rows(_PUSHABLE_IDS, [agent_pk, generation, agent_pk, limit])]
-
-
 def _waiting(agent_pk: int, generation: int) -> bool:
-    return bool(_pushable_ids(agent_pk, generation, 1))
+    return bool(_pushable_copies([(agent_pk, generation)], [0], limit=1))
 
 
 def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
@@ -243,8 +208,12 @@ def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
     """
     if not _waiting(agent_pk, generation):
         return None
+    answers: list[Frame | Deferred | Exception | None] = [None]
     with transaction.atomic():
-        return _recorded_push(agent_pk, generation)
+        _record_pushes([(agent_pk, generation)], [0], answers)
+    answer = answers[0]
+    assert not isinstance(answer, Exception)  # _record_pushes raises; it never answers one
+    return answer
 
 
 def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exception | None]:
@@ -275,7 +244,7 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
         for n in due:
             try:
                 with transaction.atomic():
-                    answers[n] = _recorded_push(*asks[n])
+                    _record_pushes(asks, [n], answers)
             except Exception as error:
                 answers[n] = error
     return answers
@@ -284,8 +253,9 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
 def _pushable_copies(
     asks: list[tuple[int, int]], among: list[int], *, limit: int
 ) -> dict[int, list[tuple[int, int]]]:
-    """`_pushable_ids` for the asks numbered `among`, in one statement: by ask, the first
-    `limit` (delivery id, message id) in sequence order."""
+    """The pending copies not yet sent to each ask's runtime, for the asks numbered `among`,
+    in one statement: by ask, the first `limit` (delivery id, message id) in sequence order.
+    A note to yourself wakes nobody; a reminder to yourself (scheduled) does."""
     if not among:
         return {}
     values = ", ".join(["(%s, %s, %s)"] * len(among))
@@ -312,6 +282,7 @@ _RECIPIENTS = (
     "SELECT t.id, t.agent_id, l.name, t.runtime_id, t.runtime_generation, t.notify_next_at "
     "FROM lobbies_agent t JOIN lobbies_lobby l ON l.id = t.lobby_id "
     "WHERE t.id IN ({marks}) AND t.enabled AND NOT t.resting AND NOT l.delivery_paused"
+    "{lock}"
 )
 
 _NOTICE_COUNTS = (
@@ -371,13 +342,18 @@ def _pushable_asks(
     answers: list[Frame | Deferred | Exception | None],
     now: datetime,
 ) -> tuple[dict[int, Recipient], list[int]]:
-    """The asks that may be pushed now (`_pushable_recipient` and `_deferred` for each, read
-    for all at once), with their recipients; an ask over its notice cap is answered here."""
+    """The asks that may be pushed now (each one's agent current, enabled, not resting, its
+    lobby delivering, under its notice cap: read for all at once), with their recipients;
+    an ask over its notice cap is answered here."""
     agents = sorted({asks[n][0] for n in due})
     time = store.time_reader()
+    # Locked on PostgreSQL, in one order, as `_current` locks its row: the runtime cannot
+    # change before the push is recorded. (SQLite's write transaction holds the store.)
+    lock = " ORDER BY t.id FOR UPDATE OF t" if connection.vendor == "postgresql" else ""
+    sql = _RECIPIENTS.format(marks=store.marks(agents), lock=lock)
     recipients = {
         row[0]: Recipient(row[0], row[1], row[2], row[3], row[4], time(row[5]))
-        for row in store.rows(_RECIPIENTS.format(marks=store.marks(agents)), agents)
+        for row in store.rows(sql, agents)
     }
     counts = dict(
         store.rows(
@@ -420,37 +396,6 @@ def _mark_pushed(
                 f"WHERE id IN ({store.marks(chunk)})",
                 [generation, at, *chunk],
             )
-
-
-def _recorded_push(agent_pk: int, generation: int) -> Frame | Deferred | None:
-    """The push of `push_frame`, inside the caller's write transaction."""
-    agent = _pushable_recipient(agent_pk, generation)
-    if agent is None:
-        return None
-    now = timezone.now()
-    deferred = _deferred(agent_pk, now)
-    if deferred is not None:
-        return deferred
-    ids = _pushable_ids(agent_pk, generation, MESSAGES_PER_PUSH)
-    if not ids:
-        return None
-    marks = store.marks(ids)
-    messages = store.select_all(Message, f"t.id IN ({marks})", ids)
-    mark_pushed = (
-        "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
-        f"WHERE recipient_id = %s AND message_id IN ({marks})"
-    )
-    store.execute(mark_pushed, [generation, store.as_db_time(now), agent_pk, *ids])
-    messages.sort(key=lambda m: (m.priority != Priority.IMPORTANT, m.sequence))
-    shown = presentation.messages_notice(
-        agent.agent_id,
-        agent.lobby_name,
-        messages,
-        cap_bytes=settings.BOUNDS.push_bytes,
-        attachments=descriptors_for(ids),
-    )
-    _schedule_retry(agent, now)
-    return _notice(agent, NoticeKind.MESSAGES, [m.pk for m in messages], shown, now=now)
 
 
 def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:

@@ -105,3 +105,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests last: Playwright's sync API keeps an event loop running in the main
     thread until the session ends, and Django refuses database calls from such a thread."""
     items.sort(key=lambda item: "tests/browser/" in str(item.path).replace("\\", "/"))
+
+
+@pytest.fixture
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times this thread's connection committed."""
+    counted: list[int] = []
+    connection.ensure_connection()
+    commit = connection._commit  # type: ignore[attr-defined]
+
+    def counting() -> None:
+        counted.append(1)
+        commit()
+
+    monkeypatch.setattr(connection, "_commit", counting)
+    return counted

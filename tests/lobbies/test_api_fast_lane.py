@@ -96,21 +96,6 @@ def _request(token: str, body: dict) -> ASGIRequest:
     return ASGIRequest(scope, io.BytesIO(raw))
 
 
-@pytest.fixture
-def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many times this thread's connection committed."""
-    counted: list[int] = []
-    connection.ensure_connection()
-    commit = connection._commit  # type: ignore[attr-defined]
-
-    def counting() -> None:
-        counted.append(1)
-        commit()
-
-    monkeypatch.setattr(connection, "_commit", counting)
-    return counted
-
-
 @pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
 def test_requests_that_queue_together_share_one_commit_and_a_refusal_stays_its_own(
     lead, backend, commits

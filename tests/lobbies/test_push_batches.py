@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -27,21 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def team(make_agent: Callable[..., AgentClient]) -> list[AgentClient]:
     return [make_agent("lead", broadcast=True)] + [make_agent(f"dev-{n}") for n in range(4)]
-
-
-@pytest.fixture
-def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many times this thread's connection committed."""
-    counted: list[int] = []
-    connection.ensure_connection()
-    commit = connection._commit  # type: ignore[attr-defined]
-
-    def counting() -> None:
-        counted.append(1)
-        commit()
-
-    monkeypatch.setattr(connection, "_commit", counting)
-    return counted
 
 
 def _runtimes(team: list[AgentClient]) -> list[Claim]:
