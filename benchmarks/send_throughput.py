@@ -309,6 +309,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
+    """Each thread's (user, system) CPU seconds so far, by the thread's name and id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    threads: dict[str, tuple[float, float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            name, _, rest = (task / "stat").read_text().partition(" (")[2].rpartition(")")
+            fields = rest.split()
+            threads[f"{name}/{task.name}"] = (int(fields[11]) / tick, int(fields[12]) / tick)
+    return threads
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -353,9 +365,10 @@ def main(argv: list[str] | None = None) -> int:
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(1)
-            cpu_before = cpu_seconds(broker.pid)
+            cpu_before, threads_before = cpu_seconds(broker.pid), thread_cpu(broker.pid)
             http_seconds, latencies = http_sends(configs, args.sends, args.threads, "timed")
             broker_cpu = cpu_seconds(broker.pid) - cpu_before
+            threads_after = thread_cpu(broker.pid)
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(60)
@@ -406,6 +419,23 @@ def main(argv: list[str] | None = None) -> int:
         f"broker CPU  : {cpu_ms:.2f} ms per send (user + system over the timed sends; target "
         f"<= {TARGET_CPU_MS}: {verdict(cpu_ms <= TARGET_CPU_MS)})"
     )
+    busy = sorted(
+        (
+            (
+                user - threads_before.get(name, (0.0, 0.0))[0],
+                system - threads_before.get(name, (0.0, 0.0))[1],
+                name,
+            )
+            for name, (user, system) in threads_after.items()
+        ),
+        key=lambda row: -(row[0] + row[1]),
+    )
+    for user, system, name in busy:
+        if user + system >= 0.01 * broker_cpu:
+            print(
+                f"  by thread : {name:<24} user {user / args.sends * 1000:.2f} ms, system "
+                f"{system / args.sends * 1000:.2f} ms per send"
+            )
     print(
         f"latency p99 : {p99:.1f} ms (target <= {TARGET_P99_MS:.0f}: "
         f"{verdict(p99 <= TARGET_P99_MS)})"

@@ -6,12 +6,12 @@ only stops new sends. Each check is one cheap read (a statvfs, two indexed looku
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
-from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from lobbies import store
 from lobbies.errors import BrokerError
@@ -32,9 +32,10 @@ _free_space: dict[str, tuple[float, int]] = {}
 def free_disk_bytes() -> int | None:
     """Free bytes on the SQLite store's volume (read at most once a second); None on a
     database server."""
-    if connection.vendor != "sqlite":
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "sqlite":
         return None
-    folder = str(Path(connection.settings_dict["NAME"]).parent)
+    folder = os.path.dirname(os.path.abspath(db.settings_dict["NAME"]))
     now = time.monotonic()
     read = _free_space.get(folder)
     if read is None or now - read[0] >= FREE_SPACE_SECONDS:
