@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -31,9 +32,46 @@ def agent_group(agent_pk: int) -> str:
 SERVER_LOOP: dict[str, asyncio.AbstractEventLoop] = {}
 
 
-def _log_failure(future: concurrent.futures.Future[Any]) -> None:
+def _log_failure(future: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("could not publish a wake", exc_info=future.exception())
+
+
+class Outbox:
+    """Publishes handed from worker threads to the server's loop, many per hand-over.
+
+    Each hand-over wakes the loop (a write to its self-pipe, a read there): the sends of
+    one shared commit (pocolobby.asgi) publish together, so they share one wake-up. Kept
+    per loop, so a loop that stopped with publishes pending never holds up the next one.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[asyncio.AbstractEventLoop, list[tuple[Any, str, dict[str, Any]]]] = {}
+
+    def hand(
+        self, loop: asyncio.AbstractEventLoop, layer: Any, group: str, message: dict[str, Any]
+    ) -> None:
+        with self.lock:
+            waiting = self.pending.setdefault(loop, [])
+            first = not waiting
+            waiting.append((layer, group, message))
+        if first:
+            try:
+                loop.call_soon_threadsafe(self.deliver, loop)
+            except RuntimeError:  # the loop closed meanwhile: nothing of it will run
+                with self.lock:
+                    self.pending.pop(loop, None)
+                raise
+
+    def deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self.lock:
+            batch = self.pending.pop(loop, [])
+        for layer, group, message in batch:
+            asyncio.ensure_future(layer.group_send(group, message)).add_done_callback(_log_failure)
+
+
+OUTBOX = Outbox()
 
 
 def publish(group: str, message: dict[str, Any]) -> None:
@@ -47,8 +85,7 @@ def publish(group: str, message: dict[str, Any]) -> None:
         running = None
     if loop is not None and running is None and loop.is_running():
         # A request's worker thread: the wake needs no answer, so it does not wait for one.
-        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
-        future.add_done_callback(_log_failure)
+        OUTBOX.hand(loop, layer, group, message)
         return
     try:
         async_to_sync(layer.group_send)(group, message)

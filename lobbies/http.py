@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -152,7 +153,7 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = _parsed(raw)
     except UnicodeDecodeError:
         raise bad_request("the body is not UTF-8 text", code="invalid_json") from None
     except (ValueError, RecursionError) as exc:
@@ -166,6 +167,24 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         except ValueError as error:
             raise bad_request(str(error), code="invalid_json") from None
     return data
+
+
+# Nineteen digits in a row: possibly an integer past 64 bits, which orjson would read as a
+# float where the standard parser keeps it exact.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _parsed(raw: bytes) -> Any:
+    """JSON text parsed by orjson (a fifth of the standard parser's time); what orjson
+    refuses (NaN, a lone surrogate, an infinite number, UTF-16, nesting past its limit) and
+    text with a long number go to the standard parser, which accepts, or refuses with its
+    own message, exactly what it did before."""
+    if _LONG_NUMBER.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
 
 
 def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -232,9 +232,13 @@ class AgentAPI:
 
 
 async def _send_response(send: Any, response: HttpResponse) -> None:
+    body = response.content
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items()]
+    if not response.has_header("Content-Length"):
+        # Its length, not chunked framing: the answer is whole before it is sent.
+        headers.append((b"content-length", str(len(body)).encode("latin-1")))
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    await send({"type": "http.response.body", "body": response.content})
+    await send({"type": "http.response.body", "body": body})
 
 
 application = ProtocolTypeRouter(

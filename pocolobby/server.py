@@ -32,6 +32,55 @@ GRACEFUL_SECONDS = 5
 KEEP_ALIVE_SECONDS = 75
 
 
+class OneWritePerTurn:
+    """A connection's transport whose writes of one event-loop turn leave in one syscall.
+
+    uvicorn writes a response's status line and headers as soon as the application starts
+    it, then its body: two writes, two packets, and on loopback two wake-ups of the client,
+    for every /v1 answer. Here the writes of a turn are joined and sent at its end, in order;
+    everything else is the transport's own.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.append(data)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        data, self.pending = b"".join(self.pending), []
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + sum(map(len, self.pending))
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self.pending = []
+        self.transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
 class HeaderDeadline(HttpToolsProtocol):
     """httptools' protocol, closing a connection that takes too long to send its headers.
 
@@ -58,8 +107,16 @@ class HeaderDeadline(HttpToolsProtocol):
             self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(OneWritePerTurn(transport, self.loop))  # type: ignore[arg-type]
         self._arm()
+
+    def handle_websocket_upgrade(self) -> None:
+        # The socket's own protocol writes frames straight to the transport, after whatever
+        # this connection had still to send.
+        if isinstance(self.transport, OneWritePerTurn):
+            self.transport.flush()
+            self.transport = self.transport.transport
+        super().handle_websocket_upgrade()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

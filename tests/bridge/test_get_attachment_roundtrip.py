@@ -482,7 +482,11 @@ async def test_room_messages_and_broadcasts_carry_files_too(module_broker: Broke
         )
         for sent, check in ((in_room, "image"), (broadcast, "text")):
             event = await b.message_event(sent["message_id"])
-            attachment_id = event.payload["messages"][0]["attachments"][0]["id"]
+            # One notice may carry both messages: take this one's.
+            (message,) = [
+                m for m in event.payload["messages"] if m["message_id"] == sent["message_id"]
+            ]
+            attachment_id = message["attachments"][0]["id"]
             opened = await call(b, "get_attachment", attachment_id=attachment_id)
             if check == "image":
                 assert base64.b64decode(image_of(opened).data) == original

@@ -17,7 +17,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from pocolobby.server import confine_sqlite_to_one_thread, freeze_startup_objects
+from pocolobby.server import (
+    OneWritePerTurn,
+    confine_sqlite_to_one_thread,
+    freeze_startup_objects,
+)
 from tests.server import REPO_ROOT, Broker, clean_env, free_port
 
 # The `broker_factory` fixture.
@@ -123,6 +127,7 @@ def test_a_second_serve_on_the_same_sqlite_store_is_refused_naming_the_first(bro
     first.stop()
     first.start()  # the lock died with the process: a restart takes it at once
 
+
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
     """True if the server closes `sock` (EOF or reset) within `seconds`."""
     sock.settimeout(seconds)
@@ -157,5 +162,80 @@ def test_a_connection_sending_half_a_request_line_is_closed(tmp_path):
             assert not _closed_within(honest, 2)
             honest.sendall(request.encode())
             assert honest.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        broker.stop()
+
+
+class _Recorded(asyncio.Transport):
+    """The socket's side of a transport: what was written, in which calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, bytes]] = []
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.calls.append(("write", bytes(data)))
+
+    def close(self) -> None:
+        self.calls.append(("close", b""))
+        self.closing = True
+
+    def abort(self) -> None:
+        self.calls.append(("abort", b""))
+        self.closing = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+def test_the_writes_of_one_loop_turn_leave_in_one_call_in_order():
+    """uvicorn writes a response's head, then its body: they leave together. A close sends
+    what is pending first; an abort drops it; a closed transport is not written."""
+
+    async def scenario() -> list[list[tuple[str, bytes]]]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        for ending in ("turn", "close", "abort", "closed"):
+            socket_side = _Recorded()
+            transport = OneWritePerTurn(socket_side, loop)
+            transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+            transport.writelines([b"{", b"}"])
+            assert socket_side.calls == []  # nothing left yet
+            if ending == "close":
+                transport.close()
+            elif ending == "abort":
+                transport.abort()
+            elif ending == "closed":
+                socket_side.closing = True
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            seen.append(socket_side.calls)
+        return seen
+
+    turn, close, abort, closed = asyncio.run(scenario())
+    assert turn == [("write", b"HTTP/1.1 200 OK\r\n\r\n{}")]
+    assert close == [("write", b"HTTP/1.1 200 OK\r\n\r\n{}"), ("close", b"")]
+    assert abort == [("abort", b"")]
+    assert closed == []
+
+
+def test_an_answer_carries_its_length_not_chunks(tmp_path):
+    broker = Broker(tmp_path / "data")
+    broker.start()
+    try:
+        with socket.create_connection(("127.0.0.1", broker.port)) as client:
+            request = f"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{broker.port}\r\n\r\n"
+            client.sendall(request.encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += client.recv(4096)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            fields = dict(line.split(b": ", 1) for line in head.lower().split(b"\r\n")[1:])
+            assert b"transfer-encoding" not in fields
+            length = int(fields[b"content-length"])
+            while len(body) < length:
+                body += client.recv(4096)
+            assert len(body) == length and body.startswith(b"{")
     finally:
         broker.stop()

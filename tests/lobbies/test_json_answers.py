@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from lobbies.http import _parsed
 from tests.conftest import AgentClient
 from tests.lobbies.test_continuity import Session
 
@@ -30,3 +33,30 @@ def test_answers_are_utf8_json_with_times_in_milliseconds(lead: AgentClient, bac
     assert message["content"] == text
     created = message["created_at"]
     assert created.endswith("Z") and len(created) == len("2026-12-02T04:47:02.844Z"), created
+
+
+EDGE_BODIES = [
+    b'{"counter": 1180591620717411303424}',  # past 64 bits: orjson would make it a float
+    b'{"counter": -18446744073709551617, "small": 9223372036854775807}',
+    b'{"ratio": 0.1, "tiny": 5e-324, "zero": -0.0}',
+    b'{"big": 1e400}',  # the standard parser reads infinity
+    b'{"nan": NaN, "inf": -Infinity}',
+    b'{"lone": "\\ud800"}',
+    b'{"a": 1, "a": 2}',
+    '{"text": "Übersicht 🚀"}'.encode(),
+    '{"utf16": true}'.encode("utf-16"),
+    b"\xef\xbb\xbf{}",  # a byte-order mark, accepted by the standard parser
+]
+
+
+def test_request_bodies_parse_as_the_standard_parser_reads_them():
+    """The fast parser (orjson) never changes what a body means: each value, and each
+    refusal, is the standard library's."""
+    for raw in EDGE_BODIES:
+        assert repr(_parsed(raw)) == repr(json.loads(raw)), raw
+    for bad in (b'{"a": }', b"[1, 2,]", b'{"a": "\x01"}'):
+        with pytest.raises(ValueError) as ours:
+            _parsed(bad)
+        with pytest.raises(ValueError) as theirs:
+            json.loads(bad)
+        assert str(ours.value) == str(theirs.value), bad
