@@ -6,18 +6,32 @@ from __future__ import annotations
 import hashlib
 import json
 
+import orjson
 from pydantic import BaseModel
 
 from lobbies.errors import conflict
 
 
 def request_hash(args: BaseModel) -> str:
-    """A digest of the whole validated request, to tell an identical retry from a changed one."""
+    """A digest of the whole validated request, to tell an identical retry from a changed one.
+
+    The digest is of the standard encoder's text (sorted keys, no spaces, ASCII escapes),
+    which every stored digest was made of. orjson writes the same bytes four times faster
+    for what the hashed operations hold (text, integers, booleans, null: no numbers with a
+    fraction, tests/lobbies/test_idempotency_digest.py) unless the text has a character
+    past `~`, which the standard encoder escapes: those requests take the standard encoder.
+    """
     dumped = args.model_dump(mode="json")
     if dumped.get("attachments", ()) is None:
         del dumped["attachments"]  # requests without attachments hash as they did before them
-    canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    canonical: bytes | None
+    try:
+        canonical = orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # an integer past 64 bits
+        canonical = None
+    if canonical is None or not canonical.isascii() or b"\x7f" in canonical:
+        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def check_same_request(
