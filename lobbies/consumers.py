@@ -18,9 +18,9 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
-from lobbies import presence, push
+from lobbies import presence, push, store
 from lobbies.actions.runtime import Claim, DeliveryReport, claim_runtime, report_delivery
 from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
@@ -174,7 +174,7 @@ async def _on_the_store(
     """On the embedded store, `ask` joins the sockets asking together in one transaction;
     on PostgreSQL it commits on its own pool thread, since one transaction holding many
     agents' rows would only add lock waits."""
-    if connection.vendor == "sqlite":
+    if store.embedded():
         return await batches(ask)
     answer: Answer = await on_worker(one)(*ask)
     return answer

@@ -25,12 +25,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import DisallowedHost  # noqa: E402
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402
-from django.db import DatabaseError, connection, transaction  # noqa: E402
+from django.db import DatabaseError, transaction  # noqa: E402
 from django.http import HttpResponse  # noqa: E402
 from django.urls import Resolver404, get_urlconf, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
 
-from lobbies import uploads  # noqa: E402
+from lobbies import store, uploads  # noqa: E402
 from lobbies.consumers import Batches, BridgeConsumer  # noqa: E402
 from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: E402
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
@@ -219,7 +219,7 @@ class AgentAPI:
 
         request = ASGIRequest(scope, io.BytesIO(body))
         response: HttpResponse | None
-        if together and connection.vendor == "sqlite":
+        if together and store.embedded():
             # An upload (together=False) hashes and writes a file: it keeps its own commit.
             response = await REQUESTS(request)
         else:

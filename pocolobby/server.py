@@ -86,29 +86,40 @@ class HeaderDeadline(HttpToolsProtocol):
 
     uvicorn arms no timer while a request's headers arrive (its keep-alive timer is cancelled
     by any byte), so a client sending half a request line held a connection forever. Each
-    request gets `seconds` from its connection or its first byte to its last header.
+    request gets `seconds` from its connection or its first byte to its last header. One
+    timer serves many requests: it is armed when none is, and when it fires it closes the
+    connection only if headers are still arriving past their time, else waits for the rest
+    of it (a timer set and cancelled per request was a tenth of the loop's time per send).
     """
 
     seconds: float = 10.0
     _deadline: asyncio.TimerHandle | None = None
+    _headers_since: float | None = None  # when the headers now arriving began
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.seconds, self._too_slow)
+    def _begin_headers(self) -> None:
+        self._headers_since = self.loop.time()
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.seconds, self._check)
+
+    def _check(self) -> None:
+        self._deadline = None
+        if self._headers_since is None:
+            return  # no headers arriving; the next request's first byte arms the timer again
+        left = self._headers_since + self.seconds - self.loop.time()
+        if left > 0:
+            self._deadline = self.loop.call_later(left, self._check)
+        elif not self.transport.is_closing():
+            self.transport.close()
 
     def _disarm(self) -> None:
+        self._headers_since = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
 
-    def _too_slow(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(OneWritePerTurn(transport, self.loop))  # type: ignore[arg-type]
-        self._arm()
+        self._begin_headers()
 
     def handle_websocket_upgrade(self) -> None:
         # The socket's own protocol writes frames straight to the transport, after whatever
@@ -120,21 +131,16 @@ class HeaderDeadline(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._deadline is None:
-            self._arm()
+        if self._headers_since is None:
+            self._begin_headers()
 
     def on_headers_complete(self) -> None:
-        self._disarm()
+        self._headers_since = None  # the timer, if it fires, finds nothing arriving
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        # Idle between requests is the keep-alive timer's; the next byte re-arms this one.
-        self._disarm()
 
 
 def _header_deadline(seconds: float) -> type[HeaderDeadline]:

@@ -162,6 +162,9 @@ def test_a_connection_sending_half_a_request_line_is_closed(tmp_path):
             assert not _closed_within(honest, 2)
             honest.sendall(request.encode())
             assert honest.recv(4096).startswith(b"HTTP/1.1 200")
+            # Its next request stalling in its headers is closed like any other.
+            honest.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            assert _closed_within(honest, 10)
     finally:
         broker.stop()
 
