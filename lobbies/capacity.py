@@ -1,7 +1,8 @@
 """Capacity guards on the send path (seed section 5): refuse before anything is stored.
 
 Each refusal names the setting that bounds it. Previously accepted work is kept: a guard
-only stops new sends. Each check is one cheap read (a statvfs, two indexed lookups).
+only stops new sends. Each check is cheap: a statvfs at most once a second, and counts read
+in the send's sequence bump (actions/messages.py).
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import time
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from lobbies import store
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, Scope
 
-_LOBBY_SPAN_SQL = (
-    "SELECT l.message_sequence, (SELECT MIN(m.sequence) FROM lobbies_message m "
-    "WHERE m.lobby_id = l.id) FROM lobbies_lobby l WHERE l.id = %s"
-)
+# The lobby's oldest stored sequence, read in the send's sequence bump (actions/messages.py):
+# with the new sequence it gives the messages the lobby stores (retention removes the oldest).
+OLDEST_SEQUENCE_SQL = "SELECT MIN(m.sequence) FROM lobbies_message m WHERE m.lobby_id = %s"
 
 
 # Free space read at most this often: a statvfs per send was 4% of a send's GIL time
@@ -44,12 +43,6 @@ def free_disk_bytes() -> int | None:
     return read[1]
 
 
-def stored_messages(lobby_pk: int) -> int:
-    """Messages the lobby keeps, from its sequence span (retention removes the oldest)."""
-    last, first = store.scalar_row(_LOBBY_SPAN_SQL, [lobby_pk])
-    return 0 if first is None else int(last) - int(first) + 1
-
-
 def check_send(sender: Agent, scope: str, recipients: int) -> None:
     bounds = settings.BOUNDS
     if scope == Scope.BROADCAST and recipients > bounds.broadcast_fanout:
@@ -67,7 +60,12 @@ def check_send(sender: Agent, scope: str, recipients: int) -> None:
             f"the store's volume has {free} bytes free, under the reserve of "
             f"{bounds.disk_reserve_bytes} (POCOLOBBY_DISK_RESERVE_BYTES); nothing was stored",
         )
-    if stored_messages(sender.lobby_id) >= bounds.lobby_messages:
+
+
+def check_lobby_room(stored: int) -> None:
+    """Refuse a send to a lobby that stores its limit of messages; `stored` before this one."""
+    bounds = settings.BOUNDS
+    if stored >= bounds.lobby_messages:
         raise BrokerError(
             507,
             "lobby_capacity",

@@ -193,6 +193,7 @@ class SendSlot:
     """What the send's first statement learned inside the write transaction."""
 
     sequence: int
+    stored: int  # messages the lobby stored before this one
     sent_last_minute: int | None  # None: no rate applies (a schedule's occurrence)
     queued: tuple[int, int] | None  # (count, bytes) queued for a single recipient
 
@@ -201,10 +202,12 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
     """Bump the lobby's sequence and read the counts the bounds need, in one statement.
 
     Each statement inside the write transaction costs a round of the GIL while every other
-    send waits on the write lock, so the rate count and (for one recipient) its queue counts
-    ride on the sequence bump's RETURNING. On PostgreSQL the bump also serializes the lobby.
+    send waits on the write lock, so the lobby's oldest stored sequence, the rate count and
+    (for one recipient) its queue counts ride on the sequence bump's RETURNING. On
+    PostgreSQL the bump also serializes the lobby.
     """
-    returning, params = ["message_sequence"], [sender.lobby_id]
+    returning = ["message_sequence", f"({capacity.OLDEST_SEQUENCE_SQL})"]
+    params = [sender.lobby_id, sender.lobby_id]
     if rate:
         returning.append(f"({_RATE_COUNT})")
         params += [sender.pk, store.as_db_time(now - timedelta(minutes=1))]
@@ -216,9 +219,11 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
     bump = "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 WHERE id = %s"
     values = list(store.scalar_row(f"{bump} RETURNING {', '.join(returning)}", params))
     sequence = int(values.pop(0))
+    oldest = values.pop(0)
+    stored = 0 if oldest is None else sequence - int(oldest)
     sent = int(values.pop(0)) if rate else None
     queued = (int(values[0]), int(values[1])) if single else None
-    return SendSlot(sequence, sent, queued)
+    return SendSlot(sequence, stored, sent, queued)
 
 
 def _check_capacity(recipient: Agent, content_bytes: int, queued: tuple[int, int] | None) -> None:
@@ -332,6 +337,7 @@ def _accept(
     with transaction.atomic():
         now = timezone.now()
         slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
+        capacity.check_lobby_room(slot_counts.stored)
         sequence = slot_counts.sequence
         fence(sender, runtime)
         _check_deliver_at(sender, args.deliver_at, now)
