@@ -126,7 +126,7 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         )
         agent.backlog_bound_at = now
         agent.loaded_checkpoint_revision = None
-        agent.bootstrap_nonce = secrets.token_urlsafe(12)
+        agent.bootstrap_nonce = new_nonce()
         agent.bootstrap_sent_at = None
         agent.bootstrap_attempts = 0
         agent.ready_at = None
@@ -195,6 +195,12 @@ def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
             "generation_superseded",
             "this bridge process no longer holds the agent's runtime; its writes are refused",
         )
+
+
+def new_nonce() -> str:
+    """A bootstrap's nonce: 96 random bits as hex. A shell agent passes it as an argument
+    (`pocolobby msg ready <nonce>`), and a URL-safe one starting with "-" read as an option."""
+    return secrets.token_hex(12)
 
 
 def fence(agent: Agent, caller: RuntimeCaller | None) -> None:

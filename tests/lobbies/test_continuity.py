@@ -248,3 +248,12 @@ def test_a_resumed_conversations_greeting_is_deduplicated_by_its_hello_key(lead,
     again = resumed.ok("send_message", **greeting)
     assert again["message_id"] == sent["message_id"]
     assert [m["content"] for m in lead.ok("get_messages")["messages"]] == ["backend is back"]
+
+
+def test_a_bootstrap_nonce_is_safe_to_pass_as_a_shell_argument(backend: AgentClient):
+    """`pocolobby msg ready <nonce>`: a nonce starting with "-" was read as an option (a URL-safe
+    one did, one claim in 64). Every claim's nonce is hex."""
+    nonces = {Session(backend).nonce for _ in range(40)}
+    assert len(nonces) == 40
+    for nonce in nonces:
+        assert len(nonce) == 24 and set(nonce) <= set("0123456789abcdef"), nonce
