@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from lobbies.errors import BrokerError
-from lobbies.models import Agent, Scope
+from lobbies.models import Scope
 
 # The lobby's oldest stored sequence, read in the send's sequence bump (actions/messages.py):
 # with the new sequence it gives the messages the lobby stores (retention removes the oldest).
@@ -43,7 +43,7 @@ def free_disk_bytes() -> int | None:
     return read[1]
 
 
-def check_send(sender: Agent, scope: str, recipients: int) -> None:
+def check_send(scope: str, recipients: int) -> None:
     bounds = settings.BOUNDS
     if scope == Scope.BROADCAST and recipients > bounds.broadcast_fanout:
         raise BrokerError(

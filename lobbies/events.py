@@ -6,7 +6,6 @@ Only ever published after commit (`on_commit`), so a woken reader always finds t
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import time
@@ -32,7 +31,7 @@ def agent_group(agent_pk: int) -> str:
 SERVER_LOOP: dict[str, asyncio.AbstractEventLoop] = {}
 
 
-def _log_failure(future: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
+def _log_failure(future: asyncio.Future[Any]) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("could not publish a wake", exc_info=future.exception())
 

@@ -338,9 +338,10 @@ def scalar_row(sql: str, params: list[Any]) -> tuple[Any, ...]:
 
 def as_db_time(moment: Any) -> Any:
     """A datetime as this backend stores it, for parameters of hand-written SQL."""
+    db = _db()
     if type(moment) is datetime and moment.utcoffset() is not None:
-        return _db_time(moment, _db())
-    return connection.ops.adapt_datetimefield_value(moment)
+        return _db_time(moment, db)
+    return db.ops.adapt_datetimefield_value(moment)
 
 
 def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

@@ -330,7 +330,7 @@ def _accept(
     late: bool,
 ) -> SendOutcome:
     addressing = resolve()
-    capacity.check_send(sender, addressing.scope, len(addressing.recipients))
+    capacity.check_send(addressing.scope, len(addressing.recipients))
     _check_reply_to(sender, args.reply_to)
     _check_supersedes(sender, args.supersedes)
     content_bytes = len(args.content.encode("utf-8"))

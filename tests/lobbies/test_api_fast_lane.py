@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import httpx
 import pytest
-from django.core.handlers.asgi import ASGIRequest
 from django.db import OperationalError, connection
 from django.http import HttpResponse
 
 from lobbies.models import Message
 from pocolobby.asgi import _serve_together, application
+from tests.fast_lane import agent_post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,38 +72,15 @@ async def test_an_oversized_body_is_413_whoever_would_answer_the_route(lead, pat
     assert response.json()["error"]["code"] == "request_too_large"
 
 
-def _request(token: str, body: dict) -> ASGIRequest:
-    raw = json.dumps(body).encode()
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/messages",
-        "raw_path": b"/v1/messages",
-        "query_string": b"",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"authorization", f"Bearer {token}".encode()),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(raw)).encode()),
-        ],
-        "server": ("127.0.0.1", 80),
-        "client": ("127.0.0.1", 5555),
-        "scheme": "http",
-        "root_path": "",
-        "http_version": "1.1",
-    }
-    return ASGIRequest(scope, io.BytesIO(raw))
-
-
 @pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
 def test_requests_that_queue_together_share_one_commit_and_a_refusal_stays_its_own(
     lead, backend, commits
 ):
     answers = _serve_together(
         [
-            _request(lead.token, {"to": "backend", "content": "one", "client_request_id": "g1"}),
-            _request(lead.token, {"to": "nobody", "content": "lost", "client_request_id": "g2"}),
-            _request(lead.token, {"to": "backend", "content": "two", "client_request_id": "g3"}),
+            agent_post(lead.token, {"to": "backend", "content": "one", "client_request_id": "g1"}),
+            agent_post(lead.token, {"to": "nobody", "content": "lost", "client_request_id": "g2"}),
+            agent_post(lead.token, {"to": "backend", "content": "two", "client_request_id": "g3"}),
         ]
     )
     assert len(commits) == 1
@@ -126,8 +102,8 @@ def test_when_the_shared_commit_fails_every_request_is_told_nothing_was_kept(
     monkeypatch.setattr(connection, "_commit", failing)
     answers = _serve_together(
         [
-            _request(lead.token, {"to": "backend", "content": "one", "client_request_id": "f1"}),
-            _request(lead.token, {"to": "backend", "content": "two", "client_request_id": "f2"}),
+            agent_post(lead.token, {"to": "backend", "content": "one", "client_request_id": "f1"}),
+            agent_post(lead.token, {"to": "backend", "content": "two", "client_request_id": "f2"}),
         ]
     )
     monkeypatch.undo()
