@@ -61,6 +61,18 @@ async def bootstrapped(communicator: WebsocketCommunicator) -> tuple[dict, dict]
     return welcome, notice
 
 
+async def settled(communicator: WebsocketCommunicator) -> None:
+    """Wait until the consumer has finished connecting.
+
+    The consumer handles one event at a time, so a heartbeat's answer comes after the
+    connect's last push round. A send made before that round ends may be pushed by it
+    alone, outside any batch window a test sets.
+    """
+    await communicator.send_json_to({"type": "heartbeat"})
+    answer = await frame(communicator)
+    assert answer["type"] == "heartbeat", answer
+
+
 async def run_tick(now: datetime) -> None:
     """One dispatcher pass at `now`, publishing what it decided, as the real loop does."""
     result = await database_sync_to_async(timers.tick)(now)
