@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -181,8 +182,10 @@ _QUEUED = (
 
 
 _RATE_COUNT = "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s"
-_QUEUED_COUNT = f"SELECT COUNT(*) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
-_QUEUED_BYTES = f"SELECT COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
+_QUEUED_PAIR = (
+    "SELECT COUNT(*) || ' ' || COALESCE(SUM(content_bytes), 0) "  # noqa: S608
+    f"FROM lobbies_delivery WHERE {_QUEUED}"
+)
 _QUEUED_BOTH = (
     f"SELECT COUNT(*), COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
 )
@@ -203,18 +206,19 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
 
     Each statement inside the write transaction costs a round of the GIL while every other
     send waits on the write lock, so the lobby's oldest stored sequence, the rate count and
-    (for one recipient) its queue counts ride on the sequence bump's RETURNING. On
-    PostgreSQL the bump also serializes the lobby.
+    (for one recipient) its queue counts ride on the sequence bump's RETURNING. The queue's
+    count and bytes come from one scan of its index, as one text value (a scalar subquery
+    answers one column). On PostgreSQL the bump also serializes the lobby.
     """
     returning = ["message_sequence", f"({capacity.OLDEST_SEQUENCE_SQL})"]
-    params = [sender.lobby_id, sender.lobby_id]
+    params: list[Any] = [sender.lobby_id, sender.lobby_id]
     if rate:
         returning.append(f"({_RATE_COUNT})")
         params += [sender.pk, store.as_db_time(now - timedelta(minutes=1))]
     single = len(recipients) == 1
     if single:
-        returning += [f"({_QUEUED_COUNT})", f"({_QUEUED_BYTES})"]
-        params += [recipients[0].pk, recipients[0].pk]
+        returning.append(f"({_QUEUED_PAIR})")
+        params.append(recipients[0].pk)
     # Only our own constant SQL fragments are joined; every value is a parameter.
     bump = "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 WHERE id = %s"
     values = list(store.scalar_row(f"{bump} RETURNING {', '.join(returning)}", params))
@@ -222,7 +226,10 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
     oldest = values.pop(0)
     stored = 0 if oldest is None else sequence - int(oldest)
     sent = int(values.pop(0)) if rate else None
-    queued = (int(values[0]), int(values[1])) if single else None
+    queued = None
+    if single:
+        count, _, size = str(values[0]).partition(" ")
+        queued = (int(count), int(size))
     return SendSlot(sequence, stored, sent, queued)
 
 
