@@ -13,7 +13,7 @@ from lobbies.answers import AttachmentMeta, Catalog, UploadAnswer
 from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, run_tool
 from lobbies.credentials import stated
 from lobbies.errors import bad_request, not_found
-from lobbies.http import ApiView, Documented, JsonAnswer, api_view, json_body
+from lobbies.http import ApiView, Documented, JsonAnswer, api_view, json_body, request_header
 from lobbies.tokens import agent_for_token
 from lobbies.wire import (
     ATTACHMENT_NAME_HEADER,
@@ -25,7 +25,9 @@ from lobbies.wire import (
 
 def _caller(request: HttpRequest) -> Caller:
     """The agent from the token; the runtime from a bridge's headers, which fence its writes."""
-    given = stated(request.headers)
+    names = ("authorization", RUNTIME_HEADER.lower(), GENERATION_HEADER.lower())
+    present = {name: request_header(request, name) for name in names}
+    given = stated({name: value for name, value in present.items() if value is not None})
     agent = agent_for_token(given.token)
     if given.runtime_id is None and given.generation_text is None:
         return Caller(agent)
@@ -107,7 +109,7 @@ def upload_attachment(request: HttpRequest, key: str) -> JsonAnswer:
     """The raw body proves possession of SHA-256 `key` (the fast lane reserved its memory)."""
     agent = _caller(request).agent
     data = _upload_bytes(request)
-    outcome = attachments.upload(agent, key, request.headers.get("Content-Type", ""), data)
+    outcome = attachments.upload(agent, key, request_header(request, "Content-Type") or "", data)
     return JsonAnswer(
         {"sha256": outcome.sha256, "size": outcome.size}, status=201 if outcome.created else 200
     )

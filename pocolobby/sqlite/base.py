@@ -10,16 +10,39 @@ remains for other processes (the CLI's `init`, a backup).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 WRITE_LOCK = threading.Lock()
 LOCK_TIMEOUT_SECONDS = 30
 
+# settings.DEBUG, read once and again after a test changes it. Each read of `settings.X`
+# is a Python-level __getattribute__ that raises and swallows an AttributeError (Django's
+# LazyObject), and every statement of the send path asks whether queries are logged.
+_debug: list[bool] = []
+
+
+def _forget_debug(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DEBUG":
+        _debug.clear()
+
+
+setting_changed.connect(_forget_debug)
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
     _holds_write_lock = False
+
+    @property
+    def queries_logged(self) -> bool:
+        """As Django's, with settings.DEBUG remembered."""
+        if not _debug:
+            _debug.append(bool(settings.DEBUG))
+        return bool(self.force_debug_cursor or _debug[0])
 
     def _start_transaction_under_autocommit(self) -> None:
         if not WRITE_LOCK.acquire(timeout=LOCK_TIMEOUT_SECONDS):
