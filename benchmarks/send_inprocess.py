@@ -1,6 +1,7 @@
 """CPU of one durable send on the database thread, without HTTP: alone and in shared commits.
 
-    .venv/bin/python benchmarks/send_inprocess.py [--sends 3000] [--durable]
+    .venv/bin/python benchmarks/send_inprocess.py [--sends 3000] [--durable] [--sizes 1,4,8]
+        [--code CHECKOUT]
 
 The broker's own CPU per send (`send_throughput.py`) swings by a third with the machine's
 minute; this measures only the work a send gives the database thread, in this process:
@@ -16,7 +17,11 @@ minute; this measures only the work a send gives the database thread, in this pr
    uncounted, so the bound counts stay the size the default bounds allow.
 4. Without `--durable` the connection runs `synchronous=OFF`: the fsync's cost, which varies
    most, stays out, and a change to our code shows as itself. Prints microseconds of CPU a
-   send, alone and in commits of 4 and 8, median of `--rounds`.
+   send, alone and in commits of 4 and 8 (`--sizes`), median of `--rounds`.
+
+`--code` serves the broker code of another checkout (an earlier commit, for a before/after)
+with this harness; `benchmarks/send_instructions.py` runs it under valgrind to count
+instructions, which do not swing with the machine's speed.
 """
 
 from __future__ import annotations
@@ -37,9 +42,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
-
-from tests.server import Broker  # noqa: E402
 
 DRAIN_EVERY = 200
 WARMUP = 96  # sends, a multiple of each batch size
@@ -47,6 +49,9 @@ CONTENT = "x" * 200
 
 
 def provision(root: Path) -> list[dict[str, Any]]:
+    # local: imported from the checkout `--code` names, put on the path by main()
+    from tests.server import Broker
+
     broker = Broker(root / "data")
     broker.start()
     try:
@@ -61,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sends", type=int, default=3000, help="timed sends per measure")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--durable", action="store_true", help="keep synchronous=FULL")
+    parser.add_argument("--sizes", default="1,4,8", help="sends a commit, comma-separated")
+    parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout to serve")
     args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    sys.path.insert(0, str(args.code.resolve()))
 
     with tempfile.TemporaryDirectory(prefix="pocolobby-inprocess-") as temp:
         root = Path(temp)
@@ -140,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             return spent / counted * 1e6
 
         mode = "synchronous=FULL" if args.durable else "synchronous=OFF"
-        for size in (1, 4, 8):
+        for size in sizes:
             runs = sorted(measure(size) for _ in range(args.rounds))
             label = "alone" if size == 1 else f"{size} a commit"
             print(
