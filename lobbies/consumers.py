@@ -112,7 +112,7 @@ class Batches(Generic[Item, Answer]):
     def __init__(
         self, write: Callable[[list[Item]], list[Answer | Exception]], most: int = BATCH_MAX
     ) -> None:
-        self.write = write
+        self.write = on_worker(write)  # one wrapper for every batch, not one per batch
         self.most = most
         self.pending: list[tuple[Item, asyncio.Future[Answer]]] = []
         self.task: asyncio.Task[None] | None = None
@@ -131,7 +131,7 @@ class Batches(Generic[Item, Answer]):
             batch, self.pending = self.pending[: self.most], self.pending[self.most :]
             answers: list[Answer | Exception]
             try:
-                answers = await on_worker(self.write)([item for item, _ in batch])
+                answers = await self.write([item for item, _ in batch])
             except Exception as error:
                 answers = [error] * len(batch)
             for (_, future), answer in zip(batch, answers, strict=True):

@@ -6,12 +6,14 @@ Only ever published after commit (`on_commit`), so a woken reader always finds t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
+import channels.exceptions
 import channels.layers
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -150,3 +152,16 @@ class InMemoryChannelLayer(channels.layers.InMemoryChannelLayer):  # type: ignor
         if now - self._swept_at >= self.SWEEP_SECONDS:
             self._swept_at = now
             super()._clean_expired()
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        """The stock layer's, without a task per member gathered by `as_completed`: `send`
+        never waits, so the members are sent to in turn. Every wake built a task set, a
+        queue and futures, even for an agent with no socket here (11% of the event loop's
+        time in a send benchmark, py-spy)."""
+        assert isinstance(message, dict), "Message is not a dict"  # as the stock layer
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, ())):
+            # As the stock layer: a full channel misses this message.
+            with contextlib.suppress(channels.exceptions.ChannelFull):
+                await self.send(channel, message)
