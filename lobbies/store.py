@@ -270,8 +270,8 @@ def _writer(
     placeholders = marks(written)
     pk = model._meta.pk
     sql = f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({placeholders})'  # noqa: S608
-    if vendor != "sqlite":
-        # SQLite answers the new key as the connection's last rowid (`_fetch`'s "key"):
+    if vendor != "sqlite" and pk.attname not in names:
+        # SQLite answers a generated key as the connection's last rowid (`_fetch`'s "key"):
         # RETURNING there buffers its rows in an ephemeral table opened and closed per
         # statement, 3% of a send's instructions (callgrind).
         sql += f' RETURNING "{pk.column}"'
@@ -313,11 +313,13 @@ def insert(model: type[M], values: dict[str, Any]) -> M:
     sql, plan, attnames = _writer(model, db.vendor, tuple(values))
     full: dict[str, Any] = {}
     prepared = _prepared(plan, values, full, db)
-    if db.vendor == "sqlite":
-        key = _query(sql, prepared, "key", db)
+    pk = model._meta.pk.attname
+    if pk in values:  # a key of the row's own (a UUID): nothing to read back
+        _query(sql, prepared, "count", db)
+    elif db.vendor == "sqlite":
+        full[pk] = _query(sql, prepared, "key", db)
     else:
-        key = _query(sql, prepared, "one", db)[0]
-    full[model._meta.pk.attname] = key
+        full[pk] = _query(sql, prepared, "one", db)[0]
     return _instance(model, attnames, [full[name] for name in attnames], db.alias)
 
 
