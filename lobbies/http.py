@@ -182,7 +182,16 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
 
 # Nineteen digits in a row: possibly an integer past 64 bits, which orjson would read as a
 # float where the standard parser keeps it exact.
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+_LONG_RUN = 19
+_LONG_NUMBER = re.compile(rb"[0-9]{%d}" % _LONG_RUN)
+_DIGITS = b"0123456789"
+
+
+def _may_hold_a_long_number(raw: bytes) -> bool:
+    """Whether `raw` may hold a run of 19 digits. Most bodies have fewer digits than that in
+    all, counted in C far faster than the pattern searches (1.5% of a send's instructions)."""
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    return digits >= _LONG_RUN and _LONG_NUMBER.search(raw) is not None
 
 
 def _parsed(raw: bytes) -> Any:
@@ -190,7 +199,7 @@ def _parsed(raw: bytes) -> Any:
     refuses (NaN, a lone surrogate, an infinite number, UTF-16, nesting past its limit) and
     text with a long number go to the standard parser, which accepts, or refuses with its
     own message, exactly what it did before."""
-    if _LONG_NUMBER.search(raw) is None:
+    if not _may_hold_a_long_number(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

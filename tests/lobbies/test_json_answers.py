@@ -38,6 +38,8 @@ def test_answers_are_utf8_json_with_times_in_milliseconds(lead: AgentClient, bac
 EDGE_BODIES = [
     b'{"counter": 1180591620717411303424}',  # past 64 bits: orjson would make it a float
     b'{"counter": -18446744073709551617, "small": 9223372036854775807}',
+    b'{"id": "r-1234567890", "n": 123456789012, "big": 36893488147419103232}',
+    b'{"ids": [123456789, 123456789, 123456789], "when": "2026-12-02"}',  # many digits, no run
     b'{"ratio": 0.1, "tiny": 5e-324, "zero": -0.0}',
     b'{"big": 1e400}',  # the standard parser reads infinity
     b'{"nan": NaN, "inf": -Infinity}',
