@@ -303,7 +303,8 @@ def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> Any:
     """An aware datetime as the backend's adaptation stores it; a UTC one on SQLite (whose
     connection time zone is UTC here) directly, as the naive UTC text Django writes."""
     if db.vendor == "sqlite" and moment.tzinfo is UTC and db.timezone is UTC:
-        return str(moment.replace(tzinfo=None))
+        # str() of the naive datetime; `replace(tzinfo=None)` parses keywords, 2 us a call.
+        return datetime.combine(moment.date(), moment.time()).isoformat(" ")
     return db.ops.adapt_datetimefield_value(moment)
 
 
@@ -383,7 +384,8 @@ def _utc(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return moment.replace(tzinfo=UTC)
+    # `moment.replace(tzinfo=UTC)`, without its keyword parsing (a sixth of the time).
+    return datetime.combine(moment.date(), moment.time(), UTC)
 
 
 def as_json(value: Any) -> Any:
