@@ -26,8 +26,7 @@ from lobbies.wire import (
 def _caller(request: HttpRequest) -> Caller:
     """The agent from the token; the runtime from a bridge's headers, which fence its writes."""
     names = ("authorization", RUNTIME_HEADER.lower(), GENERATION_HEADER.lower())
-    present = {name: request_header(request, name) for name in names}
-    given = stated({name: value for name, value in present.items() if value is not None})
+    given = stated({n: v for n in names if (v := request_header(request, n)) is not None})
     agent = agent_for_token(given.token)
     if given.runtime_id is None and given.generation_text is None:
         return Caller(agent)

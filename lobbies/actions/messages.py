@@ -182,13 +182,17 @@ _QUEUED = (
 
 
 _RATE_COUNT = "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s"
+# A recipient's queued count and bytes from one scan of its index, as one text value: the
+# sequence bump reads it as a scalar subquery of its RETURNING, which answers one column.
 _QUEUED_PAIR = (
     "SELECT COUNT(*) || ' ' || COALESCE(SUM(content_bytes), 0) "  # noqa: S608
     f"FROM lobbies_delivery WHERE {_QUEUED}"
 )
-_QUEUED_BOTH = (
-    f"SELECT COUNT(*), COALESCE(SUM(content_bytes), 0) FROM lobbies_delivery WHERE {_QUEUED}"  # noqa: S608
-)
+
+
+def _queued_pair(value: object) -> tuple[int, int]:
+    count, _, size = str(value).partition(" ")
+    return int(count), int(size)
 
 
 @dataclass(frozen=True)
@@ -206,9 +210,8 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
 
     Each statement inside the write transaction costs a round of the GIL while every other
     send waits on the write lock, so the lobby's oldest stored sequence, the rate count and
-    (for one recipient) its queue counts ride on the sequence bump's RETURNING. The queue's
-    count and bytes come from one scan of its index, as one text value (a scalar subquery
-    answers one column). On PostgreSQL the bump also serializes the lobby.
+    (for one recipient) its queue counts ride on the sequence bump's RETURNING. On
+    PostgreSQL the bump also serializes the lobby.
     """
     returning = ["message_sequence", f"({capacity.OLDEST_SEQUENCE_SQL})"]
     params: list[Any] = [sender.lobby_id, sender.lobby_id]
@@ -226,10 +229,7 @@ def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: b
     oldest = values.pop(0)
     stored = 0 if oldest is None else sequence - int(oldest)
     sent = int(values.pop(0)) if rate else None
-    queued = None
-    if single:
-        count, _, size = str(values[0]).partition(" ")
-        queued = (int(count), int(size))
+    queued = _queued_pair(values[0]) if single else None
     return SendSlot(sequence, stored, sent, queued)
 
 
@@ -237,7 +237,7 @@ def _check_capacity(recipient: Agent, content_bytes: int, queued: tuple[int, int
     """Refuse a send the recipient's queue has no room for; `queued` if already counted."""
     bounds = settings.BOUNDS
     if queued is None:
-        queued = store.scalar_row(_QUEUED_BOTH, [recipient.pk])
+        queued = _queued_pair(store.scalar_row(_QUEUED_PAIR, [recipient.pk])[0])
     count, size = queued
     if count + 1 > bounds.queued_messages_per_recipient:
         raise BrokerError(

@@ -9,6 +9,7 @@ remains for other processes (the CLI's `init`, a backup).
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -20,15 +21,18 @@ from django.db.backends.sqlite3 import base
 WRITE_LOCK = threading.Lock()
 LOCK_TIMEOUT_SECONDS = 30
 
-# settings.DEBUG, read once and again after a test changes it. Each read of `settings.X`
-# is a Python-level __getattribute__ that raises and swallows an AttributeError (Django's
-# LazyObject), and every statement of the send path asks whether queries are logged.
-_debug: list[bool] = []
+@functools.cache
+def _debug() -> bool:
+    """settings.DEBUG, read once and again after a test changes it. Each read of
+    `settings.X` is a Python-level __getattribute__ that raises and swallows an
+    AttributeError (Django's LazyObject), and every statement of the send path asks whether
+    queries are logged."""
+    return bool(settings.DEBUG)
 
 
 def _forget_debug(*, setting: str, **kwargs: Any) -> None:
     if setting == "DEBUG":
-        _debug.clear()
+        _debug.cache_clear()
 
 
 setting_changed.connect(_forget_debug)
@@ -40,9 +44,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def queries_logged(self) -> bool:
         """As Django's, with settings.DEBUG remembered."""
-        if not _debug:
-            _debug.append(bool(settings.DEBUG))
-        return bool(self.force_debug_cursor or _debug[0])
+        return bool(self.force_debug_cursor or _debug())
 
     def _start_transaction_under_autocommit(self) -> None:
         if not WRITE_LOCK.acquire(timeout=LOCK_TIMEOUT_SECONDS):
