@@ -132,6 +132,10 @@ else:
                 "timeout": 30,
                 "init_command": (
                     "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
+                    # A shared commit's savepoint journal (and RETURNING's table) in memory:
+                    # on disk it spilled to a new temporary file each commit, ~40 writes a
+                    # send (strace; docs/PERFORMANCE.md).
+                    "PRAGMA temp_store=MEMORY;"
                     # A backstop: `pocolobby serve` checkpoints on a thread of its own
                     # (pocolobby/sqlite/checkpoints.py); 10x the default otherwise.
                     f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES};"

@@ -126,8 +126,10 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path):
     assert_refused_untouched(tmp_path, "is not a SQLite database")
 
 
-@pytest.mark.parametrize("pragma", ["journal_mode", "synchronous", "foreign_keys"])
-def test_broker_connections_use_wal_full_sync_and_foreign_keys(tmp_path, pragma):
+@pytest.mark.parametrize("pragma", ["journal_mode", "synchronous", "foreign_keys", "temp_store"])
+def test_broker_connections_use_wal_full_sync_foreign_keys_and_memory_temp_store(tmp_path, pragma):
+    """temp_store=MEMORY: a shared commit's savepoint journal spilled to a temporary file
+    otherwise, about 40 writes a send (docs/PERFORMANCE.md)."""
     assert run_init(tmp_path).returncode == 0
     env = embedded_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": "pocolobby.settings"}
     script = (
@@ -142,7 +144,8 @@ def test_broker_connections_use_wal_full_sync_and_foreign_keys(tmp_path, pragma)
         check=True,
         timeout=60,
     ).stdout.strip()
-    assert out == {"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1"}[pragma]
+    expected = {"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "temp_store": "2"}
+    assert out == expected[pragma]
 
 
 @pytest.mark.parametrize(
