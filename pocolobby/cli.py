@@ -97,6 +97,7 @@ def _own_the_store(url: str) -> None:
     except store_lock.StoreInUse as exc:
         raise CliError(str(exc)) from None
 
+
 # What `serve` prints; README.md's "Connect an agent" gives the same commands (a test holds it).
 NEXT_STEPS = """Next, from another terminal (README.md, "Connect an agent"):
   pocolobby lobby create my-team

@@ -118,7 +118,6 @@ class Bounds:
                 "POCOLOBBY_UPLOAD_GRACE_SECONDS", cls.upload_grace_seconds
             ),
             notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
-
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds

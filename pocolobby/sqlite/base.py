@@ -21,6 +21,7 @@ from django.db.backends.sqlite3 import base
 WRITE_LOCK = threading.Lock()
 LOCK_TIMEOUT_SECONDS = 30
 
+
 @functools.cache
 def _debug() -> bool:
     """settings.DEBUG, read once and again after a test changes it. Each read of
