@@ -25,7 +25,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import DisallowedHost  # noqa: E402
 from django.core.handlers.asgi import ASGIRequest  # noqa: E402
-from django.db import DatabaseError, transaction  # noqa: E402
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction  # noqa: E402
 from django.http import HttpResponse  # noqa: E402
 from django.urls import Resolver404, get_urlconf, resolve  # noqa: E402
 from django.urls import path as route  # noqa: E402
@@ -36,6 +36,7 @@ from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: 
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
 from lobbies.http import ApiView, JsonAnswer, error_response, in_worker_thread  # noqa: E402
 from lobbies.wire import ATTACHMENT_ROUTE  # noqa: E402
+from pocolobby.sqlite.base import merging_savepoints  # noqa: E402
 
 log = logging.getLogger("pocolobby.api")
 
@@ -99,7 +100,8 @@ def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exceptio
         return [_serve_alone(request) for request in requests]
     answers: list[HttpResponse | Exception | None] = []
     try:
-        with transaction.atomic():
+        # A send's own savepoint, opened first thing in its request's, merges into it.
+        with transaction.atomic(), merging_savepoints(DEFAULT_DB_ALIAS):
             for request in requests:
                 try:
                     with transaction.atomic():

@@ -9,13 +9,16 @@ remains for other processes (the CLI's `init`, a backup).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.db.backends.sqlite3 import base
 
 WRITE_LOCK = threading.Lock()
@@ -41,6 +44,11 @@ setting_changed.connect(_forget_debug)
 
 class DatabaseWrapper(base.DatabaseWrapper):
     _holds_write_lock = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._savepoints: list[_Savepoint] = []  # open, innermost last
+        self.merging = False  # see merging_savepoints()
 
     @property
     def queries_logged(self) -> bool:
@@ -73,20 +81,44 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.connection.execute(sql).close()
         return True
 
+    # Savepoints. Each is named by its depth (`p1`, `p2`...), not by Django's per-thread
+    # counter, so the driver's statement cache keeps its SAVEPOINT and RELEASE prepared. A
+    # savepoint opened while `merging` and with nothing written since the enclosing one
+    # opened is that one's alias and runs no SQL: rolling back to the enclosing savepoint
+    # undoes exactly what it would. (A shared commit wraps each request in a savepoint,
+    # and a send opens its own at once: two savepoints a send, one of them for nothing.)
+
     def _savepoint(self, sid: str) -> None:
-        sql = self.ops.savepoint_create_sql(sid)
-        if not self._run_plain(sql):
-            super()._savepoint(sid)  # type: ignore[misc]  # Django's private hook, absent from the stubs
+        stack = self._savepoints
+        changes = self.connection.total_changes
+        if self.merging and stack and stack[-1].changes == changes:
+            stack.append(_Savepoint(sid, stack[-1].name, changes, own=False))
+            return
+        name = f"p{len(stack) + 1}"
+        self._run_transaction_sql(self.ops.savepoint_create_sql(name))
+        stack.append(_Savepoint(sid, name, changes, own=True))
 
     def _savepoint_commit(self, sid: str) -> None:
-        sql = self.ops.savepoint_commit_sql(sid)
-        if not self._run_plain(sql):
-            super()._savepoint_commit(sid)  # type: ignore[misc]  # Django's private hook, absent from the stubs
+        stack = self._savepoints
+        at = _position(stack, sid)
+        opened = stack[at]
+        del stack[at:]  # RELEASE releases every savepoint opened after it too
+        if opened.own:
+            self._run_transaction_sql(self.ops.savepoint_commit_sql(opened.name))
 
     def _savepoint_rollback(self, sid: str) -> None:
-        sql = self.ops.savepoint_rollback_sql(sid)
+        stack = self._savepoints
+        at = _position(stack, sid)
+        self._run_transaction_sql(self.ops.savepoint_rollback_sql(stack[at].name))
+        del stack[at + 1 :]  # ROLLBACK TO keeps the savepoint and cancels the later ones
+
+    def _run_transaction_sql(self, sql: str) -> None:
         if not self._run_plain(sql):
-            super()._savepoint_rollback(sid)  # type: ignore[misc]  # Django's private hook, absent from the stubs
+            with self.cursor() as cursor:
+                cursor.execute(sql)
+
+    def _forget_savepoints(self) -> None:
+        self._savepoints.clear()
 
     def _release_write_lock(self) -> None:
         if self._holds_write_lock:
@@ -97,16 +129,50 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             super()._commit()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
+            self._forget_savepoints()
             self._release_write_lock()
 
     def _rollback(self) -> None:
         try:
             super()._rollback()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
+            self._forget_savepoints()
             self._release_write_lock()
 
     def _close(self) -> None:
         try:
             super()._close()  # type: ignore[misc]  # Django's private hook, absent from the stubs
         finally:
+            self._forget_savepoints()
             self._release_write_lock()
+
+
+@dataclass
+class _Savepoint:
+    sid: str  # Django's name for it
+    name: str  # the SQL savepoint it stands for
+    changes: int  # the connection's total changes when it was opened
+    own: bool  # False: an alias of the enclosing savepoint, with no SQL of its own
+
+
+def _position(stack: list[_Savepoint], sid: str) -> int:
+    for at in range(len(stack) - 1, -1, -1):
+        if stack[at].sid == sid:
+            return at
+    raise OperationalError(f"no open savepoint {sid}")
+
+
+@contextlib.contextmanager
+def merging_savepoints(alias: str) -> Iterator[None]:
+    """Within: a savepoint opened with nothing written since the enclosing one opened runs
+    no SQL of its own (see DatabaseWrapper). For code that runs no DDL, whose changes
+    the connection's change count sees: a shared commit's requests."""
+    db = connections[alias]
+    if not isinstance(db, DatabaseWrapper):
+        yield
+        return
+    before, db.merging = db.merging, True
+    try:
+        yield
+    finally:
+        db.merging = before

@@ -111,3 +111,30 @@ def test_when_the_shared_commit_fails_every_request_is_told_nothing_was_kept(
         assert isinstance(answer, HttpResponse) and answer.status_code == 503
         assert json.loads(answer.content)["error"]["code"] == "store_unavailable"
     assert not Message.objects.filter(sender=lead.agent).exists()
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+def test_a_retry_in_a_shared_commit_gets_the_original_and_the_others_are_stored(
+    lead, backend, commits
+):
+    """The retry's send fails inside its own savepoint, merged into its request's (nothing
+    was written before it): rolled back there, it then reads the original in the same
+    transaction."""
+    first = {"to": "backend", "content": "one", "client_request_id": "k1"}
+    stored = _serve_together([agent_post(lead.token, first)])[0]
+    answers = _serve_together(
+        [
+            agent_post(lead.token, {"to": "backend", "content": "two", "client_request_id": "k2"}),
+            agent_post(lead.token, first),
+            agent_post(
+                lead.token, {"to": "backend", "content": "three", "client_request_id": "k3"}
+            ),
+        ]
+    )
+    assert len(commits) == 2
+    bodies = [json.loads(a.content) for a in answers if isinstance(a, HttpResponse)]
+    assert [b["status"] for b in bodies] == ["stored", "stored", "stored"]
+    original = json.loads(stored.content)  # type: ignore[union-attr]
+    assert bodies[1]["message_id"] == original["message_id"]
+    contents = Message.objects.filter(sender=lead.agent).order_by("sequence")
+    assert [m.content for m in contents] == ["one", "two", "three"]
