@@ -36,7 +36,11 @@ from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: 
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
 from lobbies.http import ApiView, JsonAnswer, error_response, in_worker_thread  # noqa: E402
 from lobbies.wire import ATTACHMENT_ROUTE  # noqa: E402
-from pocolobby.sqlite.base import merging_savepoints  # noqa: E402
+from pocolobby.sqlite.base import (  # noqa: E402
+    SharedCommitAbandoned,
+    merging_savepoints,
+    optimistic_commit,
+)
 
 log = logging.getLogger("pocolobby.api")
 
@@ -89,31 +93,57 @@ def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exceptio
     together waited for each other anyway; each then paid its own commit, and its own copy
     of the pages the others also wrote (the lobby's row, the indexes' last leaves). Six sends
     together took 0.94 ms of the database thread's CPU each, against 1.50 alone
-    (docs/PERFORMANCE.md). Each request runs in
-    its own savepoint, rolled back if it answers 5xx or raises, so a failure stays its own;
-    none is answered before the commit, so `stored` still means stored. If the commit
-    itself fails, every request of the batch is answered 503 and nothing of it was kept.
+    (docs/PERFORMANCE.md). A failure stays its own: a request that answers 5xx or raises,
+    or whose atomic block fails, has its writes rolled back and the others' kept. None is
+    answered before the commit, so `stored` still means stored. If the commit itself
+    fails, every request of the batch is answered 503 and nothing of it was kept.
+
+    First optimistically, with no savepoints (nearly every batch); if a request fails,
+    that transaction is rolled back and the batch served again, each request in a savepoint.
+    A view may run twice: as when the database aborts it (lobbies.http.run_retrying), its
+    only effects are its writes and what it publishes on commit.
     """
     if len(requests) == 1 or all(r.method in READS for r in requests):
         # Alone, or only reads: served as they were, no write transaction to share (a
         # health check still reads without waiting for another process's writer).
         return [_serve_alone(request) for request in requests]
-    answers: list[HttpResponse | Exception | None] = []
     try:
-        # A send's own savepoint, opened first thing in its request's, merges into it.
-        with transaction.atomic(), merging_savepoints(DEFAULT_DB_ALIAS):
-            for request in requests:
-                try:
-                    with transaction.atomic():
-                        response = _serve_api(request)
-                        if response is not None and response.status_code >= 500:
-                            transaction.set_rollback(True)
-                    answers.append(response)
-                except Exception as error:
-                    answers.append(error)
+        try:
+            return _serve_optimistically(requests)
+        except SharedCommitAbandoned:
+            return _serve_in_savepoints(requests)
     except DatabaseError:
         log.exception("a commit of %d requests failed; none of them was stored", len(requests))
         return [_not_stored() for _ in requests]
+
+
+def _serve_optimistically(requests: list[ASGIRequest]) -> list[HttpResponse | Exception | None]:
+    answers: list[HttpResponse | Exception | None] = []
+    with transaction.atomic(), optimistic_commit(DEFAULT_DB_ALIAS):
+        for request in requests:
+            try:
+                response = _serve_api(request)
+            except Exception as error:
+                raise SharedCommitAbandoned from error
+            if response is not None and response.status_code >= 500:
+                raise SharedCommitAbandoned
+            answers.append(response)
+    return answers
+
+
+def _serve_in_savepoints(requests: list[ASGIRequest]) -> list[HttpResponse | Exception | None]:
+    answers: list[HttpResponse | Exception | None] = []
+    # A send's own savepoint, opened first thing in its request's, merges into it.
+    with transaction.atomic(), merging_savepoints(DEFAULT_DB_ALIAS):
+        for request in requests:
+            try:
+                with transaction.atomic():
+                    response = _serve_api(request)
+                    if response is not None and response.status_code >= 500:
+                        transaction.set_rollback(True)
+                answers.append(response)
+            except Exception as error:
+                answers.append(error)
     return answers
 
 

@@ -1,5 +1,6 @@
-"""Savepoints on the embedded store (pocolobby/sqlite/base.py): named by depth, and merged
-into the enclosing one while `merging_savepoints` when nothing was written in between."""
+"""Savepoints on the embedded store (pocolobby/sqlite/base.py): named by depth, merged into
+the enclosing one while `merging_savepoints` when nothing was written in between, and none
+at all in an `optimistic_commit`, which a failed block abandons."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from lobbies.models import Lobby
-from pocolobby.sqlite.base import merging_savepoints
+from pocolobby.sqlite.base import SharedCommitAbandoned, merging_savepoints, optimistic_commit
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -143,4 +144,46 @@ def test_a_new_transaction_starts_with_no_savepoints_left_from_a_failed_one():
     with CaptureQueriesContext(connection) as captured, transaction.atomic(), transaction.atomic():
         _lobby("kept")
     assert _savepoint_sql(captured) == ["SAVEPOINT p1", "RELEASE p1"]
+    assert _lobbies() == ["kept"]
+
+
+def _answer_errors_as_a_view_does() -> str:
+    """A request's part that writes and fails in its own atomic block, inside a handler that
+    turns any error into an answer (lobbies.http.api_view's `except Exception`)."""
+    try:
+        _refused("refused")
+    except Exception:
+        return "answered 500"
+    return "answered 200"
+
+
+def test_an_optimistic_commit_opens_no_savepoints():
+    with (
+        CaptureQueriesContext(connection) as captured,
+        transaction.atomic(),
+        optimistic_commit(DEFAULT_DB_ALIAS),
+    ):
+        for name in ("a", "b"):
+            with transaction.atomic(), transaction.atomic():
+                _lobby(name)
+    assert _savepoint_sql(captured) == []
+    assert _lobbies() == ["a", "b"]
+
+
+def _optimistic_commit_with_a_failing_request() -> None:
+    with transaction.atomic():
+        _lobby("before")
+        with optimistic_commit(DEFAULT_DB_ALIAS):
+            _answer_errors_as_a_view_does()
+
+
+def test_a_failed_block_abandons_an_optimistic_commit_past_the_requests_own_handlers():
+    with pytest.raises(SharedCommitAbandoned):
+        _optimistic_commit_with_a_failing_request()
+    assert _lobbies() == []  # the whole transaction was rolled back
+    # Savepoints are back once the optimistic commit is over.
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        assert _answer_errors_as_a_view_does() == "answered 500"
+        _lobby("kept")
+    assert _savepoint_sql(captured) == ["SAVEPOINT p1", "ROLLBACK TO p1", "RELEASE p1"]
     assert _lobbies() == ["kept"]

@@ -8,12 +8,19 @@ import httpx
 import pytest
 from django.db import OperationalError, connection
 from django.http import HttpResponse
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from lobbies.models import Message
+from lobbies.models import Lobby, Message
+from pocolobby import asgi
 from pocolobby.asgi import _serve_together, application
 from tests.fast_lane import agent_post
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _savepoints(captured: CaptureQueriesContext) -> int:
+    return sum(q["sql"].startswith("SAVEPOINT") for q in captured.captured_queries)
 
 
 def _client(host: str = "127.0.0.1") -> httpx.AsyncClient:
@@ -117,9 +124,8 @@ def test_when_the_shared_commit_fails_every_request_is_told_nothing_was_kept(
 def test_a_retry_in_a_shared_commit_gets_the_original_and_the_others_are_stored(
     lead, backend, commits
 ):
-    """The retry's send fails inside its own savepoint, merged into its request's (nothing
-    was written before it): rolled back there, it then reads the original in the same
-    transaction."""
+    """The retry's send fails in its atomic block: the optimistic commit is abandoned, and
+    served again the retry rolls back to its request's savepoint and reads the original."""
     first = {"to": "backend", "content": "one", "client_request_id": "k1"}
     stored = _serve_together([agent_post(lead.token, first)])[0]
     answers = _serve_together(
@@ -138,3 +144,56 @@ def test_a_retry_in_a_shared_commit_gets_the_original_and_the_others_are_stored(
     assert bodies[1]["message_id"] == original["message_id"]
     contents = Message.objects.filter(sender=lead.agent).order_by("sequence")
     assert [m.content for m in contents] == ["one", "two", "three"]
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+def test_a_shared_commit_of_sends_opens_no_savepoint(lead, backend, commits):
+    with CaptureQueriesContext(connection) as captured:
+        answers = _serve_together(
+            [
+                agent_post(
+                    lead.token, {"to": "backend", "content": f"m{n}", "client_request_id": f"o{n}"}
+                )
+                for n in range(4)
+            ]
+        )
+    assert [a.status_code for a in answers if isinstance(a, HttpResponse)] == [200] * 4
+    assert _savepoints(captured) == 0 and len(commits) == 1
+    assert Message.objects.filter(sender=lead.agent).count() == 4
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+@pytest.mark.parametrize("failure", ["answers 500", "raises"])
+def test_a_request_that_fails_after_writing_loses_its_writes_and_the_others_keep_theirs(
+    lead, backend, commits, monkeypatch, failure
+):
+    serve = asgi._serve_api
+
+    def failing_after_a_write(request):
+        if request.path != "/v1/broken":
+            return serve(request)
+        Lobby.objects.create(name="half-done", created_at=timezone.now())
+        if failure == "raises":
+            raise RuntimeError("the view failed after writing")
+        return HttpResponse(status=500)
+
+    monkeypatch.setattr(asgi, "_serve_api", failing_after_a_write)
+    answers = _serve_together(
+        [
+            agent_post(lead.token, {"to": "backend", "content": "one", "client_request_id": "b1"}),
+            agent_post(lead.token, {}, path="/v1/broken"),
+            agent_post(lead.token, {"to": "backend", "content": "two", "client_request_id": "b2"}),
+        ]
+    )
+    assert isinstance(answers[0], HttpResponse) and answers[0].status_code == 200
+    if failure == "raises":
+        assert isinstance(answers[1], RuntimeError)
+    else:
+        assert isinstance(answers[1], HttpResponse) and answers[1].status_code == 500
+    assert isinstance(answers[2], HttpResponse) and answers[2].status_code == 200
+    assert len(commits) == 1  # the abandoned optimistic one rolled back, never committed
+    assert not Lobby.objects.filter(name="half-done").exists()
+    stored = Message.objects.filter(sender=lead.agent).order_by("sequence")
+    assert [m.content for m in stored] == ["one", "two"]
+    # Sequences run on from the abandoned attempt's: it was rolled back too.
+    assert [m.sequence for m in stored] == [stored[0].sequence, stored[0].sequence + 1]
