@@ -5,6 +5,10 @@ sleeps in growing steps (up to 100 ms) and wakes late. Under concurrent sends th
 not the work, set the pace. Here every write transaction of the process first takes one
 lock, so waiting writers wake the moment the previous one commits; SQLite's own busy timeout
 remains for other processes (the CLI's `init`, a backup).
+
+It also keeps the savepoints a shared commit of /v1 requests needs (pocolobby.asgi) cheap:
+none at all in an optimistic commit, which a failing block abandons instead
+(`optimistic_commit`); named by depth and merged where nothing was written otherwise.
 """
 
 from __future__ import annotations
