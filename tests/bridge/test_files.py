@@ -3,7 +3,7 @@
 Each rule refuses at least one case and allows its everyday neighbour. HOME is set to a
 directory under pytest's tmp_path (itself inside the system temporary folder, /tmp), so the
 rules see the same inputs a bridge reads from its environment; a file outside both is taken
-from the repository checkout.
+from the repository checkout (or /etc, when the checkout is itself in a temporary folder).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import string
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,16 +81,26 @@ def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disk:
 
 Case = Callable[[Disk], str]
 
+# A folder outside the fake home and every temporary folder, and a file in it: this
+# checkout and its README.md, unless the checkout is in a temporary folder (a clone in
+# /tmp); then /etc and /etc/passwd.
+_IN_A_TEMPORARY_FOLDER = any(
+    REPO_ROOT.resolve().is_relative_to(Path(t).resolve())
+    for t in {tempfile.gettempdir(), "/tmp"}  # Places.current's temporary folders
+)
+OUTSIDE = Path("/etc") if _IN_A_TEMPORARY_FOLDER else REPO_ROOT
+OUTSIDE_FILE = OUTSIDE / ("passwd" if _IN_A_TEMPORARY_FOLDER else "README.md")
+
 # (case, how to make it, the rule that refuses it or None when it is allowed)
 CASES: list[tuple[str, Case, str | None]] = [
     # absolute paths only
     ("relative path", lambda d: "Pictures/shot.png", files.RULE_ABSOLUTE),
     ("absolute path", lambda d: str(d.write("Pictures/shot.png", PNG)), None),
     # inside home or the temporary folder, as written and resolved
-    ("outside home and temp", lambda d: str(REPO_ROOT / "README.md"), files.RULE_PLACE),
+    ("outside home and temp", lambda d: str(OUTSIDE_FILE), files.RULE_PLACE),
     (
         "dot-dot out of the temporary folder",
-        lambda d: f"{d.scratch}/../../../../../..{REPO_ROOT}/README.md",
+        lambda d: f"{d.scratch}/../../../../../..{OUTSIDE_FILE}",
         files.RULE_PLACE,
     ),
     (
@@ -104,7 +115,7 @@ CASES: list[tuple[str, Case, str | None]] = [
     ),
     (
         "a link out of home",
-        lambda d: str(d.link("Documents/readme.md", REPO_ROOT / "README.md")),
+        lambda d: str(d.link("Documents/readme.md", OUTSIDE_FILE)),
         files.RULE_PLACE,
     ),
     # no dotfiles, no dot directories
@@ -621,7 +632,7 @@ def test_missing_folders_are_created_after_checking_the_whole_path(disk: Disk):
 
 SAVE_CASES: list[tuple[str, Callable[[Disk], tuple[str, str]], str | None]] = [
     ("relative", lambda d: ("Downloads", "a.png"), files.RULE_ABSOLUTE),
-    ("outside home and temp", lambda d: (str(REPO_ROOT / "tmp-save"), "a.png"), files.RULE_PLACE),
+    ("outside home and temp", lambda d: (str(OUTSIDE / "tmp-save"), "a.png"), files.RULE_PLACE),
     ("a dot directory", lambda d: (str(d.home / ".claude" / "new"), "a.png"), files.RULE_DOT),
     ("a dotfile name", lambda d: (str(d.home / "Downloads"), ".bashrc"), files.RULE_DOT),
     (
@@ -652,7 +663,7 @@ SAVE_CASES: list[tuple[str, Callable[[Disk], tuple[str, str]], str | None]] = [
     ),
     (
         "a link out of home, then missing folders",
-        lambda d: (str(d.link("out", REPO_ROOT) / "new" / "deeper"), "a.png"),
+        lambda d: (str(d.link("out", OUTSIDE) / "new" / "deeper"), "a.png"),
         files.RULE_PLACE,
     ),
     (
