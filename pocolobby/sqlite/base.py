@@ -56,11 +56,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
     _holds_write_lock = False
     _needs_rollback = False
     optimistic = False  # see optimistic_commit()
+    merging = False  # see merging_savepoints()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._savepoints: list[_Savepoint] = []  # open, innermost last
-        self.merging = False  # see merging_savepoints()
 
     # Django marks the transaction for rollback when an atomic block without a savepoint
     # fails; in an optimistic shared commit that block was a request's, whose own rollback
@@ -190,6 +190,13 @@ def _position(stack: list[_Savepoint], sid: str) -> int:
     raise OperationalError(f"no open savepoint {sid}")
 
 
+def _embedded(alias: str) -> DatabaseWrapper:
+    db = connections[alias]
+    if not isinstance(db, DatabaseWrapper):
+        raise TypeError(f"{alias} is not the embedded store; savepoints are its own here")
+    return db
+
+
 @contextlib.contextmanager
 def optimistic_commit(alias: str) -> Iterator[None]:
     """Within (inside a transaction): atomic blocks open no savepoints, and one that fails
@@ -200,9 +207,7 @@ def optimistic_commit(alias: str) -> Iterator[None]:
     under them were 9% of a send's instructions in commits of eight. The caller serves
     the requests again, each in a savepoint, when one fails.
     """
-    db = connections[alias]
-    if not isinstance(db, DatabaseWrapper):
-        raise TypeError("an optimistic commit is the embedded store's")
+    db = _embedded(alias)
     db.optimistic = True
     try:
         yield
@@ -215,10 +220,7 @@ def merging_savepoints(alias: str) -> Iterator[None]:
     """Within: a savepoint opened with nothing written since the enclosing one opened runs
     no SQL of its own (see DatabaseWrapper). For code that runs no DDL, whose changes
     the connection's change count sees: a shared commit's requests."""
-    db = connections[alias]
-    if not isinstance(db, DatabaseWrapper):
-        yield
-        return
+    db = _embedded(alias)
     before, db.merging = db.merging, True
     try:
         yield
