@@ -26,6 +26,7 @@ from console.actions.accounts import approve_repository
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import ApprovedRepository
 from lobbies.actions import rooms as room_actions
+from lobbies.actions.operator import HandOver, hand_over
 from lobbies.errors import bad_request, forbidden, not_found
 from lobbies.models import ActorKind, Agent, AuditAction, Lobby
 
@@ -228,3 +229,11 @@ def set_public_message_contents(actor: Actor, lobby_id: int, shown: bool) -> Non
             lobby,
             "message contents " + ("public" if shown else "private"),
         )
+
+
+def hand_over_as(actor: Actor, lobby_id: int, agent_id: str) -> HandOver:
+    """The dashboard's Hand over: the operator's action, by an actor who must still own the
+    lobby (checked in the same transaction)."""
+    with transaction.atomic():
+        lobby = owned(actor, lobby_id)
+        return hand_over(lobby.name, agent_id, actor_kind=actor.kind, account=actor.email)

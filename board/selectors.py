@@ -26,6 +26,7 @@ from django.db.models import (
     Count,
     DateTimeField,
     Exists,
+    F,
     Func,
     IntegerField,
     OuterRef,
@@ -48,7 +49,7 @@ from board.models import (
 from console import selectors as console_selectors
 from lobbies import usage
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
-from lobbies.presence import live_connections
+from lobbies.presence import WAITING_FRESH, live_connections, waiting_runtime
 from lobbies.selectors import (
     AnnotatedAgent,
     idle_seconds,
@@ -353,6 +354,45 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
             a.owner_request_count,
             a.owner_request_line,
             a.owner_requests_updated_at,
+        )
+        for a in agents
+    ]
+
+
+@dataclass(frozen=True)
+class HandOverWait:
+    """A new conversation waiting to take over an agent another conversation holds."""
+
+    agent_id: str
+    name: str
+    emoji: str
+    since: datetime | None
+    holder_since: datetime | None
+    holder_connected: bool
+
+
+def hand_over_waits(lobby: Lobby, now: datetime) -> list[HandOverWait]:
+    """Agents a refused new conversation waits for, hidden ones included, longest first."""
+    candidates = Agent.objects.filter(
+        lobby=lobby, enabled=True, waiting_seen_at__gte=now - WAITING_FRESH
+    )
+    agents = [a for a in candidates.order_by("waiting_since") if waiting_runtime(a, now)]
+    if not agents:
+        return []
+    looks = _appearances(agents)
+    connected = set(
+        live_connections()
+        .filter(agent__in=agents, generation=F("agent__runtime_generation"))
+        .values_list("agent_id", flat=True)
+    )
+    return [
+        HandOverWait(
+            a.agent_id,
+            shown_name(looks.get(a.pk), a.agent_id),
+            looks[a.pk].emoji if a.pk in looks else "",
+            a.waiting_since,
+            a.runtime_bound_at,
+            a.pk in connected,
         )
         for a in agents
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import message_views, replies, settings_views, views
+from board import hand_over, message_views, replies, settings_views, views
 from lobbies.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
@@ -18,6 +18,7 @@ urlpatterns = [
     path("tokens", views.tokens, name="dashboard-tokens"),
     path("reply", replies.reply, name="dashboard-reply"),
     path("broadcast", replies.broadcast, name="dashboard-broadcast"),
+    path("hand-over", hand_over.hand_over_view, name="dashboard-hand-over"),
     path("messages", message_views.messages, name="dashboard-messages"),
     path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
     path("settings", settings_views.settings_page),

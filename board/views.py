@@ -43,7 +43,10 @@ def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
 
 
 def _waiting(page: LobbyPage) -> dict[str, Any]:
-    return {"waiting": selectors.waiting_items(page.lobby)}
+    return {
+        "waiting": selectors.waiting_items(page.lobby),
+        "hand_overs": selectors.hand_over_waits(page.lobby, timezone.now()),
+    }
 
 
 def _accounts(page: LobbyPage) -> dict[str, Any]:

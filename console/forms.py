@@ -90,6 +90,12 @@ class ReplyForm(StrictForm):
     client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class HandOverForm(StrictForm):
+    """The dashboard's Hand over button: which agent goes to its waiting conversation."""
+
+    agent: Name
+
+
 class BroadcastForm(StrictForm):
     """The owner's message to every agent: the send action's bounds, not the form's."""
 

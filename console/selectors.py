@@ -202,7 +202,13 @@ def _phrase(event: AuditEvent) -> str:
         case "runtime_resumed":
             return "resumed its runtime"
         case "runtime_taken_over":
+            if d.get("ended") == "released":
+                return "started a new conversation after the last one ended"
             return "took over a runtime that never became ready"
+        case "runtime_released":
+            return "ended its conversation cleanly"
+        case "runtime_handed_over":
+            return f"handed agent {t} over to the conversation waiting for it"
         case "role_set":
             return f"set agent {t or agent}'s role"
         case "room_created":

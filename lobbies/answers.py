@@ -461,6 +461,14 @@ class Deleted(Answer):
     deleted: str
 
 
+class WaitingConversation(Answer):
+    """A new conversation refused with runtime_conflict that waits for the owner's hand over."""
+
+    runtime_id: str
+    since: Time
+    last_asked_at: Time
+
+
 class OperatorAgentEntry(AgentEntry):
     """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
 
@@ -470,6 +478,10 @@ class OperatorAgentEntry(AgentEntry):
     held: int
     runtime_id: str | None
     runtime_generation: int
+    runtime_bound_at: Time | None
+    # The bound conversation ended cleanly; the next new conversation takes the agent.
+    runtime_released_at: Time | None
+    waiting: WaitingConversation | None
     loaded_checkpoint_revision: int | None
     active_credentials: int
 
@@ -517,6 +529,12 @@ class CancelledForAgent(Answer):
 
 class RuntimeReset(Answer):
     reset: str
+    retired_runtime_id: str | None
+
+
+class HandedOver(Answer):
+    agent: str
+    runtime_id: str
     retired_runtime_id: str | None
 
 

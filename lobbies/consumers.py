@@ -4,6 +4,7 @@ Headers on the upgrade: `Authorization: Bearer <agent token>`, `X-PocoLobby-Even
 `X-PocoLobby-Runtime` and, on a reconnect of the same process, `X-PocoLobby-Generation`.
 A refusal is an `error` frame naming the code, then a close with 4000 + the HTTP status
 (4426 bridge_outdated, 4401, 4403, 4409 runtime_conflict or generation_superseded).
+A bridge whose host ends it cleanly sends `release` before closing (lobbies.wire).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from django.conf import settings
 from django.db import transaction
 
 from lobbies import presence, push, store
-from lobbies.actions.runtime import Claim, DeliveryReport, claim_runtime, report_delivery
+from lobbies.actions.runtime import (
+    Claim,
+    DeliveryReport,
+    RuntimeConflict,
+    claim_runtime,
+    release_runtime,
+    report_delivery,
+    wait_for_hand_over,
+)
 from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
@@ -39,6 +48,7 @@ from lobbies.wire import (
     FRAME_HOST_WRITTEN,
     FRAME_NOTICE,
     FRAME_RECEIVED,
+    FRAME_RELEASE,
     FRAME_WELCOME,
 )
 
@@ -151,6 +161,9 @@ def _claims(many: list[dict[str, str]]) -> list[Claim | Exception]:
             try:
                 with transaction.atomic():  # a savepoint: a refusal stays this socket's
                     answers.append(_authenticate_and_claim(headers))
+            except RuntimeConflict as refused:
+                wait_for_hand_over(refused)  # outside the savepoint the refusal rolled back
+                answers.append(refused)
             except Exception as error:
                 answers.append(error)
     return answers
@@ -345,11 +358,13 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 return
             if self.connection_pk is not None:
                 await on_worker(report_delivery)(self.connection_pk, self.generation, report)
+        elif kind == FRAME_RELEASE:
+            await on_worker(release_runtime)(self.agent_pk, self.generation)
         else:
             await self._error(
                 "unknown_frame_type",
                 f"unknown frame type {kind[:40]!r}; "
-                "this broker takes heartbeat, received, host_written and delivery",
+                "this broker takes heartbeat, received, host_written, delivery and release",
             )
 
     # ------------------------------------------------------------ group messages

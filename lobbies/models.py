@@ -65,6 +65,14 @@ class Agent(models.Model):
     # When the bound conversation first completed `ready` (kept across its restarts): a
     # binding never ready and not connected yields to another conversation (takeover).
     runtime_first_ready_at = models.DateTimeField(null=True, blank=True)
+    # The bound conversation ended cleanly: its bridge, told by its host to end, sent
+    # `release` on its open stream. The next new conversation is admitted (takeover).
+    runtime_released_at = models.DateTimeField(null=True, blank=True)
+    # A new conversation refused with runtime_conflict, waiting for the owner's hand over:
+    # which, since when, and its latest claim (its bridge keeps asking; a stale one is gone).
+    waiting_runtime_id = models.CharField(max_length=36, null=True, blank=True)
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    waiting_seen_at = models.DateTimeField(null=True, blank=True)
     # The lobby's highest sequence when this generation bound: older pending messages are
     # backlog, announced once as one coalesced notice.
     backlog_sequence = models.BigIntegerField(default=0)
@@ -615,6 +623,8 @@ class AuditAction(models.TextChoices):
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"
     RUNTIME_TAKEN_OVER = "runtime_taken_over"
+    RUNTIME_RELEASED = "runtime_released"
+    RUNTIME_HANDED_OVER = "runtime_handed_over"
     ROLE_SET = "role_set"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"

@@ -218,6 +218,15 @@ def _reset_runtime(request: HttpRequest, lobby: str, agent_id: str) -> dict[str,
     return {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
 
 
+def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    handed = operator.hand_over(lobby, agent_id)
+    return {
+        "agent": agent_id,
+        "runtime_id": handed.runtime_id,
+        "retired_runtime_id": handed.retired_runtime_id,
+    }
+
+
 def _resting(resting: bool) -> AgentRoute:
     def run(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
         operator.agent_named(lobby, agent_id)  # an unknown agent is 404, as for every action
@@ -259,6 +268,11 @@ AGENT_ACTIONS: dict[str, AgentAction] = {
         _reset_runtime,
         answers.RuntimeReset,
         "Retire the conversation that holds the agent, so another may bind it",
+    ),
+    "hand-over": AgentAction(
+        _hand_over,
+        answers.HandedOver,
+        "Give the agent to the new conversation waiting for it; the holder is retired",
     ),
     "rest": AgentAction(
         _resting(True),

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from lobbies.models import BrokerProcess, Connection
+from lobbies.models import Agent, BrokerProcess, Connection
 
 # This process's identity in the presence registry.
 PROCESS_ID = uuid.uuid4()
@@ -92,3 +92,21 @@ def forget_dead_processes(now: datetime) -> None:
     stale = BrokerProcess.objects.filter(last_seen_at__lt=now - PROCESS_STALE_AFTER)
     if stale.exclude(id=PROCESS_ID).exists():
         stale.exclude(id=PROCESS_ID).delete()
+
+
+# A new conversation refused with runtime_conflict asks again every few seconds while it
+# waits for the owner's hand over. It counts as waiting once it asked again at least this
+# long after its first ask (a health check such as `claude mcp list` asks once and exits),
+# and stops counting when it has not asked for WAITING_FRESH.
+WAITING_CONFIRMED = timedelta(seconds=2)
+WAITING_FRESH = timedelta(seconds=30)
+
+
+def waiting_runtime(agent: Agent, now: datetime) -> str | None:
+    """The runtime of the new conversation waiting to take over the agent, if one still is."""
+    since, seen = agent.waiting_since, agent.waiting_seen_at
+    if agent.waiting_runtime_id is None or since is None or seen is None:
+        return None
+    if seen - since < WAITING_CONFIRMED or now - seen > WAITING_FRESH:
+        return None
+    return agent.waiting_runtime_id

@@ -33,7 +33,7 @@ from lobbies.models import (
     Transport,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.presence import PROCESS_ID, live_connections
+from lobbies.presence import PROCESS_ID, live_connections, waiting_runtime
 from lobbies.usage import readings_for, usage_entry
 from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
 
@@ -561,20 +561,36 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
         )
         .order_by("agent_id")
     )
+    now = datetime.now(UTC)
     return [
         {
-            **agent_entry(a),
+            **agent_entry(a, now),
             "enabled": a.enabled,
             "pending": a.pending,
             "important": a.important,
             "held": a.held,
             "runtime_id": a.runtime_id,
             "runtime_generation": a.runtime_generation,
+            "runtime_bound_at": iso(a.runtime_bound_at),
+            "runtime_released_at": iso(a.runtime_released_at),
+            "waiting": waiting_entry(a, now),
             "loaded_checkpoint_revision": a.loaded_checkpoint_revision,
             "active_credentials": a.credentials.filter(revoked_at__isnull=True).count(),
         }
         for a in agents
     ]
+
+
+def waiting_entry(agent: Agent, now: datetime) -> dict[str, Any] | None:
+    """The new conversation waiting to take over the agent, while it still asks."""
+    runtime_id = waiting_runtime(agent, now)
+    if runtime_id is None:
+        return None
+    return {
+        "runtime_id": runtime_id,
+        "since": iso(agent.waiting_since),
+        "last_asked_at": iso(agent.waiting_seen_at),
+    }
 
 
 def lobby_entry(lobby: Lobby) -> dict[str, Any]:

@@ -34,7 +34,16 @@ FRAME_HOST_WRITTEN = "host_written"
 # `attention` when a held notice was given up: sent after the welcome and on every change. A
 # bridge that never sends it is a Channel bridge.
 FRAME_DELIVERY = "delivery"
-BRIDGE_FRAMES = (FRAME_HEARTBEAT, FRAME_RECEIVED, FRAME_HOST_WRITTEN, FRAME_DELIVERY)
+# The conversation ended cleanly: the bridge's host told it to end (stdin closed, SIGINT or
+# SIGTERM) and it says so before closing, so the next new conversation takes the agent.
+FRAME_RELEASE = "release"
+BRIDGE_FRAMES = (
+    FRAME_HEARTBEAT,
+    FRAME_RECEIVED,
+    FRAME_HOST_WRITTEN,
+    FRAME_DELIVERY,
+    FRAME_RELEASE,
+)
 TRANSPORT_CHANNEL = "channel"
 TRANSPORT_TMUX = "tmux"
 HELD_REASON_CHARS = 200

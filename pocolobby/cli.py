@@ -343,6 +343,14 @@ def agent_cmd(args: argparse.Namespace) -> int:
     elif command == "remove":
         _call("DELETE", target)
         print(f"removed {args.name} from {args.lobby}")
+    elif command == "hand-over":
+        data = _call("POST", f"{target}/hand-over")
+        print(
+            f"handed {args.name} over to the waiting conversation (runtime "
+            f"{data['runtime_id']}); it is admitted and bootstraps within seconds. The "
+            f"conversation that held it (runtime {data['retired_runtime_id'] or 'none'}) "
+            "is retired and can no longer act for the agent."
+        )
     else:
         data = _call("POST", f"{target}/{command}")
         print(f"{command}: {args.name} " + json.dumps(data))
@@ -381,6 +389,18 @@ def status_cmd(args: argparse.Namespace) -> int:
         print(f"lobby {lobby['name']}")
         print(_table(lobby["agents"], STATUS_COLUMNS))
         for agent in lobby["agents"]:
+            waiting = agent.get("waiting")
+            if waiting:
+                print(
+                    f"  a new conversation is waiting to take over {agent['agent_id']} since "
+                    f"{waiting['since']} (runtime {waiting['runtime_id']}): "
+                    f"pocolobby agent hand-over {lobby['name']} {agent['agent_id']}"
+                )
+            elif agent.get("runtime_released_at"):
+                print(
+                    f"  {agent['agent_id']}: its conversation ended at "
+                    f"{agent['runtime_released_at']}; the next conversation takes it"
+                )
             held = agent.get("notices_held")
             if held:
                 print(
@@ -598,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
         "disable",
         "enable",
         "reset-runtime",
+        "hand-over",
         "remove",
         "rest",
         "resume",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -24,6 +26,7 @@ from lobbies.models import (
     RetiredRuntime,
 )
 from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
+from lobbies.presence import waiting_runtime
 from lobbies.tokens import new_token
 
 OPERATOR = ActorKind.OPERATOR
@@ -200,6 +203,58 @@ def reset_runtime(lobby_name: str, agent_id: str, *, account: str = "") -> str |
             detail={"runtime_id": retired},
         )
     return retired
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """The owner's hand over: which conversation now holds the agent, which one lost it."""
+
+    agent_id: str
+    runtime_id: str
+    retired_runtime_id: str | None
+
+
+def hand_over(
+    lobby_name: str, agent_id: str, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> HandOver:
+    """Give the agent to the new conversation waiting for it, without restarting it.
+
+    The holder is fenced exactly as by `reset_runtime`: its runtime is retired for good, the
+    generation moves on and its sockets are closed. The waiting runtime is bound (without a
+    bound time: its next claim, a few seconds later, binds it and bootstraps it).
+    """
+    with transaction.atomic():
+        agent = _locked(agent_named(lobby_name, agent_id))
+        waiting = waiting_runtime(agent, timezone.now())
+        if waiting is None:
+            raise conflict(
+                "nothing_waiting",
+                f"no new conversation is waiting to take over {agent_id}: start it (its bridge "
+                f"asks for the agent every few seconds, and `pocolobby status {lobby_name}` "
+                "shows it waiting), then hand over",
+            )
+        retired = _retire_runtime(agent)
+        Agent.objects.filter(pk=agent.pk).update(
+            runtime_id=waiting,
+            runtime_first_ready_at=None,
+            runtime_released_at=None,
+            waiting_runtime_id=None,
+            waiting_since=None,
+            waiting_seen_at=None,
+        )
+        close_sockets_on_commit(
+            agent.pk, "runtime_retired", f"the owner handed {agent_id} over to a new conversation"
+        )
+        record_audit(
+            actor_kind,
+            AuditAction.RUNTIME_HANDED_OVER,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            account=account,
+            detail={"runtime_id": waiting, "retired_runtime_id": retired},
+        )
+    return HandOver(agent_id, waiting, retired)
 
 
 def disable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> int:

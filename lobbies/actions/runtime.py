@@ -2,9 +2,11 @@
 
 A newly started bridge process claims without a generation and gets a new one; a network
 reconnect presents its generation and is refused once superseded; another conversation gets
-`runtime_conflict` until the owner resets the binding. Socket loss never transfers ownership
-of a binding whose conversation completed `ready`; one that never did and has no live
-connection (a health check's throwaway conversation) yields to the next conversation.
+`runtime_conflict` while the holder may still be working. Socket loss never transfers
+ownership of a binding whose conversation completed `ready`; one that never did and has no
+live connection (a health check's throwaway conversation) yields to the next conversation,
+and so does one whose conversation ended cleanly (its bridge sent `release`). A refused new
+conversation is recorded as waiting, so the owner can hand the agent over to it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from lobbies import store
@@ -30,8 +33,8 @@ from lobbies.models import (
     Lobby,
     Transport,
 )
-from lobbies.presence import live_connections
-from lobbies.wire import HELD_REASON_CHARS
+from lobbies.presence import WAITING_FRESH, live_connections
+from lobbies.wire import HELD_REASON_CHARS, iso
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -49,6 +52,50 @@ class Claim:
     agent: Agent
     generation: int
     started: bool  # a new generation: the process must bootstrap
+
+
+class RuntimeConflict(BrokerError):
+    """A new conversation refused because another holds the agent: it waits for a hand over.
+
+    Raised inside the claim's transaction; the caller records the wait outside it
+    (`wait_for_hand_over`), since the refusal rolls the claim's savepoint back.
+    """
+
+    def __init__(self, agent: Agent, runtime_id: str) -> None:
+        super().__init__(409, "runtime_conflict", conflict_message(agent, waiting=True))
+        self.agent_pk = agent.pk
+        self.runtime_id = runtime_id
+
+
+def conflict_message(agent: Agent, *, waiting: bool) -> str:
+    """Who holds the agent, since when, whether it is live, and exactly how to hand over."""
+    lobby, name = agent.lobby.name, agent.agent_id
+    live = (
+        live_connections().filter(agent_id=agent.pk, generation=agent.runtime_generation).exists()
+    )
+    state = (
+        "and it is connected now"
+        if live
+        else "and it is not connected but never ended cleanly (a crash or a lost network "
+        "keeps the agent, since that session may still be working)"
+    )
+    holder = (
+        f"another conversation (runtime {(agent.runtime_id or '')[:8]}) holds {name} since "
+        f"{iso(agent.runtime_bound_at) or 'its binding'}, {state}"
+    )
+    if not waiting:
+        return (
+            f"{holder}; the owner can hand it over with `pocolobby agent hand-over {lobby} "
+            f"{name}` or free it with `pocolobby agent reset-runtime {lobby} {name}`"
+        )
+    return (
+        f"{holder}. This new conversation is waiting to take over {name}: the owner taps "
+        f"Hand over on the lobby's dashboard or runs `pocolobby agent hand-over {lobby} "
+        f"{name}`, and this session is admitted within seconds, without a restart. Quitting "
+        "the other conversation's Claude Code also lets this one in (a clean quit releases "
+        f"the agent); `pocolobby agent reset-runtime {lobby} {name}` frees it for whichever "
+        "conversation starts next."
+    )
 
 
 def check_runtime_id(runtime_id: str) -> str:
@@ -91,16 +138,16 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                 "runtime_retired",
                 "the owner retired this conversation's binding; start a new conversation",
             )
-        taken_from = None
+        taken_from, ended = None, ""
         if agent.runtime_id is not None and agent.runtime_id != runtime_id:
-            if generation is None and _may_take_over(agent):
-                taken_from = agent.runtime_id
+            if generation is None and agent.runtime_released_at is not None:
+                taken_from, ended = agent.runtime_id, "released"
+            elif generation is None and _may_take_over(agent):
+                taken_from, ended = agent.runtime_id, "never_ready"
+            elif generation is None:
+                raise RuntimeConflict(agent, runtime_id)
             else:
-                raise conflict(
-                    "runtime_conflict",
-                    f"another conversation holds {agent.agent_id}; the owner can hand it over "
-                    f"with `pocolobby agent reset-runtime {agent.lobby.name} {agent.agent_id}`",
-                )
+                raise conflict("runtime_conflict", conflict_message(agent, waiting=False))
         if generation is not None:
             if agent.runtime_id != runtime_id or generation != agent.runtime_generation:
                 raise conflict(
@@ -108,19 +155,27 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
                     f"generation {generation} was superseded by a newer process of this "
                     "conversation; this process must stop",
                 )
+            if agent.runtime_released_at is not None:  # it said it ended, yet it is back
+                agent.runtime_released_at = None
+                agent.save(update_fields=["runtime_released_at"])
             return Claim(agent, generation, started=False)
-        resumed = agent.runtime_id == runtime_id
+        # A binding the owner handed over has no bound time until its conversation claims it.
+        resumed = agent.runtime_id == runtime_id and agent.runtime_bound_at is not None
         now = timezone.now()
         agent.runtime_id = runtime_id
         agent.runtime_generation += 1
         agent.runtime_bound_at = now
         if not resumed:
             agent.runtime_first_ready_at = None
-        fields = []
+        agent.runtime_released_at = None
+        fields = ["runtime_released_at"]
+        if agent.waiting_runtime_id == runtime_id:  # it waited and is admitted now
+            agent.waiting_runtime_id, agent.waiting_since, agent.waiting_seen_at = None, None, None
+            fields += ["waiting_runtime_id", "waiting_since", "waiting_seen_at"]
         if taken_from is not None:  # as the owner's reset would: requests were the old one's
             agent.owner_request_count, agent.owner_request_line = 0, ""
             agent.owner_requests_updated_at = None
-            fields = ["owner_request_count", "owner_request_line", "owner_requests_updated_at"]
+            fields += ["owner_request_count", "owner_request_line", "owner_requests_updated_at"]
         agent.backlog_sequence = Lobby.objects.values_list("message_sequence", flat=True).get(
             pk=agent.lobby_id
         )
@@ -161,6 +216,8 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         detail = {"runtime_id": runtime_id, "generation": agent.runtime_generation}
         if taken_from is not None:
             detail["taken_from"] = taken_from
+            if ended == "released":
+                detail["ended"] = ended
         record_audit(
             ActorKind.AGENT,
             action,
@@ -172,11 +229,58 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
     return Claim(agent, agent.runtime_generation, started=True)
 
 
+def wait_for_hand_over(refused: RuntimeConflict) -> None:
+    """Record the refused conversation as waiting to take over the agent (or that it still
+    is): the owner sees it and may hand the agent over to it. The latest conversation to ask
+    is the one waiting; nothing is recorded for one that holds the agent meanwhile."""
+    now = timezone.now()
+    Agent.objects.filter(pk=refused.agent_pk).exclude(runtime_id=refused.runtime_id).update(
+        waiting_since=Case(
+            When(
+                waiting_runtime_id=refused.runtime_id,
+                waiting_seen_at__gte=now - WAITING_FRESH,
+                then=F("waiting_since"),
+            ),
+            default=Value(now),
+        ),
+        waiting_runtime_id=refused.runtime_id,
+        waiting_seen_at=now,
+    )
+
+
+def release_runtime(agent_pk: int, generation: int) -> bool:
+    """The holder's conversation ended cleanly: its bridge, told by its host to end (stdin
+    closed, or SIGINT/SIGTERM), sent `release` on its open stream. The next new conversation
+    is then admitted without the owner. Only the current generation releases: an older
+    process of the conversation, or a binding taken over meanwhile, is left as it is."""
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().filter(pk=agent_pk).first()
+        if (
+            agent is None
+            or agent.runtime_id is None
+            or agent.runtime_generation != generation
+            or agent.runtime_released_at is not None
+        ):
+            return False
+        agent.runtime_released_at = timezone.now()
+        agent.save(update_fields=["runtime_released_at"])
+        record_audit(
+            ActorKind.AGENT,
+            AuditAction.RUNTIME_RELEASED,
+            lobby_name=Lobby.objects.values_list("name", flat=True).get(pk=agent.lobby_id),
+            agent_id=agent.agent_id,
+            target=agent.agent_id,
+            detail={"runtime_id": agent.runtime_id, "generation": generation},
+        )
+    return True
+
+
 def _may_take_over(agent: Agent) -> bool:
     """A binding yields to another conversation only if its conversation never completed
     ready and nothing of it is connected: a health check (`claude mcp list`) starts the
     bridge under a throwaway conversation that handshakes and exits. A binding that was
-    ready keeps it whatever its idleness; only the owner's reset hands it over."""
+    ready keeps it whatever its idleness, unless its conversation ended cleanly (released)
+    or the owner hands it over."""
     if agent.runtime_first_ready_at is not None:
         return False
     return not live_connections().filter(agent_id=agent.pk).exists()

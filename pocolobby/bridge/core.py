@@ -162,11 +162,23 @@ class Bridge:
 
     # ------------------------------------------------------------ the stream's events
 
+    def end_wait(self) -> bool:
+        """Forget the refusal of a wait for a hand over (admitted, or refused for another
+        reason now); True when this process was waiting."""
+        if self.stop is None or self.stop.code != "runtime_conflict" or self.welcomed:
+            return False
+        self.stop = None
+        self.state = "starting"
+        return True
+
     def on_welcome(self, frame: dict[str, Any]) -> None:
         generation = frame.get("generation")
         if not isinstance(generation, int):
             log.warning("the broker's welcome has no generation; ignoring it")
             return
+        if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
+            log.info("admitted: this conversation now holds the agent")
+            self.spawn(self.announce_list_change())
         if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation

@@ -4,8 +4,11 @@ The first connect presents no generation, so the broker binds (or resumes) this 
 under a new generation and sends a bootstrap. Every reconnect presents that generation, so a
 partitioned process cannot come back after a newer one took over. A refusal (close 4401,
 4403, 4409, 4426, ...) stops the loop for good; the MCP server keeps running and reports the
-state in tool results. Anything else (network loss, a broker restart) reconnects with
-jittered exponential backoff.
+state in tool results. The exception is a new conversation refused with `runtime_conflict`
+before it was ever admitted: it waits for the owner's hand over (or the holder's clean end),
+asking again every few seconds, and is admitted without a restart. Anything else (network
+loss, a broker restart) reconnects with jittered exponential backoff. When the host ends the
+process, the bridge sends `release` before closing: the conversation ended cleanly.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from lobbies.wire import (
     FRAME_ERROR,
     FRAME_HEARTBEAT,
     FRAME_NOTICE,
+    FRAME_RELEASE,
     FRAME_WELCOME,
     GENERATION_HEADER,
     RUNTIME_HEADER,
@@ -43,6 +47,8 @@ BACKOFF_FIRST = 0.25
 BACKOFF_CAP = 10.0
 OPEN_TIMEOUT = 10.0
 STABLE_SECONDS = 5.0
+# How often a conversation waiting for a hand over asks for the agent again.
+WAITING_SECONDS = 3.0
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # the socket's bound; a frame past it drops the connection
 # The largest push the bridge takes: the broker's own limit (POCOLOBBY_PUSH_BYTES, 32 KiB by
 # default) sits below it, so it can be tuned on the server without a bridge update.
@@ -89,6 +95,7 @@ class Link:
         self.url = stream_url(bridge.config.url)
         self._socket: ClientConnection | None = None
         self._closing = False
+        self._waiting = False  # refused with runtime_conflict at start: asking again
         bridge.recheck = self.recheck
 
     def recheck(self) -> None:
@@ -98,12 +105,17 @@ class Link:
             self.bridge.spawn(socket.close(code=1000, reason="recheck"))
 
     async def close(self, timeout: float) -> None:
-        """Stop reconnecting and close the socket with 1001 (going away), waiting at most
-        `timeout` for the broker's answering close frame: the host gives us ~100 ms to quit."""
+        """The host ended this process: release the agent (this conversation ended cleanly),
+        stop reconnecting and close the socket with 1001 (going away), waiting at most
+        `timeout` for the broker's answering close frame: the host gives us ~100 ms to quit.
+        Without an open socket nothing is released: the broker keeps the binding."""
         self._closing = True
         socket = self._socket
         if socket is None:
             return
+        if self.bridge.welcomed and self.bridge.stop is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(socket.send(json.dumps({"type": FRAME_RELEASE})), timeout)
         # The close frame goes out at once; only the wait for the broker's answer is bounded.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(socket.close(code=1001, reason="the host quit"), timeout)
@@ -120,7 +132,7 @@ class Link:
 
     async def run(self) -> None:
         attempt = 0
-        while self.bridge.stop is None and not self._closing:
+        while (self.bridge.stop is None or self._waiting) and not self._closing:
             seen = _Socket()
             code: int | None = None
             started = asyncio.get_running_loop().time()
@@ -151,10 +163,16 @@ class Link:
                 reason = f"cannot reach {self.url}: {type(exc).__name__}: {exc}"
             if code is not None and 4000 <= code < 5000:
                 fallback = _CODES.get(code, f"closed_{code}")
-                await self.bridge.on_stop(
-                    Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
-                )
-                return
+                stop = Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
+                self._waiting = stop.code == "runtime_conflict" and not self.bridge.welcomed
+                if not self._waiting:
+                    self.bridge.end_wait()  # a final refusal replaces the wait's
+                    await self.bridge.on_stop(stop)
+                    return
+                if self.bridge.stop is None:  # the session is told once, not every ask
+                    await self.bridge.on_stop(stop)
+                await asyncio.sleep(WAITING_SECONDS + random.uniform(0, 1))
+                continue
             # A connection that held a while starts the backoff over; one that flaps does not.
             held = asyncio.get_running_loop().time() - started >= STABLE_SECONDS
             attempt = 0 if seen.welcomed and held else attempt + 1

@@ -94,9 +94,10 @@ def stopped_text(stop: Stop, agent_id: str, lobby_id: str) -> str:
     if stop.code == "runtime_conflict":
         text = (
             f"Another conversation holds the agent {who}, so this session is not "
-            "connected to PocoLobby and sends nothing. If this session should take over, "
-            f"the owner runs `pocolobby agent reset-runtime {lobby_id} "
-            f"{agent_id}`; then reconnect this bridge (/mcp, reconnect pocolobby)."
+            "connected to PocoLobby and sends nothing yet. It waits to take over: when the "
+            "owner taps Hand over on the lobby's dashboard or runs `pocolobby agent "
+            f"hand-over {lobby_id} {agent_id}`, or the other conversation quits, this "
+            "session is admitted within seconds and gets its bootstrap, without a restart."
         )
     elif stop.code == "runtime_retired":
         text = (

@@ -469,7 +469,7 @@ async def test_a_stopped_bridge_refuses_locally_and_says_what_to_do():
     bridge, host, broker = make_bridge()
     await bridge.on_stop(Stop("runtime_conflict", 409, "another conversation holds beta"))
     (told,) = host.channel()
-    assert "pocolobby agent reset-runtime team beta" in told["content"]
+    assert "pocolobby agent hand-over team beta" in told["content"]
     assert told["meta"]["scope"] == "notice"
     refused = await bridge.call_tool("send_message", {"to": "a"})
     assert refused.is_error and "runtime_conflict" in _text(refused) and broker.calls == []
