@@ -178,7 +178,7 @@ class Bridge:
             return
         if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
             log.info("admitted: this conversation now holds the agent")
-            self.spawn(self.announce_list_change())
+            self.spawn(self._tools_work_now())
         if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation
@@ -198,6 +198,12 @@ class Bridge:
             " (new process: bootstrap follows)" if frame.get("bootstrap") else "",
         )
         self.request_catalog()
+
+    async def _tools_work_now(self) -> None:
+        """After a wait: the host's tool list failed or said "refused", so it lists again."""
+        self.listed_as = None
+        with contextlib.suppress(HostGone):
+            await self.host.notify("notifications/tools/list_changed")
 
     def on_disconnect(self, reason: str) -> None:
         if self.stop is None:
