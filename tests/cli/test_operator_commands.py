@@ -183,6 +183,20 @@ def test_reset_runtime_and_remove(module_broker: Broker, tmp_path: Path):
     assert listing["agents"] == []
 
 
+def test_hand_over_with_no_conversation_waiting_exits_1_and_says_so(
+    module_broker: Broker, tmp_path: Path
+):
+    broker = module_broker
+    assert broker.cli("lobby", "create", "handover-team").returncode == 0
+    add_agent(broker, "handover-team", "backend", tmp_path)
+    refused = broker.cli("agent", "hand-over", "handover-team", "backend")
+    assert_one_line_error(
+        refused, "no new conversation is waiting to take over backend", "(nothing_waiting)"
+    )
+    unknown = broker.cli("agent", "hand-over", "handover-team", "ghost")
+    assert_one_line_error(unknown, "no agent 'ghost'")
+
+
 def test_rest_resume_retry_and_permissions_from_the_command(module_broker: Broker, tmp_path: Path):
     broker = module_broker
     assert broker.cli("lobby", "create", "rest-team").returncode == 0
