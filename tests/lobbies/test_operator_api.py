@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import json
+import uuid
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
 from lobbies.models import Agent, AuditEvent, Credential, Delivery, Lobby, Message
 
 ADMIN = {"HTTP_AUTHORIZATION": "Bearer pla_test-admin-token"}
@@ -155,3 +159,33 @@ def test_status_takes_only_the_lobby_its_document_lists(team):
     response = admin("get", "/status?lobbby=my-team")
     assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_arguments")
     assert "lobbby" in response.json()["error"]["message"]
+
+
+def test_hand_over_admits_the_waiting_conversation_and_needs_the_admin_token(backend):
+    holder, waiting = str(uuid.uuid4()), str(uuid.uuid4())
+    claim_runtime(backend.agent, holder, None)
+    Agent.objects.filter(pk=backend.agent.pk).update(runtime_first_ready_at=timezone.now())
+    for first_ask_ago in (5, 0):  # its bridge asks, and asks again
+        with pytest.raises(RuntimeConflict) as refused:
+            claim_runtime(backend.agent, waiting, None)
+        wait_for_hand_over(refused.value)
+        if first_ask_ago:
+            Agent.objects.filter(pk=backend.agent.pk).update(
+                waiting_since=timezone.now() - timedelta(seconds=first_ask_ago)
+            )
+    (entry,) = admin("get", "/status?lobby=my-team").json()["lobbies"][0]["agents"]
+    assert entry["waiting"]["runtime_id"] == waiting
+    path = "/v1/admin/lobbies/my-team/agents/backend/hand-over"
+    as_agent = Client().post(path, HTTP_AUTHORIZATION=f"Bearer {backend.token}")
+    assert as_agent.status_code == 401
+    assert not AuditEvent.objects.filter(action="runtime_handed_over").exists()
+    response = admin("post", "/lobbies/my-team/agents/backend/hand-over")
+    assert response.status_code == 200, response.content
+    assert response.json() == {
+        "agent": "backend",
+        "runtime_id": waiting,
+        "retired_runtime_id": holder,
+    }
+    assert AuditEvent.objects.filter(action="runtime_handed_over", actor_kind="operator").exists()
+    again = admin("post", "/lobbies/my-team/agents/backend/hand-over")
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "nothing_waiting")
