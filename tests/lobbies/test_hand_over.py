@@ -269,3 +269,20 @@ async def test_hand_over_with_nothing_waiting_is_refused_and_changes_nothing(bac
     await stream.send_json_to({"type": "heartbeat"})
     assert (await frame(stream))["type"] == "heartbeat"  # still connected
     await stream.disconnect()
+
+
+async def test_a_waiting_conversation_is_admitted_when_the_holder_then_ends_cleanly(backend):
+    stream, _, _ = await _holding(backend)
+    waiting = new_runtime()
+    await _refused(backend, waiting)
+    await _release(stream)
+    admitted = await open_stream(backend.token, waiting)  # its bridge's next ask
+    welcome, _ = await bootstrapped(admitted)
+    assert welcome["runtime_id"] == waiting
+    entry = await sync(_status_entry)("backend")
+    assert (entry["runtime_id"], entry["waiting"], entry["runtime_released_at"]) == (
+        waiting,
+        None,
+        None,
+    )
+    await admitted.disconnect()
