@@ -1,9 +1,13 @@
-"""Storage discipline for the embedded SQLite file: identity checked before any write.
+"""Storage discipline: a store's identity is checked before any write.
 
-A file is opened only if it is ours (PRAGMA application_id) at a schema this release knows.
-A file of another identity, with tables but no identity, or from a newer release is refused
-with a message naming which, and is left byte-for-byte unchanged: the diagnosis reads it
-through a read-only connection. An empty file is initialised in one transaction.
+A SQLite file is opened only if it is ours (PRAGMA application_id) at a schema this release
+knows. A file of another identity, with tables but no identity, or from a newer release is
+refused with a message naming which, and is left byte-for-byte unchanged: the diagnosis reads
+it through a read-only connection. An empty file is initialised in one transaction.
+
+A PostgreSQL database carries the same identity as one row of the table `pocolobby_identity`
+(a table, not a COMMENT, so pg_dump and pg_restore carry it) and is refused on the same
+grounds, read in a transaction that writes nothing.
 """
 
 from __future__ import annotations
@@ -26,10 +30,20 @@ class IncompatibleStore(Exception):
     """The selected file is not one this release may open. Nothing was written to it."""
 
 
+# The PostgreSQL identity: made beside the schema steps, never by one (see the module doc).
+IDENTITY_TABLE = "pocolobby_identity"
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     state: str  # "new" (absent or empty: initialise) or "ours"
     unapplied: tuple[str, ...] = ()
+    # A PostgreSQL store made before the identity row existed: stamped at its next upgrade.
+    unstamped: bool = False
+
+    @property
+    def needs_writing(self) -> bool:
+        return self.state == "new" or bool(self.unapplied) or self.unstamped
 
 
 def _known_migrations() -> set[tuple[str, str]]:
@@ -92,13 +106,7 @@ def diagnose(path: Path) -> Diagnosis:
             f"{path} was written by a newer PocoLobby (format {user_version}; this release "
             f"knows format {FORMAT_VERSION}); upgrade PocoLobby to open it"
         )
-    known = _known_migrations()
-    unknown = sorted(f"{app}.{name}" for app, name in applied - known)
-    if unknown:
-        raise IncompatibleStore(
-            f"{path} was written by a newer PocoLobby (schema steps this release does not "
-            f"know: {', '.join(unknown[:5])}); upgrade PocoLobby to open it"
-        )
+    known = _refuse_unknown_steps(str(path), applied)
     lacking = _missing_parts(path, applied)
     if lacking:
         raise IncompatibleStore(
@@ -108,6 +116,64 @@ def diagnose(path: Path) -> Diagnosis:
         )
     missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
     return Diagnosis("ours", unapplied=missing)
+
+
+def _refuse_unknown_steps(store: str, applied: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The schema steps this release knows; IncompatibleStore if the store has others."""
+    known = _known_migrations()
+    unknown = sorted(f"{app}.{name}" for app, name in applied - known)
+    if unknown:
+        raise IncompatibleStore(
+            f"{store} was written by a newer PocoLobby (schema steps this release does not "
+            f"know: {', '.join(unknown[:5])}); upgrade PocoLobby to open it"
+        )
+    return known
+
+
+def diagnose_postgres() -> Diagnosis:
+    """Decide, without writing, whether the configured PostgreSQL database may be opened,
+    initialised or upgraded (the SQLite rules, read from the identity row)."""
+    store = f"the PostgreSQL database {connection.settings_dict['NAME']}"
+    with transaction.atomic(), connection.cursor() as cursor:
+        tables = set(connection.introspection.table_names(cursor))
+        identity: list[tuple[int, int]] = []
+        if IDENTITY_TABLE in tables:
+            cursor.execute("SELECT application_id, format_version FROM pocolobby_identity")
+            identity = [(int(a), int(f)) for a, f in cursor.fetchall()]
+        applied: set[tuple[str, str]] = set()
+        if "django_migrations" in tables:
+            cursor.execute("SELECT app, name FROM django_migrations")
+            applied = {(str(app), str(name)) for app, name in cursor.fetchall()}
+    if not identity and not tables:
+        return Diagnosis("new")
+    if not identity:
+        # Stores this broker made before the identity row: ours if its schema steps say so.
+        if not any(app == "lobbies" for app, _ in applied):
+            raise IncompatibleStore(
+                f"{store} holds tables ({', '.join(sorted(tables)[:5])}) but no PocoLobby "
+                "identity; it belongs to something else, refusing to touch it"
+            )
+    elif len(identity) != 1 or identity[0][0] != APPLICATION_ID:
+        raise IncompatibleStore(
+            f"{store} belongs to another application ({IDENTITY_TABLE} holds "
+            f"{', '.join(f'{a:#x}' for a, _ in identity) or 'no row'}, PocoLobby is "
+            f"{APPLICATION_ID:#x}); refusing to touch it"
+        )
+    elif identity[0][1] > FORMAT_VERSION:
+        raise IncompatibleStore(
+            f"{store} was written by a newer PocoLobby (format {identity[0][1]}; this release "
+            f"knows format {FORMAT_VERSION}); upgrade PocoLobby to open it"
+        )
+    known = _refuse_unknown_steps(store, applied)
+    missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
+    return Diagnosis("ours", unapplied=missing, unstamped=not identity)
+
+
+def diagnose_configured() -> Diagnosis:
+    """The configured store's diagnosis, whichever database it is."""
+    if connection.vendor == "postgresql":
+        return diagnose_postgres()
+    return diagnose(Path(connection.settings_dict["NAME"]))
 
 
 def _expected_shape(applied: set[tuple[str, str]]) -> dict[str, tuple[list[str], list[str]]]:
@@ -183,15 +249,37 @@ def _migrate_in_one_transaction(stamp: bool) -> None:
         connection.enable_constraint_checking()
 
 
+def _prepare_postgres(diagnosis: Diagnosis) -> str:
+    """Initialise or upgrade a PostgreSQL store, identity row included, in one transaction."""
+    store = f"the PostgreSQL database {connection.settings_dict['NAME']}"
+    if not diagnosis.needs_writing:
+        return f"opened {store}"
+    with transaction.atomic():
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        if diagnosis.state == "new" or diagnosis.unstamped:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "CREATE TABLE pocolobby_identity "
+                    "(application_id bigint NOT NULL, format_version integer NOT NULL)"
+                )
+                cursor.execute(
+                    "INSERT INTO pocolobby_identity VALUES (%s, %s)",
+                    [APPLICATION_ID, FORMAT_VERSION],
+                )
+    if diagnosis.state == "new":
+        return f"initialised {store}"
+    return f"upgraded {store} ({len(diagnosis.unapplied)} schema steps)"
+
+
 def prepare_store() -> str:
     """Check, then initialise or upgrade, the configured database. Returns what was done."""
+    if connection.vendor == "postgresql":
+        return _prepare_postgres(diagnose_postgres())
     if connection.vendor != "sqlite":
-        executor = MigrationExecutor(connection)
-        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
-        if plan:
-            with transaction.atomic():
-                executor.migrate(executor.loader.graph.leaf_nodes())
-        return f"{connection.vendor}: {len(plan)} schema steps applied"
+        raise IncompatibleStore(
+            f"PocoLobby stores live in SQLite or PostgreSQL, not {connection.vendor}"
+        )
     path = Path(connection.settings_dict["NAME"])
     diagnosis = diagnose(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,21 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def _create_private(path: Path) -> None:
+    """Create `path` empty with mode 0600, whatever the umask, before SQLite opens it.
+
+    SQLite creates a missing file 0644 (less the umask) and gives its journals the file's
+    mode; created here first, the copy and its journals are never readable by others, not
+    even for the moment between a create and a chmod.
+    """
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _private_opener(path: str, flags: int) -> int:
+    """For open(..., opener=): a new file is created mode 0600."""
+    return os.open(path, flags, 0o600)
+
+
 def _fsync_tree(root: Path) -> None:
     for directory, _, files in os.walk(root):
         for name in files:
@@ -123,6 +138,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
     temp.mkdir(mode=0o700)
     try:
         store = temp / BACKUP_STORE
+        _create_private(store)
         src = sqlite3.connect(source, timeout=30)
         try:
             if src.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
@@ -156,7 +172,8 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
             "messages": held["messages"],
             "integrity_check": verdict,
         }
-        (temp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        with open(temp / MANIFEST, "x", opener=_private_opener) as handle:
+            handle.write(json.dumps(manifest, indent=2) + "\n")
         _fsync_tree(temp)
         os.replace(temp, final)
         _fsync_path(destination)
@@ -235,7 +252,9 @@ def locate(raw: str) -> Source:
 
 
 def copy_store(source: Path, target: Path) -> None:
-    """Copy a store file with the backup API (never a file copy), then fsync it."""
+    """Copy a store file with the backup API (never a file copy) into a new file of mode
+    0600, then fsync it."""
+    _create_private(target)
     src = sqlite3.connect(f"{source.as_uri()}?mode=ro", uri=True)
     try:
         dst = sqlite3.connect(target)

@@ -24,12 +24,72 @@ class CliError(Exception):
 # ---------------------------------------------------------------- serve
 
 
-def _prepare() -> str:
-    """Set Django up and check, initialise or upgrade the store; CliError if refused.
+def _setup_django() -> None:
+    import django  # local: commands that only talk HTTP to a broker never load Django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    django.setup()
+
+
+# How long a starting `serve` on PostgreSQL waits for another one checking the schema.
+SHARE_WAIT_SECONDS = 30.0
+
+
+def _lock_store(command: str, refused: str, detail: str = "") -> None:
+    """Hold the store's lock exclusive for the rest of this process, before anything touches
+    the store (pocolobby/store_lock.py); CliError naming the holder if another has it."""
+    from django.db import connection  # local: Django is set up by the caller
+
+    try:
+        if connection.vendor == "postgresql":
+            lock = store_lock.PostgresStoreLock(command)
+            store_lock.HELD_POSTGRES.append(lock)
+            lock.take_exclusive()
+        else:
+            database = Path(connection.settings_dict["NAME"])
+            database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            store_lock.hold(database, store_lock.describe(command, detail))
+    except store_lock.StoreInUse as exc:
+        raise CliError(exc.refusal(refused)) from None
+    except OSError as exc:  # the lock file, or PostgreSQL unreachable (ConnectionError)
+        raise CliError(f"refusing to {refused}: cannot take the store's lock ({exc})") from None
+
+
+def _release_store() -> None:
+    """Give the store's lock back early (a refusal): nothing of it is left behind."""
+    from django.db import connection  # local: Django is set up by the caller
+
+    if connection.vendor == "postgresql":
+        for lock in store_lock.HELD_POSTGRES:
+            lock.release()
+    else:
+        store_lock.release(Path(connection.settings_dict["NAME"]))
+
+
+def _share_postgres_store(detail: str) -> bool:
+    """`serve` on PostgreSQL: the lock exclusive when no other broker serves (so this one may
+    initialise or upgrade), else shared beside them. True when shared (no schema writes)."""
+    lock = store_lock.PostgresStoreLock("serve")
+    store_lock.HELD_POSTGRES.append(lock)
+    try:
+        if lock.try_exclusive():
+            return False
+        lock.take_shared(SHARE_WAIT_SECONDS)
+    except store_lock.StoreInUse as exc:
+        raise CliError(exc.refusal("start")) from None
+    except OSError as exc:
+        raise CliError(f"refusing to start: cannot take the store's lock ({exc})") from None
+    return True
+
+
+def _prepare(command: str, refused: str, detail: str = "") -> str:
+    """Take the store's lock, set Django up and check, initialise or upgrade the store;
+    CliError if refused.
 
     Everything the broker creates is private (umask 0077): the store, its -wal and -shm,
     the secret files. A data directory others could read is tightened, saying so once; a
-    refused start takes back the secret files it created, leaving nothing new behind.
+    refused start takes back the secret files and the lock file it created, leaving nothing
+    new behind.
     """
     # local: the bridge shares this CLI and must load nothing of the broker but its wire
     from lobbies import secret_files
@@ -38,14 +98,43 @@ def _prepare() -> str:
     directory = config.data_dir()
     existed = directory.exists()
     secret_files.private_directory(directory)
-    import django  # local: commands that only talk HTTP to a broker never load Django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
-    django.setup()
+    _setup_django()
     # local: the store and its models are usable only after django.setup() above
+    from django.db import connection
+
     from lobbies.actions.restore import access_closed, broker_state
-    from lobbies.storage import IncompatibleStore, prepare_store
+    from lobbies.storage import IncompatibleStore, diagnose_configured, prepare_store
     from pocolobby.backup import complete_swap
+
+    def take_back() -> None:
+        for path in secret_files.CREATED_SECRETS:
+            path.unlink(missing_ok=True)
+        _release_store()
+        if not existed:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+    try:
+        shared = False
+        if command == "serve" and connection.vendor == "postgresql":
+            shared = _share_postgres_store(detail)
+        else:
+            _lock_store(command, refused, detail)
+        if shared:
+            # Other brokers serve this database: no schema change under them.
+            diagnosis = diagnose_configured()
+            if diagnosis.needs_writing:
+                raise CliError(
+                    f"refusing to start: this release would {_schema_work(diagnosis)}, but "
+                    f"other brokers serve the store ({store_lock.HELD_POSTGRES[-1].holders()}); "
+                    "stop them, run `pocolobby init`, then start them again"
+                )
+    except IncompatibleStore as exc:
+        take_back()
+        raise StoreRefused(f"refusing to start: {exc}") from None
+    except CliError:
+        take_back()
+        raise
 
     swapped = complete_swap(directory)  # a restore interrupted mid-swap
     if swapped:
@@ -62,12 +151,11 @@ def _prepare() -> str:
     try:
         done = prepare_store()
     except IncompatibleStore as exc:
-        for path in secret_files.CREATED_SECRETS:
-            path.unlink(missing_ok=True)
-        if not existed:
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+        take_back()
         raise StoreRefused(f"refusing to start: {exc}") from None
+    if command == "serve":
+        for lock in store_lock.HELD_POSTGRES:
+            lock.share()  # on PostgreSQL other brokers may start beside this one now
     broker_state()
     secret_files.admin_token(directory)
     if access_closed():
@@ -77,25 +165,23 @@ def _prepare() -> str:
     return f"{done}; data in {directory}"
 
 
+def _schema_work(diagnosis: Any) -> str:
+    if diagnosis.state == "new":
+        return "initialise an empty database"
+    if diagnosis.unapplied:
+        return (
+            f"apply {len(diagnosis.unapplied)} schema steps ({', '.join(diagnosis.unapplied[:3])})"
+        )
+    return "write the store's identity"
+
+
 class StoreRefused(CliError):
     """The database file is not one this release may open; it was left untouched."""
 
 
 def init(args: argparse.Namespace) -> int:
-    print(_prepare())
+    print(_prepare("init", "check, initialise or upgrade the store"))
     return 0
-
-
-def _own_the_store(url: str) -> None:
-    """On SQLite, this process owns the store until it exits; a second `serve` is refused."""
-    from django.db import connection  # local: Django is set up by _prepare, not at import
-
-    if connection.vendor != "sqlite":
-        return
-    try:
-        store_lock.hold(Path(connection.settings_dict["NAME"]), f"on {url}")
-    except store_lock.StoreInUse as exc:
-        raise CliError(str(exc)) from None
 
 
 # What `serve` prints; README.md's "Connect an agent" gives the same commands (a test holds it).
@@ -110,9 +196,8 @@ then, in the project the agent's Claude Code session runs in:
 def serve(args: argparse.Namespace) -> int:
     # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
-    done = _prepare()
     url = f"http://{args.host}:{args.port}"
-    _own_the_store(url)
+    done = _prepare("serve", "start", f"on {url}")
     # local: these read the models and settings, usable only after _prepare set Django up
     from lobbies.presence import register_process
     from pocolobby import loops as serve_loops
@@ -503,6 +588,8 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 def backup_cmd(args: argparse.Namespace) -> int:
     from pocolobby import backup
 
+    os.umask(0o077)  # a backup holds every token hash and message: private from creation
+
     url = os.environ.get("DATABASE_URL", "")
     destination = Path(args.to).expanduser().resolve() if args.to else None
     if url and not url.startswith("sqlite"):
@@ -534,10 +621,8 @@ def restore_cmd(args: argparse.Namespace) -> int:
         return 0
     if not args.backup:
         raise CliError("name the BACKUP to restore, or pass --finish")
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
-    django.setup()
+    os.umask(0o077)  # the restored store, its attachments and configurations are private
+    _setup_django()
     from pocolobby.restore import RestoreRefused, restore
 
     configs = Path(args.configs_dir or config.data_dir() / "restored-configs").expanduser()
@@ -549,9 +634,50 @@ def restore_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+# Management commands that only read the store (or write source files, not the store): they
+# run beside a serving broker. Every other one changes the store, or may (shell, dbshell),
+# and holds the store's lock.
+READING_COMMANDS = frozenset(
+    {
+        "check",
+        "diffsettings",
+        "dumpdata",
+        "findstatic",
+        "help",
+        "inspectdb",
+        "makemigrations",
+        "showmigrations",
+        "sqlflush",
+        "sqlmigrate",
+        "sqlsequencereset",
+        "version",
+    }
+)
+
+
 def manage_cmd(args: argparse.Namespace) -> int:
     os.umask(0o077)  # whatever it creates in the data directory stays private
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pocolobby.settings")
+    name = next((word for word in args.rest if not word.startswith("-")), None)
+    if name is not None and name not in READING_COMMANDS:
+        _setup_django()
+        # local: the store's checks are usable only after django.setup() above
+        from lobbies.storage import IncompatibleStore, diagnose_configured
+
+        refused = f"run `manage {name}`"
+        _lock_store(f"manage {name}", refused)
+        try:
+            diagnosis = diagnose_configured()
+            if diagnosis.state == "new":
+                raise CliError(
+                    f"refusing to {refused}: the store is not initialised; `pocolobby init` "
+                    "initialises it with its identity"
+                )
+        except (IncompatibleStore, CliError) as exc:
+            _release_store()  # a lock file this refusal created goes with it
+            if isinstance(exc, CliError):
+                raise
+            raise StoreRefused(f"refusing to {refused}: {exc}") from None
     # local: Django loads only for the commands that run it, after the settings module is set
     from django.core.management import execute_from_command_line
 

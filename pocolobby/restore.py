@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from pocolobby import backup
+from pocolobby import backup, store_lock
 
 
 class RestoreRefused(Exception):
@@ -65,18 +65,36 @@ def _write_config(directory: Path, url: str, lobby: str, agent: str, token: str)
 
 def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
     """Refuse, or restore `raw_source` into this data directory in restore mode."""
-    # Local: Django is set up by the caller (pocolobby.cli._setup) before this runs.
-    from django.conf import settings
+    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
     from django.db import connection
-
-    from lobbies.actions.restore import broker_state, enter_restore_mode
-    from lobbies.storage import IncompatibleStore, diagnose, prepare_store
 
     if connection.vendor != "sqlite":
         raise RestoreRefused(
             "this broker uses PostgreSQL: restore it with pg_restore (docs/OPERATIONS.md), then "
             "rotate every agent token before reopening access (docs/OPERATIONS.md)"
         )
+    # The store's lock first: a broker serving this store holds it, whatever port it listens
+    # on, and no broker starts on the store while this one prepares and swaps.
+    live = Path(connection.settings_dict["NAME"])
+    live.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        store_lock.hold(live, store_lock.describe("restore"))
+    except store_lock.StoreInUse as exc:
+        raise RestoreRefused(f"{exc}; stop it before restoring") from None
+    try:
+        return _restore_holding_the_lock(raw_source, configs_dir, url)
+    finally:
+        store_lock.release(live)
+
+
+def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
+    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    from django.conf import settings
+    from django.db import connection
+
+    from lobbies.actions.restore import broker_state, enter_restore_mode
+    from lobbies.storage import IncompatibleStore, diagnose, prepare_store
+
     if broker_answers(url):
         raise RestoreRefused(f"a broker answers at {url}; stop it before restoring")
     try:
@@ -97,6 +115,8 @@ def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
     configs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = os.getpid()
     staged = data_dir / f".restore-{stamp}.sqlite3"
+    for suffix in ("", "-wal", "-shm", "-journal"):  # a crashed earlier restore's, same pid
+        Path(f"{staged}{suffix}").unlink(missing_ok=True)
     staged_attachments = data_dir / f".restore-{stamp}-attachments" if source.attachments else None
     try:
         backup.copy_store(source.store, staged)

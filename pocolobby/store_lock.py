@@ -1,25 +1,64 @@
-"""One `pocolobby serve` per SQLite store: a lock file held for the process's life.
+"""The store's lock: one owner of a SQLite store, and no schema change under a live broker.
 
 Two brokers on one SQLite file would both run the timers (deliveries, retries, retention)
-and each believe it is the only registered process. The lock is an `flock` on a file beside
-the database: the kernel releases it when the process ends, however it ends, so a crash
-never leaves a stale lock to clear by hand. PostgreSQL is the scale-out path and takes no
-lock here.
+and each believe it is the only registered process; an upgrade or a restore under a live
+broker loses what it accepts after. So every command that changes the store (`serve`,
+`init`, `restore`, the writing `manage` commands) takes the lock before it touches anything,
+and is refused, naming the holder, while another has it.
+
+SQLite: an exclusive `flock` on `<store>.serve-lock`, which records who holds it. The kernel
+releases it when the process ends, however it ends, so a crash never leaves a stale lock.
+
+PostgreSQL: a session advisory lock on a dedicated connection. Several `serve` processes
+legitimately share one database (the scale-out layout), so `serve` holds it shared; `init`,
+`restore` and `manage` hold it exclusive. The holders are named from pg_stat_activity.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+# Any 64-bit number of our own ("PoLb", 2); loops.py's dispatcher lock is ("PoLb", 1).
+STORE_LOCK_KEY = 0x506F4C62_00000002
+# PostgreSQL keeps the first 63 bytes of an application_name.
+APPLICATION_NAME_BYTES = 63
 
 
 class StoreInUse(Exception):
-    """Another live process holds the store's lock; the message names it."""
+    """Another live process holds the store's lock; `holder` names it."""
+
+    def __init__(self, holder: str, store: str, *, several: bool = False) -> None:
+        super().__init__(f"{holder} {'hold' if several else 'holds'} the store {store}")
+        self.holder = holder
+        self.store = store
+
+    def refusal(self, refused: str, advice: str = "stop it first") -> str:
+        return f"refusing to {refused}: {self}; {advice}"
 
 
-# The open lock file of this process: closing it (or exiting) releases the lock.
+def describe(command: str, detail: str = "") -> str:
+    """How this process names itself as a holder: command, pid, what it serves, since when."""
+    since = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (
+        f"pocolobby {command} (pid {os.getpid()}, {detail + ', ' if detail else ''}since {since})"
+    )
+
+
+def _printable(text: str) -> str:
+    """The holder's line as stored, with anything a terminal would act on made visible."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+# ---------------------------------------------------------------- SQLite: flock
+
+# The open lock file of this process, per lock path: closing it (or exiting) releases the lock.
 _HELD: dict[str, int] = {}
+# Lock files this process created (a refused start takes them back).
+_CREATED: set[str] = set()
 
 
 def lock_path(database: Path) -> Path:
@@ -28,28 +67,176 @@ def lock_path(database: Path) -> Path:
 
 def hold(database: Path, description: str) -> Path:
     """Take the store's lock for the rest of this process, or raise StoreInUse naming the
-    process that has it (its pid and what it said it serves, written into the file)."""
+    process that has it (the line it wrote into the file). `description` is this process's
+    line (`describe`)."""
     path = lock_path(database)
     if str(path) in _HELD:
         return path
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 400).decode("utf-8", "replace").strip() or "another process"
+    while True:
+        created = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 400).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise StoreInUse(_printable(holder), str(database)) from None
+        # A holder that took the lock back (release) may have removed the file after we
+        # opened it: a lock on a removed file locks nothing, so take the one at the path.
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
         os.close(fd)
-        raise StoreInUse(
-            f"refusing to start: {holder} already serves the store {database}; "
-            "stop it first (one process owns a SQLite store)"
-        ) from None
     os.ftruncate(fd, 0)
-    os.write(fd, f"pocolobby serve (pid {os.getpid()}, {description})\n".encode())
+    os.write(fd, f"{description}\n".encode())
     _HELD[str(path)] = fd
+    if created:
+        _CREATED.add(str(path))
     return path
 
 
 def release(database: Path) -> None:
-    """Give the lock back (tests; a serving process keeps it until it exits)."""
-    fd = _HELD.pop(str(lock_path(database)), None)
-    if fd is not None:
-        os.close(fd)
+    """Give the lock back (a refused start; tests). A lock file this process created is
+    removed, so a refusal leaves the directory as it found it."""
+    path = lock_path(database)
+    fd = _HELD.pop(str(path), None)
+    if fd is None:
+        return
+    if str(path) in _CREATED:
+        _CREATED.discard(str(path))
+        path.unlink(missing_ok=True)  # while still held: see the inode check in hold()
+    os.close(fd)
+
+
+# ---------------------------------------------------------------- PostgreSQL: advisory lock
+
+
+def pg_connect(application_name: str) -> Any:
+    """A connection of its own (autocommit) to the configured PostgreSQL database.
+
+    Not Django's: Django closes and reopens its connections, and a session lock lives only as
+    long as its session.
+    """
+    import psycopg  # local: installed everywhere, but only a PostgreSQL broker needs it
+    from django.conf import settings  # local: store_lock is importable before Django is set up
+
+    db = settings.DATABASES["default"]
+    return psycopg.connect(
+        host=db.get("HOST") or None,
+        port=db.get("PORT") or None,
+        dbname=db["NAME"],
+        user=db.get("USER") or None,
+        password=db.get("PASSWORD") or None,
+        application_name=application_name.encode()[:APPLICATION_NAME_BYTES].decode(
+            "utf-8", "ignore"
+        ),
+        autocommit=True,
+    )
+
+
+# This process's holds on a PostgreSQL store: kept (and so held) until the process exits.
+HELD_POSTGRES: list[PostgresStoreLock] = []
+
+
+class PostgresStoreLock:
+    """This process's hold on the database's store lock, on a session of its own."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.connection: Any = None
+        self.exclusive = False
+        self.shared = False
+
+    def _session(self) -> Any:
+        import psycopg  # local: as in pg_connect
+
+        if self.connection is None:
+            try:
+                self.connection = pg_connect(f"pocolobby {self.command} pid {os.getpid()}")
+            except psycopg.OperationalError as exc:
+                raise ConnectionError(f"cannot connect to PostgreSQL: {exc}") from None
+        return self.connection
+
+    def _refused(self) -> StoreInUse:
+        holders = self.holders()
+        return StoreInUse(
+            holders or "another session", self.database(), several=holders.count("; ") > 0
+        )
+
+    def database(self) -> str:
+        from django.conf import settings  # local: as in pg_connect
+
+        db = settings.DATABASES["default"]
+        return f"postgres://{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+    def take_exclusive(self) -> None:
+        """Hold the lock alone, or raise StoreInUse naming every holder."""
+        row = (
+            self._session().execute("SELECT pg_try_advisory_lock(%s)", [STORE_LOCK_KEY]).fetchone()
+        )
+        if not row[0]:
+            raise self._refused()
+        self.exclusive = True
+
+    def try_exclusive(self) -> bool:
+        try:
+            self.take_exclusive()
+        except StoreInUse:
+            return False
+        return True
+
+    def take_shared(self, wait_seconds: float) -> None:
+        """Hold the lock beside other holders of it shared, waiting up to `wait_seconds` for
+        an exclusive holder (another `serve` checking the schema, or an `init`) to finish."""
+        import psycopg  # local: as in pg_connect
+
+        session = self._session()
+        session.execute(f"SET lock_timeout = {max(1, int(wait_seconds * 1000))}")
+        try:
+            session.execute("SELECT pg_advisory_lock_shared(%s)", [STORE_LOCK_KEY])
+        except psycopg.errors.LockNotAvailable:
+            raise self._refused() from None
+        finally:
+            session.execute("RESET lock_timeout")
+        self.shared = True
+
+    def share(self) -> None:
+        """From exclusive to shared without a moment unlocked: other brokers may start."""
+        if self.exclusive:
+            self._session().execute("SELECT pg_advisory_lock_shared(%s)", [STORE_LOCK_KEY])
+            self._session().execute("SELECT pg_advisory_unlock(%s)", [STORE_LOCK_KEY])
+            self.exclusive, self.shared = False, True
+
+    def holders(self) -> str:
+        """The other sessions holding the lock, as their processes named themselves."""
+        classid, objid = STORE_LOCK_KEY >> 32, STORE_LOCK_KEY & 0xFFFFFFFF
+        rows = (
+            self._session()
+            .execute(
+                "SELECT a.application_name, l.mode, a.backend_start, host(a.client_addr) "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1 "
+                "AND l.pid <> pg_backend_pid() ORDER BY a.backend_start",
+                [classid, objid],
+            )
+            .fetchall()
+        )
+        named = []
+        for name, mode, since, address in rows:
+            who = _printable(name or "a session without a name")
+            held = "shared" if mode == "ShareLock" else "exclusive"
+            at = f" from {address}" if address else ""
+            stamp = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            named.append(f"{who} ({held}, connected{at} since {stamp})")
+        return "; ".join(named)
+
+    def release(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+        self.exclusive = self.shared = False

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import stat
@@ -38,7 +40,7 @@ def _until(condition, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None):
+def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, umask: int = 0o022):
     """The CLI without a broker: only the data directory."""
     return subprocess.run(
         [sys.executable, "-m", "pocolobby", *args],
@@ -48,6 +50,7 @@ def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None):
         text=True,
         timeout=60,
         check=False,
+        preexec_fn=lambda: os.umask(umask),
     )
 
 
@@ -287,3 +290,74 @@ def test_a_restore_interrupted_mid_swap_resumes_restore_mode_on_the_next_start(
     assert "RESTORE MODE" in result.stdout
     assert (victim / "pocolobby.sqlite3.pre-restore-T1").exists()
     assert not (victim / "restore-in-progress.json").exists()
+
+
+def _modes_seen_while(work, root: Path) -> dict[str, set[int]]:
+    """Run `work()` while another thread stats every file under `root` as fast as it can:
+    each file name and the modes it was seen with, from its first moments on."""
+    seen: dict[str, set[int]] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                for path in root.rglob("*"):
+                    with contextlib.suppress(FileNotFoundError):
+                        mode = path.lstat().st_mode
+                        if stat.S_ISREG(mode):
+                            seen.setdefault(path.name, set()).add(stat.S_IMODE(mode))
+            except FileNotFoundError:  # a directory renamed mid-walk
+                continue
+
+    watcher = threading.Thread(target=watch)
+    previous = os.umask(0)  # the most permissive: only the code's own modes protect the files
+    watcher.start()
+    try:
+        work()
+    finally:
+        done.set()
+        watcher.join()
+        os.umask(previous)
+    return seen
+
+
+def test_a_backup_is_private_from_the_moment_it_is_written_whatever_the_umask(tmp_path: Path):
+    from pocolobby.backup import take_backup
+
+    data = tmp_path / "data"
+    assert cli(data, "init").returncode == 0
+    destination = tmp_path / "backups"
+    destination.mkdir()
+
+    seen = _modes_seen_while(lambda: take_backup(data, destination, None), destination)
+
+    assert {"store.sqlite3", "manifest.json"} <= set(seen), seen
+    assert all(modes == {0o600} for modes in seen.values()), seen
+    (taken,) = destination.iterdir()
+    assert stat.S_IMODE(taken.stat().st_mode) == 0o700
+    for name in ("store.sqlite3", "manifest.json"):
+        assert stat.S_IMODE((taken / name).stat().st_mode) == 0o600
+
+
+def test_a_restored_store_is_private_from_the_moment_it_is_written(tmp_path: Path):
+    from pocolobby.backup import copy_store
+
+    data = tmp_path / "data"
+    assert cli(data, "init").returncode == 0
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    copied = staging / "restored.sqlite3"
+
+    seen = _modes_seen_while(lambda: copy_store(data / "pocolobby.sqlite3", copied), staging)
+
+    assert "restored.sqlite3" in seen and all(m == {0o600} for m in seen.values()), seen
+
+    # And end to end, under a permissive umask: the live store after `restore`, before any
+    # `serve` tightens anything, and the backup `pocolobby backup` wrote.
+    backup = cli(data, "backup", "--to", str(tmp_path / "b"), umask=0)
+    source = backup_path(backup.stdout)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in source.iterdir()} == {0o600}
+    env = {"POCOLOBBY_URL": "http://127.0.0.1:9"}
+    restored = cli(data, "restore", str(source), env=env, umask=0)
+    assert restored.returncode == 0, restored.stderr
+    assert stat.S_IMODE((data / "pocolobby.sqlite3").stat().st_mode) == 0o600

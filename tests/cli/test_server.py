@@ -121,7 +121,7 @@ def test_a_second_serve_on_the_same_sqlite_store_is_refused_naming_the_first(bro
     )
     assert second.returncode == 1, second.stdout + second.stderr
     assert f"pid {first.pid}" in second.stderr and first.url in second.stderr
-    assert "already serves the store" in second.stderr
+    assert "holds the store" in second.stderr
     assert "listening on" not in second.stdout
     assert httpx.get(f"{first.url}/v1/health").json()["service"] == "pocolobby"
     first.stop()

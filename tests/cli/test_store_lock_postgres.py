@@ -1,0 +1,240 @@
+"""On PostgreSQL the store's lock is an advisory lock over a real connection: brokers share
+it, `init` and `manage` need it alone; and a database that is not ours, or from a newer
+release, is refused and left unchanged.
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password); skipped when unreachable.
+Each test creates a uniquely named database and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from pocolobby.store_lock import STORE_LOCK_KEY
+from tests.server import REPO_ROOT, Broker, clean_env
+
+pytestmark = pytest.mark.slow
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+
+
+def _admin(dbname: str = "postgres") -> psycopg.Connection:
+    return psycopg.connect(f"{PG_SERVER}/{dbname}", autocommit=True, connect_timeout=3)
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    try:
+        admin = _admin()
+    except psycopg.Error as exc:
+        pytest.skip(f"PostgreSQL is not reachable at {PG_SERVER}: {exc}")
+    name = f"pocolobby_lock_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with _admin() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name]
+        )
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def cli(database: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pocolobby", *args],
+        cwd=REPO_ROOT,
+        env=clean_env(
+            {"DATABASE_URL": f"{PG_SERVER}/{database}", "POCOLOBBY_DATA_DIR": str(data_dir)}
+        ),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def snapshot(database: str) -> dict[str, object]:
+    """What a refused command could have changed: every table's columns, the schema steps
+    recorded, the identity row, and the row count of every table."""
+    with _admin(database) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'public' ORDER BY 1, 2"
+        ).fetchall()
+        tables = sorted({table for table, _, _ in columns})
+        counts = {
+            t: conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))
+            ).fetchone()[0]
+            for t in tables
+        }
+        steps = (
+            conn.execute("SELECT app, name FROM django_migrations ORDER BY 1, 2").fetchall()
+            if "django_migrations" in tables
+            else []
+        )
+        identity = (
+            conn.execute("SELECT * FROM pocolobby_identity").fetchall()
+            if "pocolobby_identity" in tables
+            else []
+        )
+    return {"columns": columns, "counts": counts, "steps": steps, "identity": identity}
+
+
+def store_lock_modes(database: str) -> list[str]:
+    with _admin(database) as conn:
+        rows = conn.execute(
+            "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = %s) "
+            "AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1",
+            [database, STORE_LOCK_KEY >> 32, STORE_LOCK_KEY & 0xFFFFFFFF],
+        ).fetchall()
+    return sorted(mode for (mode,) in rows)
+
+
+@contextlib.contextmanager
+def frozen(*brokers: Broker) -> Iterator[None]:
+    """Brokers stopped (SIGSTOP) with their sessions and locks alive: they write nothing."""
+    for broker in brokers:
+        os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for broker in brokers:
+            os.kill(broker.pid, signal.SIGCONT)
+
+
+def test_brokers_share_the_store_and_init_and_migrate_are_refused_while_they_serve(
+    database: str, tmp_path: Path
+):
+    env = {"DATABASE_URL": f"{PG_SERVER}/{database}"}
+    a = Broker(tmp_path / "a", env=env)
+    b = Broker(tmp_path / "b", env=env)
+    try:
+        a.start()  # alone: it initialises the database, then holds the lock shared
+        b.start()  # beside it, shared
+        assert store_lock_modes(database) == ["ShareLock", "ShareLock"]
+        for broker in (a, b):
+            assert httpx.get(f"{broker.url}/v1/health").json()["service"] == "pocolobby"
+
+        with frozen(a, b):
+            before = snapshot(database)
+            refused = [
+                cli(database, tmp_path / "a", "init"),
+                cli(database, tmp_path / "a", "manage", "migrate"),
+                cli(database, tmp_path / "a", "manage", "migrate", "board", "0003"),
+            ]
+            after = snapshot(database)
+        assert after == before
+        for result in refused:
+            assert result.returncode == 1, result.stdout + result.stderr
+            assert "refusing to " in result.stderr and "hold the store" in result.stderr
+            for broker in (a, b):
+                assert f"pocolobby serve pid {broker.pid} (shared," in result.stderr
+            assert "Traceback" not in result.stderr
+    finally:
+        b.stop()
+        a.stop()
+
+    assert store_lock_modes(database) == []  # the sessions ended with the processes
+    back = cli(database, tmp_path / "a", "manage", "migrate", "board", "0003")
+    assert back.returncode == 0, back.stderr
+    upgraded = cli(database, tmp_path / "a", "init")
+    assert upgraded.returncode == 0 and "upgraded" in upgraded.stdout, upgraded.stderr
+
+
+def test_a_serve_is_refused_while_init_holds_the_lock_alone(database: str, tmp_path: Path):
+    assert cli(database, tmp_path, "init").returncode == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "manage", "shell", "-c", "import time; time.sleep(60)"],
+        cwd=REPO_ROOT,
+        env=clean_env(
+            {"DATABASE_URL": f"{PG_SERVER}/{database}", "POCOLOBBY_DATA_DIR": str(tmp_path)}
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while store_lock_modes(database) != ["ExclusiveLock"]:
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        init = cli(database, tmp_path, "init")
+        assert init.returncode == 1, init.stdout + init.stderr
+        assert f"pocolobby manage shell pid {holder.pid} (exclusive," in init.stderr
+    finally:
+        holder.terminate()
+        holder.wait(30)
+
+
+def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
+    database: str, tmp_path: Path
+):
+    with _admin(database) as conn:
+        conn.execute("CREATE TABLE notes (body text)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    before = snapshot(database)
+    foreign = cli(database, tmp_path, "init")
+    assert foreign.returncode == 2, foreign.stdout + foreign.stderr
+    assert "holds tables (notes) but no PocoLobby identity" in foreign.stderr
+    assert snapshot(database) == before
+    with _admin(database) as conn:
+        conn.execute("DROP TABLE notes")
+
+    initialised = cli(database, tmp_path, "init")
+    assert initialised.returncode == 0 and "initialised" in initialised.stdout
+    assert snapshot(database)["identity"] == [(APPLICATION_ID, FORMAT_VERSION)]
+
+    for change, undo, expected in [
+        (
+            (
+                "INSERT INTO django_migrations (app, name, applied) VALUES (%s, %s, now())",
+                ["lobbies", "9999_from_the_future"],
+            ),
+            ("DELETE FROM django_migrations WHERE name = %s", ["9999_from_the_future"]),
+            "schema steps this release does not know: lobbies.9999_from_the_future",
+        ),
+        (
+            ("UPDATE pocolobby_identity SET format_version = %s", [FORMAT_VERSION + 1]),
+            ("UPDATE pocolobby_identity SET format_version = %s", [FORMAT_VERSION]),
+            f"written by a newer PocoLobby (format {FORMAT_VERSION + 1}",
+        ),
+        (
+            ("UPDATE pocolobby_identity SET application_id = %s", [0x43415338]),
+            ("UPDATE pocolobby_identity SET application_id = %s", [APPLICATION_ID]),
+            "belongs to another application (pocolobby_identity holds 0x43415338",
+        ),
+    ]:
+        with _admin(database) as conn:
+            conn.execute(*change)
+        before = snapshot(database)
+        for command in (("init",), ("serve", "--port", "9"), ("manage", "migrate")):
+            result = cli(database, tmp_path, *command)
+            assert result.returncode == 2, (command, result.stdout, result.stderr)
+            assert expected in result.stderr and "Traceback" not in result.stderr, command
+            assert snapshot(database) == before, command
+        with _admin(database) as conn:
+            conn.execute(*undo)
+
+    # A store this broker made before the identity row existed is ours: stamped, not refused.
+    with _admin(database) as conn:
+        conn.execute("DROP TABLE pocolobby_identity")
+    adopted = cli(database, tmp_path, "init")
+    assert adopted.returncode == 0, adopted.stderr
+    assert snapshot(database)["identity"] == [(APPLICATION_ID, FORMAT_VERSION)]
