@@ -70,7 +70,7 @@ class ShellPane:
 
 
 def _lines(screen: str) -> list[str]:
-    return [line for line in screen.splitlines() if line.strip()]
+    return [line.rstrip() for line in screen.splitlines() if line.strip()]
 
 
 def screen_lines(screen: str) -> list[str]:
