@@ -422,7 +422,7 @@ async def test_two_bridges_on_one_pane_type_whole_lines(
         await asyncio.sleep(1.0)
         lines = agent_pane.lines()
         whole = re.compile(
-            r"^\[pocolobby\] (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
+            r"^# pocolobby: (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
             r"|\d+ new messages?: ids \d+(,\d+)* - call get_messages, then acknowledge_messages)$"
         )
         assert all(whole.match(line) for line in lines), lines
