@@ -6,10 +6,15 @@ same path the bridge uses, so arguments, validation, idempotency and answers are
 The exit code says what the caller may conclude:
 
 - 0: the broker answered with a result;
-- 2: the broker refused (a 4xx answer, or 507 recipient_capacity): nothing was stored;
+- 2: the broker refused (a 4xx answer, 507 recipient_capacity, or 503 restore_mode): nothing
+  was stored;
 - 3: the outcome is unknown (network failure, timeout, another 5xx): a send may have been
   stored, so retry it with the same `--request-id` (the broker answers the original);
-- 1: the command could not start (no configuration, bad arguments).
+- 1: the command could not start (no configuration, bad arguments);
+- 141: the output's reader left (`| head`); a send stands.
+
+What another party wrote is printed terminal-safe: controls and escape sequences are shown as
+their escapes (`\\x1b[6n`), never sent raw; `--json` decodes to the exact text.
 """
 
 from __future__ import annotations
