@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import signal
@@ -723,6 +724,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; output into a pipe whose reader left (`--json | head`) ends it quietly
     with 141, as a program stopped by SIGPIPE, instead of a traceback."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A terminal or file that cannot encode a peer's text shows it as escapes: a message in
+        # another script must not make its reader's command fail.
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         try:
             return _run(argv)

@@ -76,10 +76,15 @@ def test_a_peers_escape_sequences_are_shown_visibly_in_text_and_json(
         assert json.loads(as_json.stdout)["messages"][0]["content"] == content  # exact
 
     assert msg(lead, "history").stdout.count("\\x1b[6n") == 1  # the sender's own copy too
+    # a terminal that cannot encode the text gets escapes, not a traceback
+    msg(lead, "send", "coder", "caf\u00e9 \u4e2d\u6587")
+    ascii_only = msg(coder, "inbox", env=clean_env({"PYTHONIOENCODING": "ascii"}))
+    assert ascii_only.returncode == 0, ascii_only.stderr
+    assert "caf\\xe9 \\u4e2d\\u6587" in ascii_only.stdout
     status = msg(coder, "status", "reviewing \u00e9")  # a status is one checked line
     assert status.stdout.strip() == "status: reviewing \u00e9"
     context = msg(coder, "context")
-    assert context.returncode == 0 and "inbox: 1 pending" in context.stdout
+    assert context.returncode == 0 and "inbox: 2 pending" in context.stdout
 
 
 @pytest.mark.slow
