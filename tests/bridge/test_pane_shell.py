@@ -14,12 +14,12 @@ import pytest
 
 from tests.bridge_client import send_message
 from tests.server import REPO_ROOT, Broker, clean_env
-from tests.shell_pane import HAS_TMUX_AND_BASH, screen_lines, shell_pane
+from tests.shell_pane import NEEDS_TMUX_AND_BASH, screen_lines, shell_pane
 
 pytest_plugins = ("tests.server_fixtures",)
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not HAS_TMUX_AND_BASH, reason="tmux or bash is not installed"),
+    NEEDS_TMUX_AND_BASH,
 ]
 
 

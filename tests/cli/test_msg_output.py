@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.test_backup_restore import backup_path
 from tests.server import REPO_ROOT, AgentConfig, Broker, BrokerFactory, clean_env
-from tests.shell_pane import HAS_TMUX_AND_BASH, screen_lines, shell_pane
+from tests.shell_pane import NEEDS_TMUX_AND_BASH, screen_lines, shell_pane
 
 pytest_plugins = ("tests.server_fixtures",)
 
@@ -103,7 +103,7 @@ def test_errors_that_echo_input_are_terminal_safe(module_broker: Broker, tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_TMUX_AND_BASH, reason="tmux or bash is not installed")
+@NEEDS_TMUX_AND_BASH
 def test_reading_a_peers_escape_sequences_in_a_bash_pane_runs_nothing(
     module_broker: Broker, tmp_path: Path
 ):
