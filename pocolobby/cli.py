@@ -4,21 +4,33 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote, urlsplit
 
 import httpx
 
+from lobbies.wire import for_terminal as shown
 from pocolobby import config, msg, store_lock
 
 
 class CliError(Exception):
     """A failure to report in one line and exit 1."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but bad arguments exit 1 as every other failure to start: 2 means a decided
+    refusal here (`msg`: the broker refused; `init`: the store was refused)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
 
 
 # ---------------------------------------------------------------- serve
@@ -335,7 +347,7 @@ def _read_role(path: str) -> str:
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     if not rows:
         return "(none)"
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    cells = [[("" if r.get(c) is None else shown(r.get(c))) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
@@ -467,11 +479,12 @@ def status_cmd(args: argparse.Namespace) -> int:
     broker = data.get("broker") or {}
     if broker.get("restore_mode"):
         print(
-            f"RESTORE MODE since {broker['restored_at']} (from {broker['restored_from']}): "
+            f"RESTORE MODE since {shown(broker['restored_at'])} "
+            f"(from {shown(broker['restored_from'])}): "
             "agents are refused and dispatch is paused until `pocolobby restore --finish`"
         )
     for lobby in data["lobbies"]:
-        print(f"lobby {lobby['name']}")
+        print(f"lobby {shown(lobby['name'])}")
         print(_table(lobby["agents"], STATUS_COLUMNS))
         for agent in lobby["agents"]:
             waiting = agent.get("waiting")
@@ -487,10 +500,10 @@ def status_cmd(args: argparse.Namespace) -> int:
                     f"{agent['runtime_released_at']}; the next conversation takes it"
                 )
             held = agent.get("notices_held")
-            if held:
+            if held:  # the reason is the bridge's words, often a tmux error
                 print(
-                    f"  {agent['agent_id']}: {agent['transport']} notices held since "
-                    f"{held['since']}: {held['reason'] or 'no reason given'}"
+                    f"  {shown(agent['agent_id'])}: {shown(agent['transport'])} notices held "
+                    f"since {shown(held['since'])}: {shown(held['reason'] or 'no reason given')}"
                 )
     return 0
 
@@ -506,8 +519,8 @@ def attachments_cmd(args: argparse.Namespace) -> int:
         return 0
     usage = data["usage"]
     print(
-        f"lobby {data['lobby']}: {usage['content_bytes']} of {usage['quota_bytes']} bytes of "
-        f"distinct content; {usage['attachments']} live, {usage['expired']} expired, "
+        f"lobby {shown(data['lobby'])}: {usage['content_bytes']} of {usage['quota_bytes']} "
+        f"bytes of distinct content; {usage['attachments']} live, {usage['expired']} expired, "
         f"{usage['pending_uploads']} pending uploads"
     )
     print(_table(data["attachments"], ATTACHMENT_COLUMNS))
@@ -686,7 +699,7 @@ def manage_cmd(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pocolobby", description=__doc__)
+    parser = Parser(prog="pocolobby", description=__doc__)
     parser.add_argument("--data-dir", help="data directory (default: $POCOLOBBY_DATA_DIR)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -856,6 +869,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; output into a pipe whose reader left (`--json | head`) ends it quietly
+    with 141, as a program stopped by SIGPIPE, instead of a traceback."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A terminal or file that cannot encode a peer's text shows it as escapes: a message in
+        # another script must not make its reader's command fail.
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, so the interpreter's last flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     data_dir = getattr(args, "serve_data_dir", None) or args.data_dir
     if data_dir:
@@ -863,8 +894,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except StoreRefused as exc:
-        print(f"pocolobby: {exc}", file=sys.stderr)
+        print(f"pocolobby: {shown(exc)}", file=sys.stderr)
         return 2
-    except CliError as exc:
-        print(f"pocolobby: {exc}", file=sys.stderr)
+    except CliError as exc:  # often the broker's error, which may echo another party's text
+        print(f"pocolobby: {shown(exc)}", file=sys.stderr)
         return 1

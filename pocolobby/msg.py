@@ -6,10 +6,15 @@ same path the bridge uses, so arguments, validation, idempotency and answers are
 The exit code says what the caller may conclude:
 
 - 0: the broker answered with a result;
-- 2: the broker refused (a 4xx answer, or 507 recipient_capacity): nothing was stored;
+- 2: the broker refused (a 4xx answer, 507 recipient_capacity, or 503 restore_mode): nothing
+  was stored;
 - 3: the outcome is unknown (network failure, timeout, another 5xx): a send may have been
   stored, so retry it with the same `--request-id` (the broker answers the original);
-- 1: the command could not start (no configuration, bad arguments).
+- 1: the command could not start (no configuration, bad arguments);
+- 141: the output's reader left (`| head`); a send stands.
+
+What another party wrote is printed terminal-safe: controls and escape sequences are shown as
+their escapes (`\\x1b[6n`), never sent raw; `--json` decodes to the exact text.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
+# Every field of an answer is another party's text (a peer's message and name, an operator's
+# role, a broker's error echoing input): printed through these, never raw (issue 28).
+from lobbies.wire import for_terminal as shown
+from lobbies.wire import json_for_terminal
 from pocolobby.agent_reports import config_path
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
@@ -35,9 +44,11 @@ EXIT_USAGE = 1
 EXIT_REFUSED = 2
 EXIT_UNKNOWN = 3
 
-# 507 recipient_capacity is the one 5xx that API.md documents as a decided refusal (nothing
-# stored); every other 5xx may come from a proxy or a crash mid-request, so it is unknown.
+# 507 recipient_capacity is a 5xx that API.md documents as a decided refusal (nothing stored),
+# and so is 503 restore_mode (agents are refused before anything is read); every other 5xx may
+# come from a proxy or a crash mid-request, so it is unknown.
 _DECIDED_5XX = frozenset({507})
+_DECIDED_CODES = frozenset({"restore_mode"})
 
 KINDS = ("request", "notice", "assignment", "report", "question")
 PRIORITIES = ("info", "important")
@@ -55,7 +66,9 @@ def exit_code(outcome: Outcome) -> int:
         return EXIT_UNKNOWN
     if outcome.status < 500 and outcome.code != "invalid_answer":
         return EXIT_REFUSED
-    return EXIT_REFUSED if outcome.status in _DECIDED_5XX else EXIT_UNKNOWN
+    if outcome.status in _DECIDED_5XX or outcome.code in _DECIDED_CODES:
+        return EXIT_REFUSED
+    return EXIT_UNKNOWN
 
 
 # ---------------------------------------------------------------- arguments per subcommand
@@ -121,41 +134,52 @@ def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, dict[str, An
 
 
 def _message_lines(message: dict[str, Any]) -> list[str]:
-    to = f" -> {message['to']}" if message.get("to") else ""
-    tags = [str(message.get(key)) for key in ("kind",) if message.get(key)]
+    """A head line of one-line fields, then the content indented: a line break in a field is
+    shown as `\\n`, so no field can start a line that looks like another message."""
+    to = f" -> {shown(message['to'])}" if message.get("to") else ""
+    tags = [shown(message.get(key)) for key in ("kind",) if message.get(key)]
     if message.get("priority") == "important":
         tags.append("important")
     if message.get("reply_expected"):
         tags.append("reply expected")
     if message.get("reply_to"):
-        tags.append(f"reply to #{message['reply_to']}")
-    head = f"#{message.get('message_id')} {message.get('created_at', '')} {message.get('from')}{to}"
+        tags.append(f"reply to #{shown(message['reply_to'])}")
+    head = (
+        f"#{shown(message.get('message_id'))} {shown(message.get('created_at', ''))} "
+        f"{shown(message.get('from'))}{to}"
+    )
     if tags:
         head += f" [{', '.join(tags)}]"
-    body = str(message.get("content", ""))
+    body = shown(message.get("content", ""), multiline=True)
     files = [
-        f"    attachment {item.get('id')}: {json.dumps(str(item.get('name', '')))} "
-        f"({item.get('media_type', '?')}, {item.get('size', '?')} bytes)"
+        f"    attachment {shown(item.get('id'))}: {json_for_terminal(str(item.get('name', '')))} "
+        f"({shown(item.get('media_type', '?'))}, {shown(item.get('size', '?'))} bytes)"
         for item in message.get("attachments") or []
         if isinstance(item, dict)
     ]
-    return [head, *(f"    {line}" for line in body.splitlines() or [""]), *files]
+    return [head, *(f"    {line}" for line in _lines(body)), *files]
+
+
+def _lines(text: str) -> list[str]:
+    """As str.splitlines, for text whose only line break left is `\\n`."""
+    return (text[:-1] if text.endswith("\n") else text).split("\n")
 
 
 def _ids(values: Any) -> str:
-    return ", ".join(str(value) for value in values or []) or "none"
+    return ", ".join(shown(value) for value in values or []) or "none"
 
 
 def render_text(command: str, data: dict[str, Any], request_id: str | None) -> str:
     """The readable form of one answer; `--json` prints the answer itself instead."""
     if command == "send":
         recipients = ", ".join(
-            f"{r.get('agent_id')} ({r.get('delivery_state')})" for r in data.get("recipients", [])
+            f"{shown(r.get('agent_id'))} ({shown(r.get('delivery_state'))})"
+            for r in data.get("recipients", [])
         )
         verb = "already stored (a retry)" if data.get("duplicate") else "stored"
         return (
-            f"message {data.get('message_id')} {verb} for {recipients or 'no one'}\n"
-            f"request id: {request_id}"
+            f"message {shown(data.get('message_id'))} {verb} for {recipients or 'no one'}\n"
+            f"request id: {shown(request_id)}"
         )
     if command in ("inbox", "history"):
         messages = data.get("messages") or []
@@ -163,21 +187,21 @@ def render_text(command: str, data: dict[str, Any], request_id: str | None) -> s
         if not messages:
             lines.append("no pending messages" if command == "inbox" else "no messages")
         elif command == "inbox":
-            ids = ",".join(str(m.get("message_id")) for m in messages)
-            lines.append(f"acknowledge when handled: pocolobby msg ack {ids.replace(',', ' ')}")
+            ids = " ".join(shown(m.get("message_id")) for m in messages)
+            lines.append(f"acknowledge when handled: pocolobby msg ack {ids}")
         if data.get("next_cursor"):
-            lines.append(f"more: --cursor {data['next_cursor']}")
+            lines.append(f"more: --cursor {shown(data['next_cursor'])}")
         return "\n".join(lines)
     if command == "ack":
         return (
             f"acknowledged: {_ids(data.get('acknowledged'))}\n"
             f"unknown: {_ids(data.get('unknown_message_ids'))}\n"
             f"held: {_ids(data.get('held_message_ids'))}\n"
-            f"receipt sequence: {data.get('receipt_sequence')}"
+            f"receipt sequence: {shown(data.get('receipt_sequence'))}"
         )
     if command == "status":
         status = data.get("status")
-        return f"status: {status}" if status else "status cleared"
+        return f"status: {shown(status)}" if status else "status cleared"
     if command == "ready":
         return "ready: the broker knows this session loaded its context"
     return render_context(data)
@@ -188,29 +212,35 @@ def render_context(data: dict[str, Any]) -> str:
     checkpoint = data.get("checkpoint")
     uncertain = data.get("uncertain") or {}
     lines = [
-        f"agent {data.get('agent_id')} in lobby {data.get('lobby_id')}",
-        f"inbox: {inbox.get('pending', 0)} pending ({inbox.get('important', 0)} important)",
+        f"agent {shown(data.get('agent_id'))} in lobby {shown(data.get('lobby_id'))}",
+        f"inbox: {shown(inbox.get('pending', 0))} pending "
+        f"({shown(inbox.get('important', 0))} important)",
         "checkpoint: "
-        + (f"revision {checkpoint.get('revision')}" if isinstance(checkpoint, dict) else "none"),
-        f"uncertain (acknowledged after the checkpoint): {uncertain.get('total', 0)}",
+        + (
+            f"revision {shown(checkpoint.get('revision'))}"
+            if isinstance(checkpoint, dict)
+            else "none"
+        ),
+        f"uncertain (acknowledged after the checkpoint): {shown(uncertain.get('total', 0))}",
     ]
-    role = str(data.get("role") or "").strip()
+    role = shown(str(data.get("role") or "").strip(), multiline=True)
     if role:
-        lines += ["role:", *(f"    {line}" for line in role.splitlines())]
-    lines += [f"- {line}" for line in data.get("guidance") or []]
+        lines += ["role:", *(f"    {line}" for line in _lines(role))]
+    lines += [f"- {shown(line)}" for line in data.get("guidance") or []]
     return "\n".join(lines)
 
 
 def render_failure(outcome: Outcome, code: int, request_id: str | None) -> str:
-    retry = f"; retry with --request-id {request_id}" if request_id else ""
+    retry = f"; retry with --request-id {shown(request_id)}" if request_id else ""
+    message, error_code = shown(outcome.message), shown(outcome.code)
     if code == EXIT_REFUSED:
         stored = "; nothing stored" if request_id else ""
-        return f"refused ({outcome.status} {outcome.code}): {outcome.message}{stored}"
+        return f"refused ({outcome.status} {error_code}): {message}{stored}"
     if outcome.transport == "not_sent":
-        return f"not sent, the broker was not reached ({outcome.message}){retry}"
-    what = f"{outcome.status} {outcome.code}: " if outcome.status else ""
+        return f"not sent, the broker was not reached ({message}){retry}"
+    what = f"{outcome.status} {error_code}: " if outcome.status else ""
     may = "the message may have been stored" if request_id else "no answer"
-    return f"outcome unknown ({what}{outcome.message}): {may}{retry}"
+    return f"outcome unknown ({what}{message}): {may}{retry}"
 
 
 def failure_json(outcome: Outcome, code: int) -> dict[str, Any]:
@@ -257,7 +287,7 @@ def run(
     try:
         config = load_config(config_path(args.config))
     except ConfigError as exc:
-        print(f"pocolobby: {exc}", file=stderr)
+        print(f"pocolobby: {shown(exc)}", file=stderr)
         return EXIT_USAGE
     command = args.msg_command
     if command == "send" and args.request_id is None:
@@ -267,15 +297,15 @@ def run(
     try:
         files = read_files(args.attach, config) if getattr(args, "attach", None) else []
     except attachments.BadArguments as exc:
-        print(f"pocolobby: not sent: {exc}", file=stderr)
+        print(f"pocolobby: not sent: {shown(exc)}", file=stderr)
         return EXIT_USAGE
     except FileRefused as refusal:
-        print(f"pocolobby: {attachments.refused_text('send', refusal)}", file=stderr)
+        print(f"pocolobby: {shown(attachments.refused_text('send', refusal))}", file=stderr)
         return EXIT_REFUSED
     outcome = asyncio.run(_call(config.url, config.token, tool, arguments, files))
     if isinstance(outcome, types.CallToolResult):  # an upload the broker did not take
         text = " ".join(c.text for c in outcome.content if isinstance(c, types.TextContent))
-        print(f"pocolobby: {text}", file=stderr)
+        print(f"pocolobby: {shown(text)}", file=stderr)
         return EXIT_REFUSED
     code = exit_code(outcome)
     if code == EXIT_OK:
@@ -283,7 +313,7 @@ def run(
         if args.json:
             if request_id:
                 data["client_request_id"] = request_id
-            print(json.dumps(data, ensure_ascii=False, indent=2), file=stdout)
+            print(json_for_terminal(data), file=stdout)
         else:
             print(render_text(command, data, request_id), file=stdout)
         return code
@@ -291,7 +321,7 @@ def run(
         answer = failure_json(outcome, code)
         if request_id:
             answer["client_request_id"] = request_id
-        print(json.dumps(answer, ensure_ascii=False, indent=2), file=stdout)
+        print(json_for_terminal(answer), file=stdout)
     print(f"pocolobby: {render_failure(outcome, code, request_id)}", file=stderr)
     return code
 

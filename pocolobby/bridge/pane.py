@@ -28,7 +28,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-MARKER = "[pocolobby]"
+# A notice line starts as a shell comment: typed into a pane that holds a shell it runs nothing
+# and prints nothing (`[pocolobby]`, the earlier marker, was a glob); an agent reads it as a
+# sentence addressed to it.
+MARKER = "# pocolobby:"
 CHECK_SECONDS = 1.0  # how often a held notice re-checks the pane
 HOLD_SECONDS = 300.0  # then the notice is given up; the broker's retries try again
 TMUX_TIMEOUT = 5.0
@@ -60,7 +63,7 @@ _RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and s
 _BORDER = "│┃|▌"
 # A notice line of ours typed after a prompt but never submitted: a bridge died between the
 # text and its Enter. Only the marker, fixed words, integers and a nonce can make it up.
-UNFINISHED = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}$#%]\\s+\\[pocolobby\\] [A-Za-z0-9 ,:_-]+$")
+UNFINISHED = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}$#%]\\s+{re.escape(MARKER)} [A-Za-z0-9 ,:_-]+$")
 UNFINISHED_REASON = "a notice line of ours was left without Enter"
 
 
@@ -69,8 +72,9 @@ class PaneError(Exception):
 
 
 def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> str:
-    """The one line typed for a notice: only the marker, fixed words, integers and a checked
-    nonce, so nothing in it can be interpreted by tmux or a shell."""
+    """The one line typed for a notice: the marker (a shell comment), fixed words, integers and
+    a checked nonce, so nothing in it can be interpreted by tmux or a shell, or act on a
+    terminal: it needs no escaping (issue 28)."""
     ids = ",".join(str(int(i)) for i in message_ids)
     if kind == "bootstrap":
         proof = f" with nonce {nonce}" if nonce and NONCE.match(nonce) else ""

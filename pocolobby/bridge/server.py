@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 
+from lobbies.wire import for_terminal
 from pocolobby.bridge import SERVER_NAME, bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, loosely_protected
@@ -39,6 +40,15 @@ from pocolobby.bridge.pane import HOLD_SECONDS, Pane, PaneDelivery, PaneError
 from pocolobby.bridge.tools import INSTRUCTIONS
 
 log = logging.getLogger("pocolobby.bridge")
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """Log lines often carry the broker's error messages, which may echo another party's
+    text; stderr is a terminal under a headless bridge, so none of it is printed raw."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record), multiline=True)
+
 
 CHANNEL_CAPABILITY = "claude/channel"
 # JSON-RPC's range for server-defined errors: the broker refused this process at start.
@@ -223,17 +233,17 @@ def main(
     no usable pane the bridge still serves its tools (the agent can poll); it says why on
     stderr, in every tool's description and in get_context, and types nothing.
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s pocolobby-bridge %(levelname)s %(message)s",
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        TerminalSafeFormatter("%(asctime)s pocolobby-bridge %(levelname)s %(message)s")
     )
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     for noisy in ("httpx", "httpcore", "websockets", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        print(f"pocolobby bridge: {exc}", file=sys.stderr)
+        print(f"pocolobby bridge: {for_terminal(exc)}", file=sys.stderr)
         return 1
     if not 0 < hold_seconds <= 86400:
         print("pocolobby bridge: --hold-seconds must be above 0 and at most 86400", file=sys.stderr)
@@ -247,8 +257,9 @@ def main(
         except PaneError as exc:
             target, problem = None, str(exc)
             print(
-                f"pocolobby bridge: {problem}. Pushes are off: nothing will be typed, the broker "
-                "keeps messages pending, and the agent can read them with get_messages.",
+                f"pocolobby bridge: {for_terminal(problem)}. Pushes are off: nothing will be "
+                "typed, the broker keeps messages pending, and the agent can read them with "
+                "get_messages.",
                 file=sys.stderr,
             )
     if headless:

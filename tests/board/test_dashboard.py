@@ -149,6 +149,14 @@ def test_agent_written_text_is_escaped_everywhere(lead: AgentClient, backend: Ag
     assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt;" in html
 
 
+def test_model_written_lines_are_bidi_isolated(lead: AgentClient) -> None:
+    """A bidi override in a summary line ends with that line (issue 28)."""
+    summarize(lead.agent.lobby, {"lead": {"now": "fixing \u202eparser", "next": "\u2067x"}})
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    assert '<span class="muted">Now</span> <bdi>fixing \u202eparser</bdi></p>' in html
+    assert '<span class="muted">Next</span> <bdi>\u2067x</bdi></p>' in html
+
+
 def test_a_summary_cannot_add_a_waiting_item_or_change_a_chip(
     lead: AgentClient, backend: AgentClient
 ) -> None:

@@ -50,7 +50,7 @@ def test_the_days_traffic_reads_newest_first_with_each_recipients_state(
     assert 'data-recipient="backend"' in seen and '<span class="chip seen">seen</span>' in seen
     assert "<time" in seen.split('data-recipient="backend"')[1]
     held = re.search(rf'data-message="{second}".*?</li>\s*</ul>', html, re.S).group(0)
-    assert "held: recipient disabled" in held and 'chip important' in held
+    assert "held: recipient disabled" in held and "chip important" in held
 
 
 def test_long_contents_are_folded(lobby, lead, backend):
@@ -83,9 +83,13 @@ def test_filters_by_agent_room_kind_priority_and_text(lobby, lead, backend, make
 
 @pytest.mark.parametrize(
     ("query", "words"),
-    [("kind=gossip", "kind is one of"), ("priority=urgent", "priority is info or important"),
-     ("agent=Not%20A%20Name", "is not a name"), ("before=abc", "before is a message sequence"),
-     ("q=" + "x" * 201, "at most 200")],
+    [
+        ("kind=gossip", "kind is one of"),
+        ("priority=urgent", "priority is info or important"),
+        ("agent=Not%20A%20Name", "is not a name"),
+        ("before=abc", "before is a message sequence"),
+        ("q=" + "x" * 201, "at most 200"),
+    ],
 )
 def test_a_bad_filter_is_refused_by_name(lobby, query, words):
     response = operator_client().get(f"/my-team/messages?{query}")
@@ -100,8 +104,8 @@ def test_pages_reach_every_message_once(lobby, lead, backend):
     older = re.search(r'href="/my-team/messages\?([^"]+)" data-older', first).group(1)
     second = _page(client, older.replace("&amp;", "&"))
     assert _ids(second) == sent[::-1][PAGE_SIZE:] and "data-older" not in second
-    assert 'data-newest' in second
-    assert 'data-live' in first and 'data-live' not in second  # only the newest page refreshes
+    assert "data-newest" in second
+    assert "data-live" in first and "data-live" not in second  # only the newest page refreshes
 
 
 def test_the_live_part_answers_with_the_same_filters(lobby, lead, backend):
@@ -162,14 +166,14 @@ def test_a_text_search_reads_a_bounded_span_and_older_searches_on(
 
 
 def _older(html: str) -> str:
-    return re.search(r'href="/my-team/messages\?([^"]+)" data-older', html).group(1).replace(
-        "&amp;", "&"
+    return (
+        re.search(r'href="/my-team/messages\?([^"]+)" data-older', html)
+        .group(1)
+        .replace("&amp;", "&")
     )
 
 
-def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(
-    lobby, lead, backend
-):
+def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(lobby, lead, backend):
     """Sends and copies interleaved across two pages, with a kind filter that keeps a third
     of them: every match once, newest first, from the two index reads merged."""
     matching = []
@@ -185,3 +189,14 @@ def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(
     second = _page(client, _older(first))
     assert _ids(second) == matching[::-1][PAGE_SIZE:] and "data-older" not in second
     assert _ids(_page(client, "agent=lead&kind=request")) == matching[::-1][:PAGE_SIZE]
+
+
+def test_a_bidi_override_in_a_message_is_isolated_to_that_message(lobby, lead, backend):
+    """An unterminated U+202E in one message must not reverse the page after it (issue 28):
+    what an agent wrote is shown in its own <bdi>, so its overrides end with it."""
+    lead.send("backend", "invoice \u202egpj.exe", "r-1")
+    lead.send("backend", "start \u202e" + "word " * 200, "r-2")  # folded: opening and whole
+    html = _page(operator_client())
+    assert '<p class="content"><bdi>invoice \u202egpj.exe</bdi></p>' in html
+    assert re.search('<bdi class="opening">start \u202e', html)
+    assert re.search('<p class="whole"><bdi>start \u202e', html)

@@ -99,7 +99,7 @@ def tmux_host(config_path: Path, pane: AgentPane, tmp_path: Path, name: str = "b
 
 
 def marked(lines: list[str]) -> list[str]:
-    return [line for line in lines if line.startswith("[pocolobby]")]
+    return [line for line in lines if line.startswith("# pocolobby:")]
 
 
 async def test_notices_are_typed_as_one_line_with_ids_and_never_bodies(
@@ -111,7 +111,7 @@ async def test_notices_are_typed_as_one_line_with_ids_and_never_bodies(
     host = await tmux_host(configs["coder"].path, agent_pane, tmp_path).start()
     try:
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
-        assert marked(lines)[0].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert marked(lines)[0].startswith("# pocolobby: bootstrap: call get_context, then ready")
 
         body = "rm -rf / ; echo $(whoami) `id`"
         message_id = await send_message(
@@ -119,7 +119,7 @@ async def test_notices_are_typed_as_one_line_with_ids_and_never_bodies(
         )
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
         assert marked(lines)[1] == (
-            f"[pocolobby] 1 new message: ids {message_id} - call get_messages, "
+            f"# pocolobby: 1 new message: ids {message_id} - call get_messages, "
             "then acknowledge_messages"
         )
         assert not any("rm -rf" in line for line in lines)
@@ -353,7 +353,7 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
     await asyncio.sleep(1.0)
     assert not any(f"ids {sent} " in line for line in agent_pane.lines())  # never submitted
     screen = agent_pane.tmux("capture-pane", "-p", "-t", agent_pane.pane_id)
-    assert f"> [pocolobby] 1 new message: ids {sent} " in screen  # typed, waiting for Enter
+    assert f"> # pocolobby: 1 new message: ids {sent} " in screen  # typed, waiting for Enter
 
     second = await bridge("second").start()
     try:
@@ -364,9 +364,9 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
         )
         again = [line for line in marked(lines) if re.search(f"ids {sent}\\b", line)]
         assert again[0] == (
-            f"[pocolobby] 1 new message: ids {sent} - call get_messages, then acknowledge_messages"
+            f"# pocolobby: 1 new message: ids {sent} - call get_messages, then acknowledge_messages"
         )
-        assert again[1].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert again[1].startswith("# pocolobby: bootstrap: call get_context, then ready")
         assert again[1].endswith(f" - waiting: ids {sent}")
         assert sent in await inbox(module_broker, configs["coder"].token)
     finally:
@@ -422,7 +422,7 @@ async def test_two_bridges_on_one_pane_type_whole_lines(
         await asyncio.sleep(1.0)
         lines = agent_pane.lines()
         whole = re.compile(
-            r"^\[pocolobby\] (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
+            r"^# pocolobby: (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
             r"|\d+ new messages?: ids \d+(,\d+)* - call get_messages, then acknowledge_messages)$"
         )
         assert all(whole.match(line) for line in lines), lines
@@ -463,7 +463,7 @@ async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
         ask = asked["message_id"]
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
         assert marked(lines)[1] == (
-            f"[pocolobby] 1 new message: ids {ask} - call get_messages, then acknowledge_messages"
+            f"# pocolobby: 1 new message: ids {ask} - call get_messages, then acknowledge_messages"
         )
         inbox_seen = await coder.ok("get_messages")
         assert [m["content"] for m in inbox_seen["messages"]] == ["review PR 7"]
@@ -486,7 +486,7 @@ async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
         await lead.ok("acknowledge_messages", message_ids=[answer])
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 3)
         assert marked(lines)[2] == (
-            f"[pocolobby] receipts: ids {answer} were read by their recipients"
+            f"# pocolobby: receipts: ids {answer} were read by their recipients"
         )
 
         # A coordinator tells them apart only by the transport facts.
@@ -531,7 +531,7 @@ async def test_a_headless_bridge_types_notices_for_a_shell_agent_that_answers_wi
 
         sent = await send_message(module_broker.url, configs["lead"].token, "shell", "hi", "h-1")
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
-        assert marked(lines)[1].startswith(f"[pocolobby] 1 new message: ids {sent} ")
+        assert marked(lines)[1].startswith(f"# pocolobby: 1 new message: ids {sent} ")
         listing = await agents(module_broker, configs["lead"].token)
         assert listing["shell"]["transport"] == "tmux"
         assert listing["shell"]["notification_attention_required"] is False
@@ -583,7 +583,7 @@ async def test_the_codex_entry_connect_writes_starts_a_bridge_typing_into_its_pa
     await host.start()
     try:
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
-        assert marked(lines)[0].startswith("[pocolobby] bootstrap: call get_context, then ready")
+        assert marked(lines)[0].startswith("# pocolobby: bootstrap: call get_context, then ready")
         assert (await host.ok("get_context"))["bridge"]["delivery"]["pane"] == agent_pane.pane_id
     finally:
         await host.close()

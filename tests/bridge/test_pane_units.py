@@ -80,20 +80,20 @@ def test_only_our_own_whole_notice_counts_as_unfinished() -> None:
     assert is_unfinished_notice(f"│ > {notice_line('bootstrap', [], 'n0nce_-x')} │")
     assert not is_unfinished_notice(f"> rm -rf / {line}")  # user text first: not ours
     assert not is_unfinished_notice(line)  # no prompt before it: output, not input
-    assert not is_unfinished_notice("> [pocolobby] $(id)")
+    assert not is_unfinished_notice("> # pocolobby: $(id)")
 
 
 def test_the_typed_line_carries_ids_and_only_safe_characters() -> None:
     assert notice_line("messages", [41, 42]) == (
-        "[pocolobby] 2 new messages: ids 41,42 - call get_messages, then acknowledge_messages"
+        "# pocolobby: 2 new messages: ids 41,42 - call get_messages, then acknowledge_messages"
     )
-    assert notice_line("hint", [7]).startswith("[pocolobby] 1 reminder message: ids 7 ")
+    assert notice_line("hint", [7]).startswith("# pocolobby: 1 reminder message: ids 7 ")
     assert notice_line("receipts", [3]) == (
-        "[pocolobby] receipts: ids 3 were read by their recipients"
+        "# pocolobby: receipts: ids 3 were read by their recipients"
     )
     # a nonce that is not the broker's shape is left out rather than typed
     assert notice_line("bootstrap", [], "$(rm -rf ~)") == (
-        "[pocolobby] bootstrap: call get_context, then ready"
+        "# pocolobby: bootstrap: call get_context, then ready"
     )
 
 
@@ -111,7 +111,7 @@ def test_a_notice_already_submitted_above_a_busy_line_is_not_unfinished() -> Non
 
 def test_a_bootstrap_line_names_the_backlog_that_waited_for_the_new_process() -> None:
     assert notice_line("bootstrap", [3, 4], "n") == (
-        "[pocolobby] bootstrap: call get_context, then ready with nonce n - waiting: ids 3,4"
+        "# pocolobby: bootstrap: call get_context, then ready with nonce n - waiting: ids 3,4"
     )
     long = notice_line("bootstrap", list(range(1, 121)), "n")
     assert long.endswith(",50 and 70 more") and is_unfinished_notice(f"> {long}")

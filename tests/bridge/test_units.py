@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from pocolobby.bridge.config import (
 )
 from pocolobby.bridge.core import Bridge, Stop, clean_meta
 from pocolobby.bridge.host import HostGone
+from pocolobby.bridge.server import TerminalSafeFormatter
 from tests.server import REPO_ROOT
 
 BROKER_RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -664,3 +666,25 @@ async def test_an_older_broker_without_continuity_gets_a_local_context(monkeypat
     assert data["bridge"]["runtime_scope"] == "conversation" and data["bridge"]["generation"] == 1
     saved = await bridge.call_tool("save_checkpoint", {"expected_revision": 0})
     assert saved.is_error and "Nothing was saved" in _text(saved)
+
+
+# ---------------------------------------------------------------- what the bridge prints
+
+
+def test_the_bridges_log_shows_controls_in_what_it_quotes_as_escapes():
+    """Log lines quote the broker's errors, which may echo another party's text (issue 28)."""
+    record = logging.makeLogRecord(
+        {"msg": "refused: %s", "args": ("no agent \x1b]0;x\x07 \u202e\x9b6n",), "levelno": 30}
+    )
+    shown = TerminalSafeFormatter("%(message)s").format(record)
+    assert shown == "refused: no agent \\x1b]0;x\\x07 \\u202e\\x9b6n"
+
+
+def test_the_bridges_start_errors_show_controls_as_escapes(tmp_path: Path):
+    missing = tmp_path / "no\x1b[6nconfig.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", str(missing)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "no\\x1b[6nconfig.json" in result.stderr and "\x1b" not in result.stderr
