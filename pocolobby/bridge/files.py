@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import re
 import stat
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from lobbies.wire import IMAGE_MEDIA_TYPES
+from lobbies.wire import IMAGE_MEDIA_TYPES, JsonTooDeep, load_json, scalar_members
 
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
@@ -441,7 +440,9 @@ def _check_text(data: bytes, places: Places, shown: str) -> None:
 def looks_like_config(text: str) -> bool:
     """A JSON object with string `url` and `token` fields: any PocoLobby configuration."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
+    except JsonTooDeep:  # too deep to parse: its top level is read all the same
+        value = scalar_members(text.encode("utf-8", "surrogatepass"))
     except ValueError:
         return False
     return (

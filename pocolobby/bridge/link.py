@@ -30,7 +30,9 @@ from lobbies.wire import (
     FRAME_NOTICE,
     FRAME_WELCOME,
     GENERATION_HEADER,
+    PARSE_DEPTH,
     RUNTIME_HEADER,
+    load_json,
 )
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.core import Bridge
@@ -179,9 +181,9 @@ class Link:
         try:
             async for raw in socket:
                 try:
-                    frame = json.loads(raw)
+                    frame = load_json(raw, PARSE_DEPTH, "the frame")
                 except ValueError:
-                    log.warning("ignored a frame that is not JSON")
+                    log.warning("ignored a frame that is not JSON or nests too deeply")
                     continue
                 if not isinstance(frame, dict):
                     continue

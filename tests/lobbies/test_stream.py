@@ -334,6 +334,20 @@ async def test_bad_frames_get_error_frames_and_change_nothing(lead, backend):
     await stream.disconnect()
 
 
+async def test_a_frame_nesting_too_deeply_is_refused_by_name(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    for depth in (64, 300, 1024):
+        text = '{"type": "heartbeat", "extra": ' + "[" * depth + "]" * depth + "}"
+        await stream.send_to(text_data=text)
+        refusal = await frame(stream)
+        assert refusal["code"] == "invalid_frame", refusal
+        assert refusal["message"] == "the frame nests JSON deeper than 64 levels"
+    await stream.send_json_to({"type": "heartbeat"})
+    assert (await frame(stream))["type"] == "heartbeat"  # still serving
+    await stream.disconnect()
+
+
 async def test_disabling_the_agent_closes_its_stream(backend):
     stream = await open_stream(backend.token, new_runtime())
     await bootstrapped(stream)
