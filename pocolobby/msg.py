@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
+from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, load_json
 from pocolobby.agent_reports import config_path
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
@@ -298,7 +299,9 @@ def run(
 
 def _fields(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = load_json(raw, MAX_JSON_DEPTH, "--fields")
+    except JsonTooDeep as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     except ValueError:
         raise argparse.ArgumentTypeError("--fields must be a JSON object") from None
     if not isinstance(value, dict):
