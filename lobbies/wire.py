@@ -31,6 +31,11 @@ FRAME_ERROR = "error"
 FRAME_HEARTBEAT = "heartbeat"
 # The agent's tools changed: names the new catalog revision; the bridge reloads the catalog.
 FRAME_CATALOG = "catalog"
+# The largest frame a bridge takes as a push; a larger one is neither written nor confirmed.
+MAX_PUSH_FRAME_BYTES = 72 * 1024
+# POCOLOBBY_PUSH_BYTES, the content's bound as framed, may be at most this: the rest of the
+# frame (ids, meta attributes, its own fields) needs the difference.
+MAX_PUSH_CONTENT_BYTES = 64 * 1024
 # Frames a bridge sends (besides heartbeat): what became of a notice.
 FRAME_RECEIVED = "received"
 FRAME_HOST_WRITTEN = "host_written"

@@ -242,3 +242,13 @@ def test_an_answer_carries_its_length_not_chunks(tmp_path):
             assert len(body) == length and body.startswith(b"{")
     finally:
         broker.stop()
+
+
+def test_push_bytes_above_what_a_bridge_takes_is_refused_at_start(monkeypatch):
+    from pocolobby.config import Bounds
+
+    monkeypatch.setenv("POCOLOBBY_PUSH_BYTES", str(64 * 1024))
+    assert Bounds.from_env().push_bytes == 64 * 1024
+    monkeypatch.setenv("POCOLOBBY_PUSH_BYTES", str(64 * 1024 + 1))
+    with pytest.raises(SystemExit, match="POCOLOBBY_PUSH_BYTES must be at most 65536"):
+        Bounds.from_env()
