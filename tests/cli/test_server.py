@@ -252,3 +252,47 @@ def test_push_bytes_above_what_a_bridge_takes_is_refused_at_start(monkeypatch):
     monkeypatch.setenv("POCOLOBBY_PUSH_BYTES", str(64 * 1024 + 1))
     with pytest.raises(SystemExit, match="POCOLOBBY_PUSH_BYTES must be at most 65536"):
         Bounds.from_env()
+
+
+def _serve(data_dir, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "serve", "--data-dir", str(data_dir), *args],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "broker.example"])  # noqa: S104
+def test_serving_plain_http_beyond_this_machine_is_refused_unless_asked_for(tmp_path, host):
+    """Issue 33: `serve --host 0.0.0.0` served plaintext to the network without a word."""
+    refused = _serve(tmp_path / "data", "--host", host, "--port", str(free_port()))
+    out, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1, out + err
+    assert f"refusing to serve plain http on {host}" in err
+    assert "put TLS in front of it" in err and "--insecure-http" in err
+    assert "Traceback" not in err and not (tmp_path / "data").exists()  # nothing touched
+
+
+@pytest.mark.slow
+def test_insecure_http_serves_on_every_address_when_asked_for(tmp_path):
+    port = free_port()
+    every = "0.0.0.0"  # noqa: S104 (the point of the test)
+    served = _serve(tmp_path / "data", "--host", every, "--port", str(port), "--insecure-http")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert served.poll() is None, served.communicate()
+                time.sleep(0.2)
+        assert health.json()["service"] == "pocolobby"
+    finally:
+        served.terminate()
+        served.communicate(timeout=30)
