@@ -152,7 +152,7 @@ def serve(args: argparse.Namespace) -> int:
     print(NEXT_STEPS, flush=True)
     from django.conf import settings
 
-    server.run(application, args.host, args.port, listening, settings.BOUNDS.header_seconds)
+    server.run(application, args.host, args.port, listening, settings.BOUNDS)
     return 0
 
 

@@ -87,8 +87,13 @@ class Bounds:
     # Message notices pushed to one agent per minute; the excess waits and goes as one.
     notices_per_minute: int = 60
 
-    # A connection's request headers must all arrive within this (pocolobby/server.py).
+    # A connection's request headers must all arrive within this (pocolobby/server.py), and
+    # be at most this large (431 past it).
     header_seconds: int = 10
+    header_bytes: int = 64 * 1024
+    # A request body may pause this long, and take this long in all (408 past either).
+    body_stall_seconds: int = 30
+    body_seconds: int = 300
 
     @classmethod
     def from_env(cls) -> Bounds:
@@ -132,6 +137,9 @@ class Bounds:
             ),
             notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
+            header_bytes=_int_env("POCOLOBBY_HEADER_BYTES", cls.header_bytes),
+            body_stall_seconds=_int_env("POCOLOBBY_BODY_STALL_SECONDS", cls.body_stall_seconds),
+            body_seconds=_int_env("POCOLOBBY_BODY_SECONDS", cls.body_seconds),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),

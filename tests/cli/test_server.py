@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import http.server
 import socket
@@ -296,3 +297,65 @@ def test_insecure_http_serves_on_every_address_when_asked_for(tmp_path):
     finally:
         served.terminate()
         served.communicate(timeout=30)
+
+
+def _first_answer(sock: socket.socket, seconds: float) -> bytes:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(65536)
+    except (TimeoutError, ConnectionResetError):
+        return b""
+
+
+@pytest.mark.slow
+def test_headers_over_their_bound_get_431_and_a_stalled_body_408(tmp_path):
+    """Issue 28: 8 MiB of headers were accepted, and a body that stalled was never timed out."""
+    broker = Broker(
+        tmp_path / "data",
+        env={"POCOLOBBY_BODY_STALL_SECONDS": "2", "POCOLOBBY_HEADER_BYTES": "16384"},
+    )
+    broker.start()
+    host = f"Host: 127.0.0.1:{broker.port}\r\n"
+    try:
+        # 8 MiB of one header, sent as fast as the server takes it: refused long before.
+        with socket.create_connection(("127.0.0.1", broker.port)) as huge:
+            huge.sendall(f"GET /v1/health HTTP/1.1\r\n{host}X-Big: ".encode())
+            sent = 0
+            with contextlib.suppress(OSError):
+                while sent < 8 * 1024 * 1024:
+                    huge.sendall(b"a" * 65536)
+                    sent += 65536
+            answer = _first_answer(huge, 10)
+        assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large"), answer[:200]
+        assert b"headers_too_large" in answer and b"POCOLOBBY_HEADER_BYTES" in answer
+        # Many headers in one write, each small, past the bound in all.
+        many = "".join(f"X-H{n}: {'v' * 100}\r\n" for n in range(200))
+        with socket.create_connection(("127.0.0.1", broker.port)) as wide:
+            wide.sendall(f"GET /v1/health HTTP/1.1\r\n{host}{many}\r\n".encode())
+            assert _first_answer(wide, 10).startswith(b"HTTP/1.1 431")
+        # Headers within the bound are served.
+        fine = "".join(f"X-H{n}: {'v' * 100}\r\n" for n in range(100))
+        with socket.create_connection(("127.0.0.1", broker.port)) as honest:
+            honest.sendall(f"GET /v1/health HTTP/1.1\r\n{host}{fine}\r\n".encode())
+            assert _first_answer(honest, 10).startswith(b"HTTP/1.1 200")
+        # A JSON body that stops after 2 bytes: 408 after the stall bound, then closed.
+        post = f"POST /v1/tools/send_message HTTP/1.1\r\n{host}Content-Length: 100\r\n"
+        with socket.create_connection(("127.0.0.1", broker.port)) as stalled:
+            began = time.monotonic()
+            stalled.sendall(f"{post}Content-Type: application/json\r\n\r\n{{}}".encode())
+            answer = _first_answer(stalled, 15)
+            waited = time.monotonic() - began
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            assert b"body_timeout" in answer and b"connection: close" in answer.lower()
+            assert 1.5 <= waited < 10, waited
+            assert _closed_within(stalled, 5)
+        # A slow body that keeps arriving is not cut: 5 pieces a second apart.
+        with socket.create_connection(("127.0.0.1", broker.port)) as slow:
+            slow.sendall(f"{post}Content-Type: application/json\r\n\r\n".encode())
+            for piece in [b"{" + b" " * 19] + [b" " * 20] * 3 + [b" " * 19 + b"}"]:
+                time.sleep(1)
+                slow.sendall(piece)
+            answer = _first_answer(slow, 10)
+            assert answer.startswith(b"HTTP/1.1 401"), answer  # read whole, then no token
+    finally:
+        broker.stop()
