@@ -160,26 +160,22 @@ class HeaderDeadline(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and not cycle.response_started and not self.transport.is_closing():
             stalled = self.loop.time() - self._body_last >= self.body_stall_seconds
-            self._refuse(
-                408,
-                "body_timeout",
-                (
-                    f"the request body stopped arriving for {self.body_stall_seconds:g} s "
-                    "(POCOLOBBY_BODY_STALL_SECONDS)"
-                    if stalled
-                    else f"the request body took longer than {self.body_seconds:g} s "
-                    "(POCOLOBBY_BODY_SECONDS)"
-                )
-                + "; nothing of it was kept",
+            why = (
+                f"the request body stopped arriving for {self.body_stall_seconds:g} s "
+                "(POCOLOBBY_BODY_STALL_SECONDS)"
+                if stalled
+                else f"the request body took longer than {self.body_seconds:g} s "
+                "(POCOLOBBY_BODY_SECONDS)"
             )
+            self._refuse(408, {"code": "body_timeout", "message": f"{why}; nothing was kept"})
             cycle.disconnected = True  # the application reads a disconnect and answers nothing
             cycle.message_event.set()
         elif not self.transport.is_closing():
             self.transport.close()
 
-    def _refuse(self, status: int, code: str, message: str) -> None:
+    def _refuse(self, status: int, error: dict[str, str]) -> None:
         """Answer `status` with the API's error shape and close the connection."""
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        body = json.dumps({"error": error}).encode()
         head = (
             f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
             "content-type: application/json\r\n"
@@ -217,11 +213,10 @@ class HeaderDeadline(HttpToolsProtocol):
             super().send_400_response(msg)
         elif not self.transport.is_closing():
             self._headers_since = None
+            message = f"the request's headers are over {self.header_bytes} bytes"
             self._refuse(
                 431,
-                "headers_too_large",
-                f"the request's headers are over {self.header_bytes} bytes "
-                "(POCOLOBBY_HEADER_BYTES)",
+                {"code": "headers_too_large", "message": f"{message} (POCOLOBBY_HEADER_BYTES)"},
             )
 
     def handle_websocket_upgrade(self) -> None:
