@@ -66,6 +66,11 @@ class UploadBudget:
         with self._lock:
             agent_held = self.by_agent.get(who.agent, 0)
             lobby_held = self.by_lobby.get(who.lobby, 0)
+            if self.reserved + size > limit:
+                raise _busy(
+                    f"uploads in progress hold {self.reserved} of {limit} bytes "
+                    f"(POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs {size}: retry shortly"
+                )
             if agent_held + size > agent_share:
                 raise _busy(
                     f"this agent's uploads in progress hold {agent_held} bytes of its share of "
@@ -77,11 +82,6 @@ class UploadBudget:
                     f"this lobby's uploads in progress hold {lobby_held} bytes of its share of "
                     f"{lobby_share} (half of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs "
                     f"{size}: retry shortly"
-                )
-            if self.reserved + size > limit:
-                raise _busy(
-                    f"uploads in progress hold {self.reserved} of {limit} bytes "
-                    f"(POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs {size}: retry shortly"
                 )
             self.reserved += size
             self.by_agent[who.agent] = agent_held + size
