@@ -95,9 +95,10 @@ class HeaderDeadline(HttpToolsProtocol):
     uvicorn arms no timer while a request's headers arrive (its keep-alive timer is cancelled
     by any byte), so a client sending half a request line held a connection forever. Each
     request gets `seconds` from its connection or its first byte to its last header. One
-    timer serves many requests: it is armed when none is, and when it fires it closes the
-    connection only if headers are still arriving past their time, else waits for the rest
-    of it (a timer set and cancelled per request was a tenth of the loop's time per send).
+    timer serves many requests: it is armed when none is (or moved earlier, when a shorter
+    bound starts), and when it fires it closes the connection only if headers are still
+    arriving past their time, else waits for the rest of it (a timer set and cancelled per
+    request was a tenth of the loop's time per send).
 
     Headers over `header_bytes` (request line included) are answered 431 and the connection
     closed; httptools sets no bound of its own. A body that stops arriving for
