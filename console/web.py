@@ -7,7 +7,6 @@ anything else; a refusal names what was wrong and changes nothing.
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lobbies.hosts import Site, page_origin
 from lobbies.tokens import hash_token
+from lobbies.wire import JsonTooDeep, load_json
 
 MAX_FORM_BYTES = 16 * 1024
 
@@ -96,7 +96,9 @@ def parse_json_post(
     if len(request.body) > max_bytes:
         raise PageRefusal(413, f"the form is larger than {max_bytes} bytes", "too_large")
     try:
-        data = json.loads(request.body or b"null")
+        data = load_json(request.body or b"null", what="the form")
+    except JsonTooDeep as error:
+        raise PageRefusal(400, str(error), "bad_json") from None
     except ValueError:
         raise PageRefusal(400, "the form is not valid JSON", "bad_json") from None
     if not isinstance(data, dict):

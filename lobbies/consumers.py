@@ -50,6 +50,8 @@ from lobbies.wire import (
     FRAME_RECEIVED,
     FRAME_RELEASE,
     FRAME_WELCOME,
+    JsonTooDeep,
+    load_json,
 )
 
 log = logging.getLogger("pocolobby.stream")
@@ -327,8 +329,11 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             )
             return
         try:
-            frame = json.loads(text_data)
-        except (ValueError, RecursionError):
+            frame = load_json(text_data, what="the frame")
+        except JsonTooDeep as error:
+            await self._error("invalid_frame", str(error))
+            return
+        except ValueError:
             await self._error("invalid_frame", "the frame is not valid JSON")
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):

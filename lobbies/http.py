@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from lobbies import credentials
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
 from lobbies.schemas import check_depth
+from lobbies.wire import MAX_JSON_DEPTH, PARSE_DEPTH, JsonTooDeep, check_json_nesting
 
 log = logging.getLogger("pocolobby.api")
 
@@ -167,8 +168,12 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         data = _parsed(raw)
     except UnicodeDecodeError:
         raise bad_request("the body is not UTF-8 text", code="invalid_json") from None
-    except (ValueError, RecursionError) as exc:
-        reason = str(exc).splitlines()[0][:120] if str(exc) else "nested too deeply"
+    except JsonTooDeep as exc:
+        raise bad_request(
+            f"{exc} (an argument may nest {MAX_JSON_DEPTH})", code="invalid_json"
+        ) from None
+    except ValueError as exc:
+        reason = (str(exc).splitlines() or ["malformed"])[0][:120]
         raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
@@ -196,15 +201,20 @@ def _may_hold_a_long_number(raw: bytes) -> bool:
 
 def _parsed(raw: bytes) -> Any:
     """JSON text parsed by orjson (a fifth of the standard parser's time); what orjson
-    refuses (NaN, a lone surrogate, an infinite number, UTF-16, nesting past its limit) and
-    text with a long number go to the standard parser, which accepts, or refuses with its
-    own message, exactly what it did before."""
+    refuses (NaN, a lone surrogate, an infinite number, UTF-16) and text with a long number
+    go to the standard parser, which accepts, or refuses with its own message, exactly what
+    it did before. Text nesting past PARSE_DEPTH reaches neither."""
+    if raw.count(b"[") + raw.count(b"{") > PARSE_DEPTH:
+        check_json_nesting(raw, PARSE_DEPTH, "the body")
     if not _may_hold_a_long_number(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw)
+    try:
+        return json.loads(raw)
+    except RecursionError:  # UTF-16 text, say, which the bracket count did not see
+        raise JsonTooDeep("the body nests JSON too deeply to be read") from None
 
 
 def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:

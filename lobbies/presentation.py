@@ -140,6 +140,19 @@ def _compose(headline: str, payload: dict[str, Any]) -> str:
     return headline + "\n" + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+_CONTROLS = bytes(range(0x20))
+
+
+def framed_bytes(content: str) -> int:
+    """The bytes `content` takes in a frame, where it is escaped a second time as a JSON
+    string (at most: each control character is counted as a six-byte escape). The content's
+    own JSON escapes quotes and backslashes once; the frame doubles them again, so a
+    content's own length can be half its size on the wire."""
+    raw = content.encode("utf-8", "surrogatepass")
+    controls = len(raw) - len(raw.translate(None, _CONTROLS))
+    return len(raw) + 2 + raw.count(b'"') + raw.count(b"\\") + 5 * controls
+
+
 def messages_content(
     messages: Sequence[Message],
     *,
@@ -164,21 +177,24 @@ def messages_content(
         headline,
         {"messages": [message_payload(m, attachments=described.get(m.pk)) for m in messages]},
     )
-    if len(whole.encode("utf-8")) <= cap_bytes:
+    if framed_bytes(whole) <= cap_bytes:
         return whole, False
     truncated_headline = (
         f"PocoLobby {len(messages)} message{'s' if len(messages) > 1 else ''} from "
         f"{', '.join(sorted({m.sender_name for m in messages}))}, too large to push whole "
         f"(over {cap_bytes} bytes): truncated to headers. {READ_INBOX}"
     )
-    payload = {
-        "truncated": True,
-        "count": len(messages),
-        "messages": [
-            message_payload(m, with_body=False, attachments=described.get(m.pk)) for m in messages
-        ],
-    }
-    return _compose(truncated_headline, payload), True
+    headers = [
+        message_payload(m, with_body=False, attachments=described.get(m.pk)) for m in messages
+    ]
+    while True:
+        payload = {"truncated": True, "count": len(messages), "messages": headers}
+        if len(headers) < len(messages):
+            payload["listed"] = len(headers)
+        content = _compose(truncated_headline, payload)
+        if len(headers) == 1 or framed_bytes(content) <= cap_bytes:
+            return content, True
+        headers = headers[: len(headers) // 2]  # the first headers, within the cap
 
 
 def hint_notice(

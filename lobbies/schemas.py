@@ -22,7 +22,7 @@ from pydantic import (
 
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
-from lobbies.wire import MAX_ATTACHMENTS, is_document, is_image, media_type_of
+from lobbies.wire import MAX_ATTACHMENTS, MAX_JSON_DEPTH, is_document, is_image, media_type_of
 
 
 def _text(value: str) -> str:
@@ -136,11 +136,6 @@ def in_utc(value: datetime) -> datetime:
         return value.astimezone(UTC)
     except OverflowError:
         raise ValueError("is outside the calendar once converted to UTC") from None
-
-
-# JSON an argument may nest: deeper objects are refused before anything walks them recursively
-# (json.dumps, pydantic, the database's JSON functions), which fail near 1,000 levels.
-MAX_JSON_DEPTH = 64
 
 
 def json_depth(value: Any) -> int:

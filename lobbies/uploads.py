@@ -1,45 +1,105 @@
-"""The process-wide memory budget of attachment uploads (POCOLOBBY_UPLOAD_MEMORY_BYTES).
+"""The process-wide memory budget of attachment uploads (POCOLOBBY_UPLOAD_MEMORY_BYTES),
+shared fairly.
 
 An upload's body is buffered whole before it is verified and checked, so uploads arriving
-at once could hold any amount of memory. Each reserves its declared Content-Length before
-a byte of its body is read; one that does not fit is refused at once with the retryable
-503 uploads_busy, and nothing of it is read or stored.
+at once could hold any amount of memory. Each reserves its declared Content-Length, once its
+token is known and before a byte of its body is read; one that does not fit is refused at
+once with the retryable 503 uploads_busy, and nothing of it is read or stored. One agent may
+hold at most a quarter of the budget and one lobby half (never less than the largest file
+allowed), so an agent or a lobby holding uploads open, stalled or slow, leaves room for the
+others; a stalled body is cut off by the server (POCOLOBBY_BODY_STALL_SECONDS).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from django.conf import settings
 
+from lobbies.credentials import stated
 from lobbies.errors import BrokerError
 from lobbies.schemas import attachment_limit
+from lobbies.tokens import agent_for_token
 from lobbies.wire import media_type_of
 
 RETRY_AFTER_SECONDS = 1
+# The parts of the budget one agent and one lobby may hold.
+AGENT_PARTS = 4
+LOBBY_PARTS = 2
+
+
+@dataclass(frozen=True)
+class Uploader:
+    """Whose upload holds memory: the agent and its lobby (primary keys)."""
+
+    agent: int
+    lobby: int
+
+
+def uploader(headers: Mapping[str, str]) -> Uploader:
+    """The agent an upload's token names (lower-case header names), or its 401/403 refusal."""
+    agent = agent_for_token(stated(headers).token)
+    return Uploader(agent.pk, agent.lobby_id)
+
+
+def shares(limit: int) -> tuple[int, int]:
+    """What one agent and one lobby may hold of a budget of `limit` bytes: a quarter and a
+    half, but never less than the largest file allowed (or the whole budget, when smaller)."""
+    bounds = settings.BOUNDS
+    largest = min(limit, max(bounds.attachment_image_bytes, bounds.attachment_document_bytes))
+    agent = max(limit // AGENT_PARTS, largest)
+    return agent, max(limit // LOBBY_PARTS, agent)
 
 
 class UploadBudget:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.reserved = 0
+        self.by_agent: dict[int, int] = {}
+        self.by_lobby: dict[int, int] = {}
 
-    def reserve(self, size: int) -> None:
+    def reserve(self, size: int, who: Uploader) -> None:
         limit = settings.BOUNDS.upload_memory_bytes
+        agent_share, lobby_share = shares(limit)
         with self._lock:
+            agent_held = self.by_agent.get(who.agent, 0)
+            lobby_held = self.by_lobby.get(who.lobby, 0)
             if self.reserved + size > limit:
-                raise BrokerError(
-                    503,
-                    "uploads_busy",
+                raise _busy(
                     f"uploads in progress hold {self.reserved} of {limit} bytes "
-                    f"(POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs {size}: retry shortly",
-                    retry_after=RETRY_AFTER_SECONDS,
+                    f"(POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs {size}: retry shortly"
+                )
+            if agent_held + size > agent_share:
+                raise _busy(
+                    f"this agent's uploads in progress hold {agent_held} bytes of its share of "
+                    f"{agent_share} (a quarter of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one "
+                    f"needs {size}: retry when one of them is done"
+                )
+            if lobby_held + size > lobby_share:
+                raise _busy(
+                    f"this lobby's uploads in progress hold {lobby_held} bytes of its share of "
+                    f"{lobby_share} (half of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs "
+                    f"{size}: retry shortly"
                 )
             self.reserved += size
+            self.by_agent[who.agent] = agent_held + size
+            self.by_lobby[who.lobby] = lobby_held + size
 
-    def release(self, size: int) -> None:
+    def release(self, size: int, who: Uploader) -> None:
         with self._lock:
             self.reserved -= size
+            for held, key in ((self.by_agent, who.agent), (self.by_lobby, who.lobby)):
+                left = held.get(key, 0) - size
+                if left > 0:
+                    held[key] = left
+                else:
+                    held.pop(key, None)
+
+
+def _busy(message: str) -> BrokerError:
+    return BrokerError(503, "uploads_busy", message, retry_after=RETRY_AFTER_SECONDS)
 
 
 budget = UploadBudget()

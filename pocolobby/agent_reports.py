@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lobbies.wire import PARSE_DEPTH, load_json
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config
 
 NETWORK_TIMEOUT = 2.0  # seconds: a status line or a hook must not hang the session
@@ -175,7 +176,7 @@ def statusline(raw_config: str | None, stdin: str, now: float | None = None) -> 
     """Print the status line at once, then report the reading when due. Never raises."""
     now = time.time() if now is None else now
     try:
-        data = json.loads(stdin) if stdin.strip() else {}
+        data = load_json(stdin, PARSE_DEPTH) if stdin.strip() else {}
     except ValueError:
         data = {}
     if not isinstance(data, dict):
@@ -236,7 +237,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for raw in handle:
                 try:
-                    entry = json.loads(raw)
+                    entry = load_json(raw, PARSE_DEPTH)
                 except ValueError:
                     continue
                 if isinstance(entry, dict):

@@ -193,16 +193,23 @@ class AgentAPI:
         await self._serve(scope, receive, send, bytes(body))
 
     async def _upload(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """An attachment upload: its declared length reserved in the process-wide budget
-        before any of its body is read (lobbies/uploads.py), released when it is answered."""
+        """An attachment upload: its token checked and its declared length reserved in the
+        agent's and its lobby's shares of the upload budget before any of its body is read
+        (lobbies/uploads.py), released when it is answered."""
         headers = {
             k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
         }
         try:
             size = uploads.declared_length(headers)
-            uploads.budget.reserve(size)
+            check = in_worker_thread(uploads.uploader)
+            who = await sync_to_async(check, thread_sensitive=False)(headers)
+            uploads.budget.reserve(size, who)
         except BrokerError as error:
             await _send_response(send, error_response(error))
+            return
+        except DatabaseError:
+            log.exception("an upload's token could not be checked")
+            await _send_response(send, _not_stored())
             return
         try:
             body = bytearray()
@@ -234,7 +241,7 @@ class AgentAPI:
                 return
             await self._serve(scope, receive, send, bytes(body), together=False)
         finally:
-            uploads.budget.release(size)
+            uploads.budget.release(size, who)
 
     async def _serve(
         self, scope: dict[str, Any], receive: Any, send: Any, body: bytes, *, together: bool = True

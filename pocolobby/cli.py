@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import ipaddress
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import httpx
 
 from lobbies.wire import for_terminal as shown
 from pocolobby import config, msg, store_lock
+from pocolobby.bridge.config import is_loopback
 
 
 class CliError(Exception):
@@ -205,7 +207,24 @@ then, in the project the agent's Claude Code session runs in:
   pocolobby connect --config ~/backend.json"""
 
 
+def _loopback_host(host: str) -> bool:
+    if host.casefold() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(args: argparse.Namespace) -> int:
+    if not _loopback_host(args.host) and not args.insecure_http:
+        raise CliError(
+            f"refusing to serve plain http on {args.host}: agents' tokens, the admin token and "
+            "every message would cross the network unencrypted. Keep serve on 127.0.0.1 and "
+            "put TLS in front of it (a reverse proxy such as Caddy on https://, "
+            "docs/OPERATIONS.md), or add --insecure-http if only a trusted network (a TLS "
+            "proxy's private network) reaches this address"
+        )
     # Local pages answer only at this loopback address and port (lobbies/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     url = f"http://{args.host}:{args.port}"
@@ -230,7 +249,7 @@ def serve(args: argparse.Namespace) -> int:
     print(NEXT_STEPS, flush=True)
     from django.conf import settings
 
-    server.run(application, args.host, args.port, listening, settings.BOUNDS.header_seconds)
+    server.run(application, args.host, args.port, listening, settings.BOUNDS)
     return 0
 
 
@@ -254,6 +273,13 @@ def _admin_client() -> httpx.Client:
                 "data directory, or set POCOLOBBY_ADMIN_TOKEN"
             ) from None
     url = _broker_url()
+    if urlsplit(url).scheme.casefold() == "http" and not is_loopback(url):
+        raise CliError(
+            f"POCOLOBBY_URL {url} is plain http to another machine, which would send the "
+            "admin token unencrypted; nothing was sent. Use the broker's https:// address, or "
+            "reach it through an SSH tunnel (ssh -N -L 8787:127.0.0.1:8787 HOST, then "
+            "POCOLOBBY_URL=http://127.0.0.1:8787)"
+        )
     return httpx.Client(
         base_url=f"{url}/v1/admin", headers={"Authorization": f"Bearer {token}"}, timeout=30
     )
@@ -705,6 +731,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the broker")
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow --host on an address other machines reach, in plain http (only behind a "
+        "TLS proxy on a trusted network)",
+    )
     p.add_argument("--port", type=int, default=config.DEFAULT_PORT)
     p.add_argument("--data-dir", dest="serve_data_dir", help="data directory")
     p.set_defaults(func=serve)

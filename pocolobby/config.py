@@ -8,6 +8,8 @@ from pathlib import Path
 
 import platformdirs
 
+from lobbies.wire import MAX_PUSH_CONTENT_BYTES, MAX_PUSH_FRAME_BYTES
+
 DEFAULT_PORT = 8787
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
@@ -29,6 +31,12 @@ def _int_env(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, got {raw!r}") from exc
     if value <= 0:
         raise SystemExit(f"{name} must be positive, got {value}")
+    return value
+
+
+def _at_most(name: str, value: int, ceiling: int, why: str) -> int:
+    if value > ceiling:
+        raise SystemExit(f"{name} must be at most {ceiling} ({why}), got {value}")
     return value
 
 
@@ -79,8 +87,13 @@ class Bounds:
     # Message notices pushed to one agent per minute; the excess waits and goes as one.
     notices_per_minute: int = 60
 
-    # A connection's request headers must all arrive within this (pocolobby/server.py).
+    # A connection's request headers must all arrive within this (pocolobby/server.py), and
+    # be at most this large (431 past it).
     header_seconds: int = 10
+    header_bytes: int = 64 * 1024
+    # A request body may pause this long, and take this long in all (408 past either).
+    body_stall_seconds: int = 30
+    body_seconds: int = 300
 
     @classmethod
     def from_env(cls) -> Bounds:
@@ -94,7 +107,12 @@ class Bounds:
             queued_bytes_per_recipient=_int_env(
                 "POCOLOBBY_QUEUED_BYTES", cls.queued_bytes_per_recipient
             ),
-            push_bytes=_int_env("POCOLOBBY_PUSH_BYTES", cls.push_bytes),
+            push_bytes=_at_most(
+                "POCOLOBBY_PUSH_BYTES",
+                _int_env("POCOLOBBY_PUSH_BYTES", cls.push_bytes),
+                MAX_PUSH_CONTENT_BYTES,
+                f"a bridge takes pushes of {MAX_PUSH_FRAME_BYTES} bytes at most",
+            ),
             checkpoint_bytes=_int_env("POCOLOBBY_CHECKPOINT_BYTES", cls.checkpoint_bytes),
             late_after_seconds=_int_env("POCOLOBBY_LATE_AFTER_SECONDS", cls.late_after_seconds),
             push_batch_ms=_int_env("POCOLOBBY_PUSH_BATCH_MS", cls.push_batch_ms),
@@ -119,6 +137,9 @@ class Bounds:
             ),
             notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
+            header_bytes=_int_env("POCOLOBBY_HEADER_BYTES", cls.header_bytes),
+            body_stall_seconds=_int_env("POCOLOBBY_BODY_STALL_SECONDS", cls.body_stall_seconds),
+            body_seconds=_int_env("POCOLOBBY_BODY_SECONDS", cls.body_seconds),
             notify_retry_seconds=_seconds_list_env(
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import uuid
@@ -29,10 +28,11 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
+from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, json_for_terminal, load_json
+
 # Every field of an answer is another party's text (a peer's message and name, an operator's
 # role, a broker's error echoing input): printed through these, never raw (issue 28).
 from lobbies.wire import for_terminal as shown
-from lobbies.wire import json_for_terminal
 from pocolobby.agent_reports import config_path
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
@@ -328,7 +328,9 @@ def run(
 
 def _fields(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = load_json(raw, MAX_JSON_DEPTH, "--fields")
+    except JsonTooDeep as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     except ValueError:
         raise argparse.ArgumentTypeError("--fields must be a JSON object") from None
     if not isinstance(value, dict):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import http
+import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from pocolobby.config import Bounds
 from pocolobby.sqlite.checkpoints import WalCheckpointer
 
 # Frames a bridge sends are a few hundred bytes (receipts, heartbeats); a megabyte is a
@@ -81,38 +84,110 @@ class OneWritePerTurn:
         return getattr(self.transport, name)
 
 
+class HeadersTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a request whose headers are too large."""
+
+
 class HeaderDeadline(HttpToolsProtocol):
-    """httptools' protocol, closing a connection that takes too long to send its headers.
+    """httptools' protocol, bounding how long and how large a request's headers may be and
+    how long its body may stall.
 
     uvicorn arms no timer while a request's headers arrive (its keep-alive timer is cancelled
     by any byte), so a client sending half a request line held a connection forever. Each
     request gets `seconds` from its connection or its first byte to its last header. One
-    timer serves many requests: it is armed when none is, and when it fires it closes the
-    connection only if headers are still arriving past their time, else waits for the rest
-    of it (a timer set and cancelled per request was a tenth of the loop's time per send).
+    timer serves many requests: it is armed when none is (or moved earlier, when a shorter
+    bound starts), and when it fires it closes the connection only if headers are still
+    arriving past their time, else waits for the rest of it (a timer set and cancelled per
+    request was a tenth of the loop's time per send).
+
+    Headers over `header_bytes` (request line included) are answered 431 and the connection
+    closed; httptools sets no bound of its own. A body that stops arriving for
+    `body_stall_seconds`, or is not whole after `body_seconds`, is answered 408 (when nothing
+    was answered yet) and the connection closed, so an upload stalled after two bytes cannot
+    hold its reserved memory (lobbies/uploads.py). The same timer watches bodies; reading
+    paused by uvicorn's own flow control (the application has not taken the body yet) is
+    not a stall.
     """
 
     seconds: float = 10.0
+    header_bytes: int = 64 * 1024
+    body_stall_seconds: float = 30.0
+    body_seconds: float = 300.0
     _deadline: asyncio.TimerHandle | None = None
     _headers_since: float | None = None  # when the headers now arriving began
+    _header_size = 0  # bytes of those headers seen so far
+    _too_large = False
+    _body_since: float | None = None  # when the body now arriving began
+    _body_last = 0.0  # when a piece of it last arrived
 
     def _begin_headers(self) -> None:
         self._headers_since = self.loop.time()
-        if self._deadline is None:
-            self._deadline = self.loop.call_later(self.seconds, self._check)
+        self._header_size = 0
+        self._arm(self.seconds)
+
+    def _arm(self, seconds: float) -> None:
+        """The timer, to fire `seconds` from now at the latest (an earlier one stays)."""
+        at = self.loop.time() + seconds
+        if self._deadline is not None:
+            if self._deadline.when() <= at:
+                return
+            self._deadline.cancel()
+        self._deadline = self.loop.call_at(at, self._check)
 
     def _check(self) -> None:
         self._deadline = None
-        if self._headers_since is None:
-            return  # no headers arriving; the next request's first byte arms the timer again
-        left = self._headers_since + self.seconds - self.loop.time()
+        now = self.loop.time()
+        if self._headers_since is not None:
+            left = self._headers_since + self.seconds - now
+        elif self._body_since is not None:
+            if self.flow.read_paused:
+                self._body_last = now  # we stopped reading, not the client
+            left = (
+                min(self._body_last + self.body_stall_seconds, self._body_since + self.body_seconds)
+                - now
+            )
+            if left <= 0:
+                self._body_timed_out()
+                return
+        else:
+            return  # nothing arriving; the next request's first byte arms the timer again
         if left > 0:
             self._deadline = self.loop.call_later(left, self._check)
         elif not self.transport.is_closing():
             self.transport.close()
 
+    def _body_timed_out(self) -> None:
+        self._body_since = None
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started and not self.transport.is_closing():
+            stalled = self.loop.time() - self._body_last >= self.body_stall_seconds
+            why = (
+                f"the request body stopped arriving for {self.body_stall_seconds:g} s "
+                "(POCOLOBBY_BODY_STALL_SECONDS)"
+                if stalled
+                else f"the request body took longer than {self.body_seconds:g} s "
+                "(POCOLOBBY_BODY_SECONDS)"
+            )
+            self._refuse(408, {"code": "body_timeout", "message": f"{why}; nothing was kept"})
+            cycle.disconnected = True  # the application reads a disconnect and answers nothing
+            cycle.message_event.set()
+        elif not self.transport.is_closing():
+            self.transport.close()
+
+    def _refuse(self, status: int, error: dict[str, str]) -> None:
+        """Answer `status` with the API's error shape and close the connection."""
+        body = json.dumps({"error": error}).encode()
+        head = (
+            f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+            "content-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode("latin-1") + body)
+        self.transport.close()
+
     def _disarm(self) -> None:
         self._headers_since = None
+        self._body_since = None
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
@@ -121,7 +196,32 @@ class HeaderDeadline(HttpToolsProtocol):
         super().connection_made(OneWritePerTurn(transport, self.loop))  # type: ignore[arg-type]
         self._begin_headers()
 
+    def data_received(self, data: bytes) -> None:
+        if self._too_large:
+            return  # answered 431; the connection is closing
+        counting = self._headers_since is not None
+        super().data_received(data)
+        # Headers still arriving after this piece: a single header growing past the bound
+        # is stopped here, before the parser has buffered all of it.
+        if counting and self._headers_since is not None and not self._too_large:
+            self._header_size += len(data)
+            if self._header_size > self.header_bytes:
+                self._too_large = True
+                self.send_400_response("")
+
+    def send_400_response(self, msg: str) -> None:
+        if not self._too_large:
+            super().send_400_response(msg)
+        elif not self.transport.is_closing():
+            self._headers_since = None
+            message = f"the request's headers are over {self.header_bytes} bytes"
+            self._refuse(
+                431,
+                {"code": "headers_too_large", "message": f"{message} (POCOLOBBY_HEADER_BYTES)"},
+            )
+
     def handle_websocket_upgrade(self) -> None:
+        self._body_since = None  # the socket's own protocol takes the connection
         # The socket's own protocol writes frames straight to the transport, after whatever
         # this connection had still to send.
         if isinstance(self.transport, OneWritePerTurn):
@@ -134,17 +234,52 @@ class HeaderDeadline(HttpToolsProtocol):
         if self._headers_since is None:
             self._begin_headers()
 
+    def on_url(self, url: bytes) -> None:
+        self._count_header(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header(len(name) + len(value) + 4)  # with ": " and CRLF
+        super().on_header(name, value)
+
+    def _count_header(self, size: int) -> None:
+        self._header_size += size
+        if self._header_size > self.header_bytes:
+            self._too_large = True
+            raise HeadersTooLarge  # the parser stops; send_400_response answers 431
+
     def on_headers_complete(self) -> None:
         self._headers_since = None  # the timer, if it fires, finds nothing arriving
+        self._body_since = self._body_last = self.loop.time()
         super().on_headers_complete()
+        self._arm(self.body_stall_seconds)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_last = self.loop.time()
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._body_since = None
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
 
 
-def _header_deadline(seconds: float) -> type[HeaderDeadline]:
-    return type("BoundHeaderDeadline", (HeaderDeadline,), {"seconds": seconds})
+def _header_deadline(
+    seconds: float, header_bytes: int, body_stall_seconds: float, body_seconds: float
+) -> type[HeaderDeadline]:
+    return type(
+        "BoundHeaderDeadline",
+        (HeaderDeadline,),
+        {
+            "seconds": seconds,
+            "header_bytes": header_bytes,
+            "body_stall_seconds": body_stall_seconds,
+            "body_seconds": body_seconds,
+        },
+    )
 
 
 class BrokerServer(uvicorn.Server):
@@ -169,15 +304,21 @@ def run(
     host: str,
     port: int,
     on_listening: Callable[[], None],
-    header_seconds: float = HeaderDeadline.seconds,
+    bounds: Bounds | None = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM; `on_listening` runs on the server's event loop."""
+    bounds = bounds or Bounds()
     config = uvicorn.Config(
         application,
         host=host,
         port=port,
         loop="uvloop",
-        http=_header_deadline(header_seconds),
+        http=_header_deadline(
+            bounds.header_seconds,
+            bounds.header_bytes,
+            bounds.body_stall_seconds,
+            bounds.body_seconds,
+        ),
         ws="websockets-sansio",
         ws_max_size=WS_MAX_BYTES,
         lifespan="off",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import json
 import os
 import stat
 import uuid
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from lobbies.wire import PARSE_DEPTH, load_json
 from pocolobby.bridge.files import FileIdentity
 
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"
@@ -55,7 +55,7 @@ def load_config(raw_path: str | Path) -> AgentConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        data = load_json(text, PARSE_DEPTH)
     except ValueError:
         raise ConfigError(f"{path} is not JSON") from None
     if not isinstance(data, dict):

@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from lobbies.wire import PARSE_DEPTH, load_json
 from pocolobby.bridge.config import ConfigError, load_config
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -53,7 +54,7 @@ def _read_mcp_file(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     try:
-        data = json.loads(text) if text.strip() else {}
+        data = load_json(text, PARSE_DEPTH) if text.strip() else {}
     except ValueError:
         raise ConnectError(f"{path} is not valid JSON; fix or move it, then run again") from None
     if not isinstance(data, dict):

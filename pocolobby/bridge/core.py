@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -23,8 +22,10 @@ from lobbies.wire import (
     FRAME_HOST_WRITTEN,
     FRAME_RECEIVED,
     HELD_REASON_CHARS,
+    PARSE_DEPTH,
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
+    load_json,
 )
 from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
@@ -73,7 +74,7 @@ def _payload(content: str) -> dict[str, Any]:
     """The JSON object after a notice's headline, or {} when there is none."""
     _, _, rest = content.partition("\n")
     try:
-        payload = json.loads(rest)
+        payload = load_json(rest, PARSE_DEPTH, "the notice")
     except ValueError:
         return {}
     return payload if isinstance(payload, dict) else {}

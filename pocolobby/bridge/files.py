@@ -15,17 +15,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import re
 import stat
+import string
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from lobbies.wire import IMAGE_MEDIA_TYPES
+from lobbies.wire import IMAGE_MEDIA_TYPES, JsonTooDeep, load_json, scalar_members
 
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
@@ -65,6 +65,7 @@ RULE_CREDENTIAL_NAME = "no credential names"
 RULE_CREDENTIAL_CONTENT = "no keys or tokens in text"
 RULE_OWN_CONFIG = "never a PocoLobby configuration"
 RULE_LINK = "links only within the same directory"
+RULE_HARD_LINK = "no hard links"
 RULE_TYPE = "allowed types only"
 RULE_REGULAR = "a regular, non-empty file"
 RULE_SIZE = "size limit"
@@ -103,6 +104,30 @@ CREDENTIAL_CONTENT: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitHub token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
     ("an Anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{8,}")),
     ("a Slack token", re.compile(r"\bxox[abps]-[A-Za-z0-9-]{8,}")),
+    # An agent token (lobbies/tokens.py) or the admin token (lobbies/secret_files.py).
+    ("a PocoLobby token", re.compile(r"\bpl[at]_[A-Za-z0-9_-]{32,}")),
+)
+
+# A secret given a value: `Access_Token = x`, `password: hunter2` (YAML), `"api_key": "…"`,
+# `export DB_PASSWORD=…`, in any case and with `_`, `-` or nothing between the words. Which
+# values are no secret is decided by `_secret_value`.
+_GUARDED_WORDS = (
+    r"(?:token|secret|password|passwd|passphrase"
+    r"|(?:api|secret|private|access|auth|signing|encryption|master)[-_]?key)"
+)
+# Matched in text lowered (ASCII only, so offsets stay): case-insensitive matching took
+# several times as long.
+SECRET_ASSIGNMENT = re.compile(
+    r"(?=[tspaem])(?P<word>" + _GUARDED_WORDS + r")" + r"""["']?[ \t]*(?::=|=>|=|:)(?!=)[ \t]*"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`|[^\s,;#}\])]+)"""
+)
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# A character of a name, read backwards from a guarded word (`DB_` of `DB_PASSWORD`).
+_NAME_CHAR = re.compile(r"[A-Za-z0-9_.-]")
+# Unquoted values that name a type or a constant, not a secret (`password: str`).
+_NOT_SECRETS = frozenset(
+    {"str", "string", "bytes", "int", "number", "bool", "boolean", "any", "none", "null"}
+    | {"nil", "undefined", "true", "false", "optional", "secretstr", "required", "yes", "no"}
 )
 
 # Claude Code and Codex load these names as instructions; a peer's file must stay a file.
@@ -298,6 +323,7 @@ def read_attachment(raw: str, places: Places) -> LocalFile:
     _check_own_config(resolved, st, places, shown)
     if not stat.S_ISREG(st.st_mode):
         raise FileRefused(RULE_REGULAR, shown, "it is not a regular file")
+    _check_hard_links(st, shown)
     if st.st_size == 0:
         raise FileRefused(RULE_REGULAR, shown, "the file is empty")
     data = _read_checked(resolved, st, shown)
@@ -325,6 +351,19 @@ def _check_link(written: str, resolved: str, places: Places, shown: str) -> None
             shown,
             "it is a symbolic link to a file in another directory; only links to a file in "
             "the same directory are followed",
+        )
+
+
+def _check_hard_links(st: os.stat_result, shown: str) -> None:
+    """A file with another name (a hard link) is refused: that name may be anywhere on the
+    same file system, outside the allowed places, and nothing short of a search of the whole
+    file system could show it is not."""
+    if st.st_nlink > 1:
+        raise FileRefused(
+            RULE_HARD_LINK,
+            shown,
+            f"the file has {st.st_nlink} names (hard links), and another may be outside your "
+            "home and temporary folders; attach a copy (cp) instead",
         )
 
 
@@ -362,6 +401,7 @@ def _read_checked(resolved: str, st: os.stat_result, shown: str) -> bytes:
             raise FileRefused(
                 RULE_REGULAR, shown, "the file changed between its check and its opening"
             )
+        _check_hard_links(opened, shown)
         limit = IMAGE_LIMIT
         if opened.st_size > limit:
             raise FileRefused(RULE_SIZE, shown, _too_large(opened.st_size, limit, "an image"))
@@ -424,11 +464,6 @@ def _media_type(written: str, data: bytes, shown: str) -> str:
 
 def _check_text(data: bytes, places: Places, shown: str) -> None:
     text = data.decode("utf-8")
-    for what, pattern in CREDENTIAL_CONTENT:
-        if pattern.search(text):
-            raise FileRefused(
-                RULE_CREDENTIAL_CONTENT, shown, f"the text contains what looks like {what}"
-            )
     if looks_like_config(text):
         raise FileRefused(
             RULE_OWN_CONFIG,
@@ -436,12 +471,67 @@ def _check_text(data: bytes, places: Places, shown: str) -> None:
             "it parses as a PocoLobby configuration (a JSON object with url and token), which "
             "holds an agent's or owner's token",
         )
+    for what, pattern in CREDENTIAL_CONTENT:
+        if pattern.search(text):
+            raise FileRefused(
+                RULE_CREDENTIAL_CONTENT, shown, f"the text contains what looks like {what}"
+            )
+    for key, value, at in secret_assignments(text):
+        if _secret_value(key, value):
+            line = text.count("\n", 0, at) + 1
+            raise FileRefused(
+                RULE_CREDENTIAL_CONTENT,
+                shown,
+                f"line {line} gives {key[:60]!r} a value, which looks like a secret "
+                "(a password, key or token); remove it from a copy and attach that",
+            )
+
+
+def secret_assignments(text: str) -> list[tuple[str, str, int]]:
+    """Each (name, value as written, offset) where a name ending in a guarded word is given a
+    value; a guarded word inside a longer one (`keytoken`) names nothing, one starting a
+    camelCase word (`accessToken`) does."""
+    found = []
+    for match in SECRET_ASSIGNMENT.finditer(text.translate(_ASCII_LOWER)):
+        start = begin = match.start()
+        while begin > 0 and start - begin < 200 and _NAME_CHAR.match(text, begin - 1):
+            begin -= 1
+        prefix = text[begin:start]
+        inside = prefix[-1:].isalnum() and not (prefix[-1].islower() and text[start].isupper())
+        if inside:
+            continue
+        name = prefix + text[start : match.end("word")]
+        found.append((name, text[match.start("value") : match.end("value")], begin))
+    return found
+
+
+def _secret_value(key: str, raw: str) -> bool:
+    """Whether `raw`, given to a secret's name, may be the secret itself: not empty, masked
+    (`***`), a reference (`$VAR`, `${VAR}`, `{{ var }}`, `<placeholder>`, an expression
+    such as `os.environ["X"]` or `get()`), a type or constant (`str`, `null`), the name
+    itself (`api_key=api_key`) or a count of tokens."""
+    quoted = len(raw) >= 2 and raw[0] in "\"'`" and raw[-1] == raw[0]
+    value = (raw[1:-1] if quoted else raw).strip()
+    if not value or set(value) <= {"*", "\u2022"}:
+        return False
+    if value.startswith(("$", "{{", "%(", "<")):
+        return False
+    if quoted:
+        return True
+    lowered = value.casefold()
+    if any(c in value for c in ".([{") or lowered in _NOT_SECRETS:
+        return False
+    if lowered.replace("-", "_") == key.casefold().replace("-", "_"):
+        return False
+    return not (key.casefold().endswith("token") and value.isdigit())
 
 
 def looks_like_config(text: str) -> bool:
     """A JSON object with string `url` and `token` fields: any PocoLobby configuration."""
     try:
-        value = json.loads(text)
+        value = load_json(text)
+    except JsonTooDeep:  # too deep to parse: its top level is read all the same
+        value = scalar_members(text.encode("utf-8", "surrogatepass"))
     except ValueError:
         return False
     return (

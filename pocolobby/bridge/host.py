@@ -25,6 +25,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp_types import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -34,9 +35,18 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
+from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, check_json_nesting, scalar_members
+
 log = logging.getLogger("pocolobby.bridge.host")
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
+# How deeply a line may nest: a tool call's arguments sit four levels down (the message, its
+# params, the arguments, an operation's arguments) and the broker lets each nest
+# MAX_JSON_DEPTH. Deeper lines are answered unparsed: the SDK's parser stops at 200 levels
+# and the standard one raises RecursionError near 1,000.
+LINE_DEPTH = MAX_JSON_DEPTH + 4
+# The id of a line too deep to parse is looked for in lines up to this size only.
+ID_SEARCH_BYTES = 1024 * 1024
 
 
 class HostGone(Exception):
@@ -121,6 +131,12 @@ class HostPipe:
                 if not line:
                     continue
                 try:
+                    if line.count(b"[") + line.count(b"{") > LINE_DEPTH:
+                        check_json_nesting(line, LINE_DEPTH, "the message")
+                except JsonTooDeep as exc:
+                    await self._refuse_deep_line(line, str(exc))
+                    continue
+                try:
                     message = jsonrpc_message_adapter.validate_json(line, by_name=False)
                 except Exception:  # a bad line is answered, never fatal
                     await self._refuse_line(line)
@@ -146,6 +162,27 @@ class HostPipe:
         await self._answer_bad_line(
             INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", request_id
         )
+
+    async def _refuse_deep_line(self, line: bytes, why: str) -> None:
+        """A line nesting past LINE_DEPTH: a request is answered -32602 (its params are what
+        nests) with its id, found without parsing; anything else -32600; a notification or a
+        response nothing."""
+        members = scalar_members(line) if len(line) <= ID_SEARCH_BYTES else {}
+        raw_id = members.get("id")
+        valid_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool)
+        request_id = raw_id if valid_id else None
+        if isinstance(members.get("method"), str):
+            if request_id is None:
+                log.warning("ignored a notification from the host nesting too deeply")
+                return
+            log.warning("answered -32602 to a request from the host nesting too deeply")
+            await self._answer_bad_line(INVALID_PARAMS, f"Invalid params: {why}", request_id)
+            return
+        if "id" in members:
+            log.warning("ignored a response from the host nesting too deeply")
+            return
+        log.warning("answered -32600 to a line from the host nesting too deeply")
+        await self._answer_bad_line(INVALID_REQUEST, f"Invalid Request: {why}", None)
 
     async def _answer_bad_line(self, code: int, text: str, request_id: str | int | None) -> None:
         error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))

@@ -34,7 +34,10 @@ from lobbies.wire import (
     FRAME_RELEASE,
     FRAME_WELCOME,
     GENERATION_HEADER,
+    MAX_PUSH_FRAME_BYTES,
+    PARSE_DEPTH,
     RUNTIME_HEADER,
+    load_json,
 )
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.core import Bridge
@@ -51,8 +54,9 @@ STABLE_SECONDS = 5.0
 WAITING_SECONDS = 3.0
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # the socket's bound; a frame past it drops the connection
 # The largest push the bridge takes: the broker's own limit (POCOLOBBY_PUSH_BYTES, 32 KiB by
-# default) sits below it, so it can be tuned on the server without a bridge update.
-MAX_PUSH_BYTES = 72 * 1024
+# default, at most 64 KiB) sits below it, so it can be tuned on the server without a bridge
+# update.
+MAX_PUSH_BYTES = MAX_PUSH_FRAME_BYTES
 # Close codes that name a refusal; each code's reason is in the error frame before it.
 _CODES = {
     4400: "invalid_runtime",
@@ -197,9 +201,9 @@ class Link:
         try:
             async for raw in socket:
                 try:
-                    frame = json.loads(raw)
+                    frame = load_json(raw, PARSE_DEPTH, "the frame")
                 except ValueError:
-                    log.warning("ignored a frame that is not JSON")
+                    log.warning("ignored a frame that is not JSON or nests too deeply")
                     continue
                 if not isinstance(frame, dict):
                     continue

@@ -277,6 +277,63 @@ CASES: list[tuple[str, Case, str | None]] = [
         lambda d: str(d.write("Documents/n.md", "Bot tokens begin xoxb-.\n")),
         None,
     ),
+    # Issue 28: PocoLobby tokens, secrets given a value in any case, YAML configs.
+    *[
+        (
+            f"a PocoLobby {prefix} token",
+            lambda d, p=prefix: str(d.write("Documents/notes.md", f"use {p}{'aB3_-x9Z' * 5}\n")),
+            files.RULE_CREDENTIAL_CONTENT,
+        )
+        for prefix in ("plt_", "pla_")
+    ],
+    (
+        "PocoLobby prefixes in prose",
+        lambda d: str(d.write("Documents/n.md", "Agent tokens start plt_, the admin's pla_.\n")),
+        None,
+    ),
+    *[
+        (
+            f"assigned: {line!r}",
+            lambda d, text=line: str(d.write("Documents/settings.txt", f"# setup\n{text}\n")),
+            files.RULE_CREDENTIAL_CONTENT,
+        )
+        for line in (
+            "Access_Token = x",
+            "ACCESS-TOKEN: abc",
+            "accessToken: 'abc'",
+            "export DB_PASSWORD=hunter2",
+            "MYSQL_ROOT_PASSWORD: hunter2",
+            '"apiKey": "abc"',
+        )
+    ],
+    (
+        "a YAML configuration with values",
+        lambda d: str(
+            d.write(
+                "Documents/config.md",
+                "database:\n  host: db\n  user: app\n  password: s3cr3t!\n"
+                "app:\n  secret_key: 9f8e7d\n  api_key: k-123\n",
+            )
+        ),
+        files.RULE_CREDENTIAL_CONTENT,
+    ),
+    *[
+        (
+            f"named, not assigned: {line!r}",
+            lambda d, text=line: str(d.write("Documents/app.py", f"{text}\n")),
+            None,
+        )
+        for line in (
+            "password = os.environ['DB_PASSWORD']",
+            "client = Client(api_key=api_key)",
+            "def sign_in(password: str) -> None: ...",
+            "token = ${TOKEN}",
+            "max_tokens = 4096",
+            "if password == other: pass",
+            "api_key: ''",
+            "password: ***",
+        )
+    ],
     (
         "a key pattern in an image is not text",
         lambda d: str(d.write("Pictures/shot.png", PNG + b"AKIAIOSFODNN7EXAMPLE")),
@@ -315,6 +372,12 @@ CASES: list[tuple[str, Case, str | None]] = [
         "a JSON document with a url and no token",
         lambda d: str(d.write("Documents/site.json", '{"url": "https://x", "title": "t"}')),
         None,
+    ),
+    # no hard links: the other name may be anywhere on the file system
+    (
+        "a hard link of a file in the temporary folder",
+        lambda d: str(_hard_link(d.write("shot.png", PNG, base=d.scratch), d.home / "s.png")),
+        files.RULE_HARD_LINK,
     ),
     # symbolic links only within the same folder, and passing every rule
     (
@@ -723,10 +786,10 @@ def test_the_loaded_configuration_carries_its_identity_for_the_rules(disk: Disk)
     with pytest.raises(FileRefused) as refused:
         read_attachment(str(linked), Places.current(config.identity))
     assert refused.value.rule == files.RULE_OWN_CONFIG
-    # Without the identity the same file is refused only as not an image.
+    # Without the identity the same file is still refused, for its second name.
     with pytest.raises(FileRefused) as refused:
         read_attachment(str(linked), Places.current(None))
-    assert refused.value.rule == files.RULE_TYPE
+    assert refused.value.rule == files.RULE_HARD_LINK
 
 
 def test_the_folder_check_before_a_download_does_not_look_for_the_unknown_name(disk: Disk):
@@ -740,3 +803,23 @@ def test_the_folder_check_before_a_download_does_not_look_for_the_unknown_name(d
     with pytest.raises(FileRefused) as refused:  # every other rule still applies
         plan_save(str(disk.home / ".ssh"), "attachment.png", disk.places, name_is_known=False)
     assert refused.value.rule == files.RULE_DOT
+
+
+def test_a_hard_link_to_a_file_outside_the_allowed_places_is_refused(tmp_path: Path) -> None:
+    """Issue 28: a hard link in the home folder to a file outside every allowed place was
+    sent; its path shows nothing, only its link count does."""
+    home = tmp_path / "home"
+    outside = tmp_path / "outside"
+    home.mkdir()
+    outside.mkdir()
+    secret = outside / "notes.txt"
+    secret.write_text("the other name is outside\n")
+    places = Places(home, temp_dirs=())
+    os.link(secret, home / "notes.txt")
+    with pytest.raises(FileRefused) as refused:
+        read_attachment(str(home / "notes.txt"), places)
+    assert refused.value.rule == files.RULE_HARD_LINK
+    assert "has 2 names (hard links)" in refused.value.reason
+    assert "attach a copy" in refused.value.reason
+    (home / "copy.txt").write_bytes(secret.read_bytes())  # a copy is sent
+    assert read_attachment(str(home / "copy.txt"), places).data == secret.read_bytes()

@@ -176,3 +176,49 @@ async def test_plain_http_to_another_machine_is_refused_at_start_with_the_fix(tm
     assert result.returncode == 1 and result.stdout == ""
     assert "https://" in result.stderr and "SSH tunnel" in result.stderr
     assert "plt_x" not in result.stderr
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+async def test_lines_nesting_too_deeply_are_answered_and_the_session_carries_on(
+    module_broker: Broker, tmp_path: Path
+):
+    """Issue 28: a 2 KB line nested 1,024 deep killed the bridge (RecursionError), and a
+    request nested 200-800 deep got -32600 "not a JSON-RPC 2.0 message"."""
+    configs = await provision(module_broker, "deepline", ["alpha", "beta"], tmp_path)
+    host = await Host(configs["beta"].path, str(uuid.uuid4()), tmp_path / "bridge.log").start()
+    try:
+        await host.bootstrapped()
+        bare = nested(1024).encode()
+        assert len(bare) == 2048
+        await host.send_raw(bare + b"\n")
+        first = await host._wait(lambda: host.wire_errors[:1] or None, 10.0)
+        assert first == [
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32600,
+                    "message": "Invalid Request: the message nests JSON deeper than 68 levels",
+                },
+            }
+        ]
+        # A request whose arguments nest too deeply: invalid params, answered to its id.
+        for number, depth in enumerate((250, 800, 1500), start=1):
+            line = (
+                f'{{"jsonrpc": "2.0", "id": "deep-{number}", "method": "tools/call", "params": '
+                f'{{"name": "send_message", "arguments": {{"to": {nested(depth)}}}}}}}\n'
+            )
+            await host.send_raw(line.encode())
+            answer = await host._wait(lambda n=number: host.wire_errors[n : n + 1] or None, 10.0)
+            assert answer[0]["id"] == f"deep-{number}", answer
+            assert answer[0]["error"]["code"] == -32602, answer
+            assert "nests JSON deeper than 68 levels" in answer[0]["error"]["message"]
+        sent = await send_message(module_broker.url, configs["alpha"].token, "beta", "still", "s")
+        await host.message_event(sent)  # the bridge kept serving
+        assert "send_message" in await host.tool_names()
+        assert host.process is not None and host.process.returncode is None
+    finally:
+        assert await host.close() == 0

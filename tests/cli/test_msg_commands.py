@@ -112,6 +112,10 @@ def test_a_refusal_exits_2_names_the_error_and_stores_nothing(
 
     bad_fields = msg(module_broker, lead, "send", "coder", "x", "--fields", '{"colour": "red"}')
     assert bad_fields.returncode == 2 and "400" in bad_fields.stderr
+    deep = "[" * 5000 + "]" * 5000
+    deep_fields = msg(module_broker, lead, "send", "coder", "x", "--fields", deep)
+    assert deep_fields.returncode != 0 and "Traceback" not in deep_fields.stderr
+    assert "--fields nests JSON deeper than 64 levels" in deep_fields.stderr
     query_in_inbox = msg(module_broker, lead, "history", "--limit", "0")
     assert query_in_inbox.returncode == 2 and "400" in query_in_inbox.stderr
 
@@ -202,8 +206,14 @@ def test_send_attaches_a_file_under_the_bridges_rules_and_the_recipient_gets_its
     shot = tmp_path / "before-after.png"
     data = _png(shot)
     sent = msg(
-        module_broker, configs["lead"].path, "send", "coder", "see the shot",
-        "--attach", str(shot), "--json",
+        module_broker,
+        configs["lead"].path,
+        "send",
+        "coder",
+        "see the shot",
+        "--attach",
+        str(shot),
+        "--json",
     )
     assert sent.returncode == 0, sent.stderr
     (described,) = answer(sent)["attachments"]

@@ -355,3 +355,19 @@ async def test_status_shows_each_transport_and_a_line_for_held_notices(
     finally:
         await paned.close()
         await plain.close()
+
+
+@pytest.mark.parametrize(
+    "url", ["http://192.0.2.7:8787", "HTTP://broker.example", "http://0.0.0.0:8787"]
+)
+def test_the_admin_token_is_never_sent_over_plain_http_to_another_machine(
+    module_broker: Broker, url: str
+):
+    """Issue 33: the operator's commands sent the admin token in clear to any host."""
+    result = module_broker.cli("lobby", "list", env={"POCOLOBBY_URL": url})
+    assert_one_line_error(result, f"POCOLOBBY_URL {url} is plain http", "Use the broker's https")
+    assert "nothing was sent" in result.stderr
+    assert module_broker.admin_token not in result.stderr
+    # Loopback in plain http is this machine: it still works.
+    local = module_broker.url.replace("127.0.0.1", "localhost")
+    assert module_broker.cli("lobby", "list", env={"POCOLOBBY_URL": local}).returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import http.server
 import socket
@@ -240,5 +241,121 @@ def test_an_answer_carries_its_length_not_chunks(tmp_path):
             while len(body) < length:
                 body += client.recv(4096)
             assert len(body) == length and body.startswith(b"{")
+    finally:
+        broker.stop()
+
+
+def test_push_bytes_above_what_a_bridge_takes_is_refused_at_start(monkeypatch):
+    from pocolobby.config import Bounds
+
+    monkeypatch.setenv("POCOLOBBY_PUSH_BYTES", str(64 * 1024))
+    assert Bounds.from_env().push_bytes == 64 * 1024
+    monkeypatch.setenv("POCOLOBBY_PUSH_BYTES", str(64 * 1024 + 1))
+    with pytest.raises(SystemExit, match="POCOLOBBY_PUSH_BYTES must be at most 65536"):
+        Bounds.from_env()
+
+
+def _serve(data_dir, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "serve", "--data-dir", str(data_dir), *args],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "broker.example"])  # noqa: S104
+def test_serving_plain_http_beyond_this_machine_is_refused_unless_asked_for(tmp_path, host):
+    """Issue 33: `serve --host 0.0.0.0` served plaintext to the network without a word."""
+    refused = _serve(tmp_path / "data", "--host", host, "--port", str(free_port()))
+    out, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1, out + err
+    assert f"refusing to serve plain http on {host}" in err
+    assert "put TLS in front of it" in err and "--insecure-http" in err
+    assert "Traceback" not in err and not (tmp_path / "data").exists()  # nothing touched
+
+
+@pytest.mark.slow
+def test_insecure_http_serves_on_every_address_when_asked_for(tmp_path):
+    port = free_port()
+    every = "0.0.0.0"  # noqa: S104 (the point of the test)
+    served = _serve(tmp_path / "data", "--host", every, "--port", str(port), "--insecure-http")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert served.poll() is None, served.communicate()
+                time.sleep(0.2)
+        assert health.json()["service"] == "pocolobby"
+    finally:
+        served.terminate()
+        served.communicate(timeout=30)
+
+
+def _first_answer(sock: socket.socket, seconds: float) -> bytes:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(65536)
+    except (TimeoutError, ConnectionResetError):
+        return b""
+
+
+@pytest.mark.slow
+def test_headers_over_their_bound_get_431_and_a_stalled_body_408(tmp_path):
+    """Issue 28: 8 MiB of headers were accepted, and a body that stalled was never timed out."""
+    broker = Broker(
+        tmp_path / "data",
+        env={"POCOLOBBY_BODY_STALL_SECONDS": "2", "POCOLOBBY_HEADER_BYTES": "16384"},
+    )
+    broker.start()
+    host = f"Host: 127.0.0.1:{broker.port}\r\n"
+    try:
+        # 8 MiB of one header, sent as fast as the server takes it: refused long before.
+        with socket.create_connection(("127.0.0.1", broker.port)) as huge:
+            huge.sendall(f"GET /v1/health HTTP/1.1\r\n{host}X-Big: ".encode())
+            sent = 0
+            with contextlib.suppress(OSError):
+                while sent < 8 * 1024 * 1024:
+                    huge.sendall(b"a" * 65536)
+                    sent += 65536
+            answer = _first_answer(huge, 10)
+        assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large"), answer[:200]
+        assert b"headers_too_large" in answer and b"POCOLOBBY_HEADER_BYTES" in answer
+        # Many headers in one write, each small, past the bound in all.
+        many = "".join(f"X-H{n}: {'v' * 100}\r\n" for n in range(200))
+        with socket.create_connection(("127.0.0.1", broker.port)) as wide:
+            wide.sendall(f"GET /v1/health HTTP/1.1\r\n{host}{many}\r\n".encode())
+            assert _first_answer(wide, 10).startswith(b"HTTP/1.1 431")
+        # Headers within the bound are served.
+        fine = "".join(f"X-H{n}: {'v' * 100}\r\n" for n in range(100))
+        with socket.create_connection(("127.0.0.1", broker.port)) as honest:
+            honest.sendall(f"GET /v1/health HTTP/1.1\r\n{host}{fine}\r\n".encode())
+            assert _first_answer(honest, 10).startswith(b"HTTP/1.1 200")
+        # A JSON body that stops after 2 bytes: 408 after the stall bound, then closed.
+        post = f"POST /v1/tools/send_message HTTP/1.1\r\n{host}Content-Length: 100\r\n"
+        with socket.create_connection(("127.0.0.1", broker.port)) as stalled:
+            began = time.monotonic()
+            stalled.sendall(f"{post}Content-Type: application/json\r\n\r\n{{}}".encode())
+            answer = _first_answer(stalled, 15)
+            waited = time.monotonic() - began
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            assert b"body_timeout" in answer and b"connection: close" in answer.lower()
+            assert 1.5 <= waited < 10, waited
+            assert _closed_within(stalled, 5)
+        # A slow body that keeps arriving is not cut: 5 pieces a second apart.
+        with socket.create_connection(("127.0.0.1", broker.port)) as slow:
+            slow.sendall(f"{post}Content-Type: application/json\r\n\r\n".encode())
+            for piece in [b"{" + b" " * 19] + [b" " * 20] * 3 + [b" " * 19 + b"}"]:
+                time.sleep(1)
+                slow.sendall(piece)
+            answer = _first_answer(slow, 10)
+            assert answer.startswith(b"HTTP/1.1 401"), answer  # read whole, then no token
     finally:
         broker.stop()

@@ -29,6 +29,8 @@ BODIES: list[tuple[str, bytes]] = [
     ("application/json", b"{not json"),
     ("application/x-www-form-urlencoded", b"room=x&members=y"),
     ("text/plain", b"\xff\xfe\x00"),
+    ("application/json", b"[" * 1024 + b"]" * 1024),
+    ("application/json", b'{"room": ' + b"{" * 5000 + b"}" * 5000 + b"}"),
 ]
 
 
@@ -71,8 +73,23 @@ def test_no_page_route_answers_with_a_server_error(lead: AgentClient, signed_in:
             client.put(path, b"{}", content_type="application/json"),
         ]
         answers += [
-            client.post(path, body, content_type=kind, HTTP_ORIGIN=ORIGIN)
-            for kind, body in BODIES
+            client.post(path, body, content_type=kind, HTTP_ORIGIN=ORIGIN) for kind, body in BODIES
         ]
         failures += [f"{path}: {a.status_code}" for a in answers if a.status_code >= 500]
     assert failures == []
+
+
+@pytest.mark.parametrize("depth", [65, 300, 1024, 5000])
+def test_a_form_nesting_too_deeply_is_refused_by_name_even_signed_out(db, depth: int) -> None:
+    """Issue 28: /ticket (no sign-in needed) answered 500 with a logged traceback."""
+    answer = Client(HTTP_HOST=LOCAL_HOST).post(
+        "/ticket",
+        b'{"ticket": ' + b"[" * depth + b"]" * depth + b"}",
+        content_type="application/json",
+        HTTP_ORIGIN=ORIGIN,
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"] == {
+        "code": "bad_json",
+        "message": "the form nests JSON deeper than 64 levels",
+    }

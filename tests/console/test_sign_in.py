@@ -281,6 +281,9 @@ def test_a_disabled_accounts_existing_session_no_longer_works(browser, alice, ma
         ("email=a@example.com", "application/x-www-form-urlencoded", 415, "application/json"),
         ("{not json", "application/json", 400, "not valid JSON"),
         ('{"email": "' + "a" * 17000 + '"}', "application/json", 413, "larger than"),
+        # Issue 28: nested 1,000+ deep, these were 500s with a logged traceback.
+        ("[" * 1024 + "]" * 1024, "application/json", 400, "nests JSON deeper than 64 levels"),
+        ('{"email": ' + "[" * 300 + "]" * 300 + "}", "application/json", 400, "deeper than 64"),
     ],
 )
 def test_bad_bodies_are_refused_and_store_nothing(

@@ -183,3 +183,61 @@ def test_a_broker_killed_between_upload_and_send_leaves_no_orphan_after_the_grac
         }
         late = http.post("/v1/messages", headers=lead.headers, json=request)
         assert late.status_code == 409 and late.json()["error"]["missing"] == [sha(PNG)]
+
+
+def _answer(connection: socket.socket, within: float) -> bytes:
+    """The server's first answer on `connection` (one read), or b"" if none came in time."""
+    connection.settimeout(within)
+    try:
+        return connection.recv(65536)
+    except TimeoutError:
+        return b""
+
+
+def test_one_agents_stalled_uploads_leave_room_for_another_lobby_and_time_out(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """Issue 28: an agent of another lobby held 7 PUTs open with 2 bytes sent each, and every
+    upload on the broker got 503 uploads_busy, still at 65 s."""
+    broker = broker_factory(env={"POCOLOBBY_BODY_STALL_SECONDS": "6"})
+    hog = broker.provision("hogs", ["hog"], tmp_path / "hogs")["hog"]
+    other = broker.provision("others", ["writer"], tmp_path / "others")["writer"]
+    ten_mib = 10 * 1024 * 1024
+    held = [_hold_an_upload_open(broker, hog.token, ten_mib) for _ in range(7)]
+    started = time.monotonic()
+    try:
+        with httpx.Client(base_url=broker.url, timeout=10) as http:
+            # The hog holds at most its share (a quarter of 64 MiB: one 10 MiB upload); the
+            # others it opened were refused at once, naming that share.
+            refused = [_answer(c, 1) for c in held]
+            busy = [r for r in refused if r.startswith(b"HTTP/1.1 503")]
+            assert len(busy) == 6, refused
+            assert all(b"this agent's uploads in progress hold" in r for r in busy)
+            [stalled] = [c for c, r in zip(held, refused, strict=True) if not r]
+            # Another lobby's upload goes through while the hog's upload is still stalled.
+            uploaded = put(http, other.headers, PNG)
+            assert uploaded.status_code == 201, uploaded.text
+            assert _answer(stalled, 0.1) == b"", "answered before its stall bound"
+            # The stalled upload is answered 408 and closed within its bound, and its share
+            # is free again: the hog uploads once more.
+            timed_out = _answer(stalled, 20)
+            waited = time.monotonic() - started
+            assert timed_out.startswith(b"HTTP/1.1 408"), timed_out
+            assert b"body_timeout" in timed_out and b"POCOLOBBY_BODY_STALL_SECONDS" in timed_out
+            assert _answer(stalled, 5) == b""  # then closed
+            assert 5 <= waited < 20, waited
+            again = put(http, hog.headers, PNG + b"hog")
+            assert again.status_code == 201, again.text
+        assert stored(broker) == sorted([sha(PNG), sha(PNG + b"hog")])
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_an_upload_with_a_wrong_token_is_refused_before_its_body_and_holds_nothing(
+    broker: Broker,
+) -> None:
+    connection = _hold_an_upload_open(broker, "plt_not-a-token", 10 * 1024 * 1024)
+    with connection:
+        answer = _answer(connection, 5)
+    assert answer.startswith(b"HTTP/1.1 401") and b"invalid_token" in answer

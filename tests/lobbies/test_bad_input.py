@@ -105,3 +105,26 @@ def test_an_oversized_body_is_413(lead, backend):
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
     assert Message.objects.count() == 0
+
+
+def test_a_body_nesting_too_deeply_is_refused_naming_what_nests(lead, backend):
+    """An argument deeper than 64 levels is named; a body past 512 is refused unparsed (a
+    2 KB body nested 1,024 deep, which the standard parser cannot read)."""
+
+    def nested(depth: int) -> str:
+        return "[" * depth + "]" * depth
+
+    cases = {
+        json.dumps(VALID)[:-1] + f', "fields": {nested(65)}}}': (
+            "argument 'fields' nests JSON deeper than 64 levels"
+        ),
+        json.dumps(VALID)[:-1] + f', "fields": {nested(500)}}}': "argument 'fields'",
+        nested(1024): "the body nests JSON deeper than 512 levels (an argument may nest 64)",
+        '{"fields": ' + nested(100_000) + "}": "the body nests JSON deeper than 512 levels",
+    }
+    for body, expected in cases.items():
+        response = _post(lead.token, body.encode())
+        assert response.status_code == 400, (body[:40], response.content)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_json" and expected in error["message"], error
+    assert Message.objects.count() == 0

@@ -21,6 +21,8 @@ from lobbies.errors import BrokerError
 from lobbies.models import AuditEvent, BrokerProcess, Connection, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
 from lobbies.selectors import list_agents
+from lobbies.wire import MAX_PUSH_CONTENT_BYTES
+from pocolobby.bridge import link
 from pocolobby.config import Bounds
 from tests.lobbies.stream import (
     bootstrapped,
@@ -149,6 +151,26 @@ async def test_a_push_over_the_size_cap_carries_a_count_and_a_marker(lead, backe
     assert "content" not in payload["messages"][0]
     assert payload["messages"][0]["content_bytes"] == 2000
     assert "get_messages" in notice["content"].split("\n", 1)[0]
+    await stream.disconnect()
+
+
+async def test_a_push_at_the_highest_push_bytes_fits_the_bridges_frame_bound(lead, backend):
+    """Issue 28: the cap was measured before the frame escaped the content a second time, so
+    20,000 quotes (40,000 bytes of content) made an 80,000-byte frame, which a bridge refuses
+    and which then stayed pending behind reminders."""
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    with override_settings(BOUNDS=Bounds(push_bytes=MAX_PUSH_CONTENT_BYTES)):
+        for n, text in enumerate(['"' * 20_000, "\\" * 20_000, "\x01" * 10_000]):
+            await sync(_send)(lead, "backend", text, f"q-{n}")
+            notice = await frame(stream)
+            size = len(json.dumps(notice, ensure_ascii=False).encode())
+            assert size <= link.MAX_PUSH_BYTES, (n, size)
+            assert notice["truncated"] is True, n
+        await sync(_send)(lead, "backend", "y" * 60_000, "whole")
+        whole = await frame(stream)  # plain text under the cap still goes whole
+        assert whole["truncated"] is False
+        assert len(json.dumps(whole, ensure_ascii=False).encode()) <= link.MAX_PUSH_BYTES
     await stream.disconnect()
 
 
@@ -331,6 +353,20 @@ async def test_bad_frames_get_error_frames_and_change_nothing(lead, backend):
     await stream.send_json_to({"type": "heartbeat"})
     assert (await frame(stream))["type"] == "heartbeat"  # still serving
     assert await sync(lambda: (Message.objects.count(), Notice.objects.count()))() == before
+    await stream.disconnect()
+
+
+async def test_a_frame_nesting_too_deeply_is_refused_by_name(lead, backend):
+    stream = await open_stream(backend.token, new_runtime())
+    await bootstrapped(stream)
+    for depth in (64, 300, 1024):
+        text = '{"type": "heartbeat", "extra": ' + "[" * depth + "]" * depth + "}"
+        await stream.send_to(text_data=text)
+        refusal = await frame(stream)
+        assert refusal["code"] == "invalid_frame", refusal
+        assert refusal["message"] == "the frame nests JSON deeper than 64 levels"
+    await stream.send_json_to({"type": "heartbeat"})
+    assert (await frame(stream))["type"] == "heartbeat"  # still serving
     await stream.disconnect()
 
 

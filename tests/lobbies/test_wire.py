@@ -57,3 +57,24 @@ def test_addressing_facts_name_only_what_applies():
         "schedule_id": 7,
         "slot": "2026-03-01T09:00:00.000Z",
     }
+
+
+def test_nesting_is_counted_outside_strings_without_recursion():
+    assert wire.json_nesting(b"1") == 0
+    assert wire.json_nesting(b'{"a": [1, {"b": "[[[{{{\\"[["}]}') == 3
+    assert wire.json_nesting(b"[" * 200_000 + b"]" * 200_000) == 200_000
+
+
+def test_load_json_refuses_past_its_bound_and_reads_up_to_it():
+    assert wire.load_json("[" * 64 + "]" * 64) is not None
+    assert wire.load_json(b'{"a": "' + b"[" * 500 + b'"}') == {"a": "[" * 500}
+    for depth in (65, 1024, 100_000):
+        with pytest.raises(wire.JsonTooDeep, match="the form nests JSON deeper than 64 levels"):
+            wire.load_json("[" * depth + "]" * depth, what="the form")
+
+
+def test_the_top_level_of_text_too_deep_to_parse_is_read():
+    deep = b"[" * 5000 + b"]" * 5000
+    line = b'{"jsonrpc": "2.0", "params": {"id": 1, "x": ' + deep + b'}, "id": "q\\"1", "n": null}'
+    assert wire.scalar_members(line) == {"jsonrpc": "2.0", "id": 'q"1', "n": None}
+    assert wire.scalar_members(deep) == {}
