@@ -13,6 +13,12 @@ from pocolobby import config
 from pocolobby.sqlite.checkpoints import BACKSTOP_PAGES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The pages' templates/ and static/: inside this package when installed from a wheel (setup.py
+# maps them there), at the top of the repository in a clone (and an editable install).
+PAGE_ASSETS_DIR = next(
+    (d for d in (Path(__file__).resolve().parent, BASE_DIR) if (d / "templates").is_dir()),
+    BASE_DIR,
+)
 DATA_DIR = config.data_dir()
 BOUNDS = config.Bounds.from_env()
 
@@ -99,7 +105,7 @@ ASGI_APPLICATION = "pocolobby.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PAGE_ASSETS_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -174,7 +180,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [PAGE_ASSETS_DIR / "static"]
 STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }

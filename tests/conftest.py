@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,10 +102,62 @@ def _fresh_process_memory() -> None:
     consumers.FACTS = consumers.FactQueue()
 
 
+TESTS = Path(__file__).resolve().parent
+# The marker scheme (docs/DECISIONS.md, "Test markers"), applied by folder so that a new test
+# file gets its markers from where it lives:
+# - browser: tests/browser/ (drives Chromium);
+# - soak: tests/benchmarks/ (minutes-long load and chaos runs);
+# - server: starts real server subprocesses: marked `slow` or `server` by hand, uses the broker
+#   fixtures of tests/server_fixtures.py, or is a browser or soak test; every `server` test is
+#   also `slow`, the old name, so `-m "not slow"` still means "in process only";
+# - vendor_neutral: cannot depend on the database vendor, so the PostgreSQL pass deselects it:
+#   tests/browser/, tests/docs/, tests/bridge/ (the bridge imports no Django, and the brokers
+#   it talks to run the embedded SQLite store whatever DATABASE_URL says, tests/server.py),
+#   and in tests/cli/ whatever does not use the test database (parsing, and the CLI against
+#   such brokers). Everything with the test database elsewhere stays in both passes.
+SERVER_FIXTURES = frozenset({"broker", "broker_factory", "module_broker"})
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
+)
+VENDOR_NEUTRAL_FOLDERS = frozenset({"browser", "docs", "bridge"})
+
+
+def _folder(item: pytest.Item) -> str:
+    """The folder under tests/ that `item` lives in ("" for tests/ itself)."""
+    parts = Path(item.path).resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def _uses_the_test_database(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("django_db") is not None or bool(fixtures & DATABASE_FIXTURES)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Browser tests last: Playwright's sync API keeps an event loop running in the main
-    thread until the session ends, and Django refuses database calls from such a thread."""
-    items.sort(key=lambda item: "tests/browser/" in str(item.path).replace("\\", "/"))
+    """Mark each test by where it lives (before `-m` selects), then put the browser tests
+    last: Playwright's sync API keeps an event loop running in the main thread until the
+    session ends, and Django refuses database calls from such a thread."""
+    for item in items:
+        folder = _folder(item)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if folder == "browser":
+            item.add_marker(pytest.mark.browser)
+        if folder == "benchmarks":
+            item.add_marker(pytest.mark.soak)
+        if (
+            folder in {"browser", "benchmarks"}
+            or item.get_closest_marker("slow") is not None
+            or item.get_closest_marker("server") is not None
+            or fixtures & SERVER_FIXTURES
+        ):
+            item.add_marker(pytest.mark.server)
+            item.add_marker(pytest.mark.slow)
+        if folder in VENDOR_NEUTRAL_FOLDERS or (
+            folder == "cli" and not _uses_the_test_database(item)
+        ):
+            item.add_marker(pytest.mark.vendor_neutral)
+    items.sort(key=lambda item: _folder(item) == "browser")
 
 
 @pytest.fixture
