@@ -438,6 +438,8 @@ def bridge_cmd(args: argparse.Namespace) -> int:
         pane=args.pane,
         hold_seconds=args.hold_seconds,
         headless=args.headless,
+        tmux_socket=args.tmux_socket,
+        idle_after=args.idle_after,
     )
 
 
@@ -639,6 +641,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="push as Claude Channel events (default) or type one line into a tmux pane",
     )
     p.add_argument("--pane", help="with --deliver tmux: the pane id %%N (default $TMUX_PANE)")
+    p.add_argument(
+        "--tmux-socket",
+        metavar="NAME|PATH",
+        help="with --deliver tmux: the tmux server holding the pane, a name as `tmux -L` takes "
+        "it or a socket path as `tmux -S` does (default: $TMUX's server, else the one of your "
+        "servers that holds the pane)",
+    )
+    p.add_argument(
+        "--idle-after",
+        type=float,
+        metavar="SECONDS",
+        help="with --deliver tmux: also type a notice into a pane without a recognised prompt "
+        "once its screen has not changed for SECONDS (risk: a program busy without output "
+        "reads the line as input)",
+    )
     p.add_argument(
         "--hold-seconds",
         type=float,

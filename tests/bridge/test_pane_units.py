@@ -47,6 +47,14 @@ GEMINI = """
         "user@host:~/repo$ ",  # bash
         "root@host:/# ",
         "~/repo \u276f ",  # starship / zsh
+        "bash-5.2$ ",  # bash --norc: its version before the $
+        "sh-5.2# ",
+        "Python 3.11.7\n>>> ",  # python3 -i
+        ">>> def f():\n...     ",  # Python's continuation prompt
+        "In [3]: ",  # IPython
+        "In [3]: for x in y:\n   ...: ",
+        "Welcome to Node.js v20.20.2.\n> ",  # node
+        "% ",  # zsh
         CLAUDE_CODE,
         CLAUDE_CODE_RULES,
         CODEX,
@@ -63,6 +71,10 @@ def test_recognised_prompts_read_as_idle(screen: str) -> None:
         "> half a sentence",  # the user is mid-line
         "working...",  # an agent mid-turn
         "price: 100$",  # a digit before $ is not a prompt
+        "compiling 100%",
+        "Loading...",  # an ellipsis after words is output, not Python's `...`
+        ">>> print(1",  # typed after Python's prompt
+        "In [4]: x = ",
         "",
         CLAUDE_CODE.replace("│ >      ", "│ > fix t"),  # typed into Claude Code's box
         CLAUDE_CODE.replace("? for shortcuts", "✳ Thinking… (esc to interrupt)"),
