@@ -673,17 +673,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "connect",
-        help="write the host's MCP entry (.mcp.json, or Codex's config.toml) and print the "
+        help="write the host's MCP entry (.mcp.json, Codex's config.toml or Gemini's "
+        ".gemini/settings.json) and print the "
         "launch command",
     )
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
     p.add_argument(
         "--host",
-        choices=("claude", "codex"),
+        choices=("claude", "codex", "gemini"),
         default="claude",
         help="claude: this directory's .mcp.json (default); codex: ~/.codex/config.toml "
-        "($CODEX_HOME/config.toml)",
+        "($CODEX_HOME/config.toml); gemini: this directory's .gemini/settings.json",
     )
     p.add_argument(
         "--deliver",
