@@ -42,8 +42,8 @@ BACKLOG_IDS_SHOWN = 50  # a bootstrap line names at most this many waiting ids
 #    bash's own `bash-5.2$`), U+276F (starship), `>` (node, aider); or is only a
 #    line program's prompt: Python's `>>>` and `...`, IPython's `In [N]:` and `...:`.
 # 2. A full-screen agent: an input line holding only the prompt character (or the agent's
-#    own placeholder text) with a rule or box border right above or below it, anywhere in the
-#    bottom lines, as Claude Code and Gemini CLI (`>`) and Codex CLI (U+203A) draw it; and no
+#    own placeholder text) with a rule or box border right above or below it, or holding the
+#    agent's placeholder without one (Codex CLI, U+203A), anywhere in the bottom lines; and no
 #    "esc to interrupt"/"esc to cancel" in those lines (the agent is mid-turn).
 # To add an agent: its prompt character to PROMPT_CHARS, its empty-input placeholder to
 # PLACEHOLDERS, its mid-turn words to BUSY_WORDS, and a screen of it to
@@ -55,10 +55,16 @@ PROMPT = re.compile(
 )
 PLACEHOLDERS = (
     "Type your message or @path/to/file",  # Gemini CLI
-    "Ask Codex to do anything",  # Codex CLI
+    "Ask Codex to do anything",  # Codex CLI, before its first turn
+    "Ask a follow-up question",  # Codex CLI, after one
     'Try "',  # Claude Code's suggestion in an empty prompt
 )
 BUSY_WORDS = ("esc to interrupt", "esc to cancel")
+# The pane's title mid-turn: Codex CLI puts a braille spinner frame before its title while a
+# turn runs (its screen can show only the streamed text and an input line then); Codex and
+# Gemini CLI title an approval prompt "Action Required", and Gemini a turn "Working…".
+BUSY_TITLE = re.compile("^[\u2801-\u28ff]|Action Required|Working\u2026")
+ENTER_DELAY = 0.3  # between the line and its Enter: Codex CLI reads a faster Enter as pasted
 BOTTOM_LINES = 8
 _INPUT_LINE = re.compile(f"^[{PROMPT_CHARS}](?:\\s+(.*))?$")
 _RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and spaces only
@@ -110,8 +116,11 @@ def _empty_input(line: str) -> bool:
     return not typed or typed.startswith(PLACEHOLDERS)
 
 
-def is_idle(screen: str) -> bool:
-    """True when the agent waits for input: see the two shapes above."""
+def is_idle(screen: str, title: str = "") -> bool:
+    """True when the agent waits for input: see the two shapes above; never while the pane's
+    title says the agent is mid-turn."""
+    if BUSY_TITLE.search(title):
+        return False
     bottom = _bottom(screen)
     if not bottom:
         return False
@@ -119,7 +128,15 @@ def is_idle(screen: str) -> bool:
         return True
     if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
         return False
-    return any(_empty_input(line) for line in _input_lines(bottom)[:-1])
+    boxed = _input_lines(bottom)[:-1]
+    return any(_empty_input(line) for line in boxed) or any(_placeholder(line) for line in bottom)
+
+
+def _placeholder(line: str) -> bool:
+    """An input line showing only an agent's empty-input placeholder, boxed or not (Codex CLI
+    draws its input line without a rule)."""
+    match = _INPUT_LINE.match(line)
+    return match is not None and (match.group(1) or "").strip().startswith(PLACEHOLDERS)
 
 
 def _input_lines(bottom: list[str]) -> list[str]:
@@ -290,15 +307,17 @@ class Pane:
         # joins lines the pane wrapped, so a long input line reads as the one line it is.
         output = await self.tmux(
             "display-message", "-p", "-t", self.pane_id,
-            "#{pane_in_mode} #{pane_dead} #{cursor_x},#{cursor_y}",
+            "#{pane_in_mode} #{pane_dead} #{cursor_x},#{cursor_y} #{pane_title}",
             ";", "capture-pane", "-p", "-J", "-t", self.pane_id,
         )  # fmt: skip
         state, _, screen = output.partition("\n")
-        in_mode, dead, cursor = [*state.split(), "0", "0", ""][:3]
+        in_mode, dead, cursor, title = [*state.split(" ", 3), "0", "0", "", ""][:4]
         if dead != "0":
             return "the pane's program has exited"
         if in_mode != "0":
             return "the pane is in copy mode"
+        if BUSY_TITLE.search(title):
+            return "the agent is busy (its pane title says so)"
         if is_idle(screen):
             return None
         if is_unfinished_notice(screen):
@@ -309,6 +328,7 @@ class Pane:
 
     async def type_line(self, line: str) -> None:
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
+        await asyncio.sleep(ENTER_DELAY)
         await self.tmux("send-keys", "-t", self.pane_id, "Enter")
 
 
