@@ -310,10 +310,12 @@ def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, 
             "",
             "Pushes are typed into the tmux pane Codex runs in. Launch Codex inside tmux:",
             "",
-            f"  tmux new-session -s {session} codex",
+            f"  tmux new-session -s {session} codex --no-daemon",
             "",
-            "(or run `codex` in any tmux pane). Codex passes the bridge only the variables in "
-            f"env_vars ({', '.join(CODEX_ENV_VARS)}) besides its defaults; check the server "
-            "with `codex mcp list`.",
+            "(or run `codex --no-daemon` in any tmux pane). --no-daemon: otherwise Codex starts "
+            "MCP servers from its shared background server, whose TMUX_PANE is the pane it was "
+            "first started in. Codex passes the bridge only the variables in env_vars "
+            f"({', '.join(CODEX_ENV_VARS)}) besides its defaults; check the server with "
+            "`codex mcp list`.",
         ]
     )

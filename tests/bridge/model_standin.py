@@ -46,9 +46,11 @@ def decide(user_text: str, called: list[tuple[str, str]], tools: list[str]) -> d
     or {"work": seconds}. `called` is the turn's (tool, result text) so far."""
 
     def tool(suffix: str) -> str:
-        return next((t for t in tools if t.endswith(("/" + suffix, "__" + suffix))), suffix)
+        return next((t for t in tools if t.endswith(("/" + suffix, "_" + suffix))), suffix)
 
     done = [name for name, _ in called]
+    if not tools:  # a host's side request (Codex CLI titles a thread): plain text only
+        return {"text": "Lobby notice"}
     if "[pocolobby]" in user_text and "bootstrap" in user_text:
         nonce = re.search(r"nonce ([A-Za-z0-9_-]+)", user_text)
         if not any(n.endswith("get_context") for n in done):
@@ -260,7 +262,11 @@ class Handler(BaseHTTPRequestHandler):
             self._json(self._candidate([{"text": text}]))
             return
         step = decide(user_text, called, tools)
-        log("requests.jsonl", {"api": "gemini", "user": user_text, "step": step})
+        log(
+            "requests.jsonl",
+            {"api": "gemini", "user": user_text, "step": step,
+             "results": [r[:300] for _, r in called]},
+        )  # fmt: skip
         self._start_sse()
         if "call" in step:
             log("calls.jsonl", {"tool": step["call"], "args": step["args"], "user": user_text})
