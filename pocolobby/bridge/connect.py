@@ -170,8 +170,10 @@ def _connect_gemini(directory: Path, name: str, agent: Any) -> str:
     path = directory.resolve() / ".gemini" / "settings.json"
     data = _read_mcp_file(path)
     servers = data.setdefault("mcpServers", {})
-    entry = {**entry_for(agent.path, "tmux"), "timeout": GEMINI_TIMEOUT_MS}
     previous = servers.get(name)
+    # Settings the owner added to our entry (`trust`, `includeTools`) are kept.
+    kept = previous if isinstance(previous, dict) else {}
+    entry = {**kept, **entry_for(agent.path, "tmux"), "timeout": GEMINI_TIMEOUT_MS}
     servers[name] = entry
     path.parent.mkdir(exist_ok=True)
     _write_atomically(path, data)

@@ -231,6 +231,12 @@ def test_connect_for_gemini_merges_its_entry_into_the_projects_settings(tmp_path
     assert entry["args"][-5:] == ["bridge", "--config", str(config.resolve()), "--deliver", "tmux"]
     again = connect(project, "--config", str(config), "--host", "gemini")
     assert "kept mcpServers.pocolobby" in again.stdout
+    data["mcpServers"]["pocolobby"]["trust"] = True  # the owner's own setting
+    settings.write_text(json.dumps(data))
+    moved = connect(project, "--config", str(agent_file(tmp_path, "b2.json")), "--host", "gemini")
+    assert "updated mcpServers.pocolobby" in moved.stdout
+    entry = json.loads(settings.read_text())["mcpServers"]["pocolobby"]
+    assert entry["trust"] is True and entry["args"][2] == str((tmp_path / "b2.json").resolve())
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()
