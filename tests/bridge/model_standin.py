@@ -70,7 +70,9 @@ def decide(user_text: str, called: list[tuple[str, str]], tools: list[str]) -> d
     if work and not called:
         return {"work": float(work.group(1))}
     if "approve" in user_text and not called:
-        return {"shell": "touch approved-by-owner"}
+        # A call the host asks its owner about: Codex CLI asks for an MCP tool not approved
+        # in its config (list_agents), Gemini CLI for a shell command.
+        return {"shell": "touch approved-by-owner", "call": tool("list_agents"), "args": {}}
     return {"text": "OK."}
 
 
@@ -268,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
              "results": [r[:300] for _, r in called]},
         )  # fmt: skip
         self._start_sse()
-        if "call" in step:
+        if "call" in step and "shell" not in step:
             log("calls.jsonl", {"tool": step["call"], "args": step["args"], "user": user_text})
             part = {"functionCall": {"name": step["call"], "args": step["args"]}}
             self._event(self._candidate([part]))

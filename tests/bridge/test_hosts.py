@@ -4,7 +4,8 @@ API's wire format; its MCP entry is the one `pocolobby connect` writes, so the h
 starts the bridge with `--deliver tmux`. A notice typed at the idle prompt becomes a turn in
 which the stand-in model calls the host's MCP tools (get_messages, then acknowledge_messages),
 and the broker records the message acknowledged. A notice for a host mid-turn is held until
-the turn ends.
+the turn ends, and one sent while the host asks its owner for an approval waits for the
+answer.
 
 Skipped with the install command when a host is missing (tests/bridge/npm_hosts.py), unless
 POCOLOBBY_REQUIRE_CODEX=1 / POCOLOBBY_REQUIRE_GEMINI=1.
@@ -62,6 +63,9 @@ class Session:
             ["tmux", "-S", str(self.socket), *args],
             capture_output=True, text=True, check=True, timeout=10,
         ).stdout  # fmt: skip
+
+    def title(self) -> str:
+        return self.tmux("display-message", "-p", "-t", self.pane, "#{pane_title}")
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-t", self.pane)
@@ -296,6 +300,18 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
         turn_at = session.first_turn_with(message_id)
         assert turn_at is not None and turn_at >= ends_at - 0.3, (turn_at, ends_at)
         held.append(acked_at - sent_at)
+
+    # An approval prompt holds a notice until the owner answers it (here: declines).
+    before = len(session.records("requests.jsonl"))
+    session.type("approve")
+    await _until(lambda: "Action Required" in session.title(), 60, "the approval prompt")
+    message_id = await send_message(broker.url, lead, host, "while asking", "asking")
+    await asyncio.sleep(3.0)
+    assert f"ids {message_id} " not in session.screen()
+    assert session.first_turn_with(message_id) is None
+    session.tmux("send-keys", "-t", session.pane, "Escape")
+    await _acknowledged(broker, agent, message_id, 90)
+    assert len(session.records("requests.jsonl")) > before
 
     print(
         f"\n{host}: {IDLE_MESSAGES} idle: send -> host's model request {_figures(to_turn)}; "
