@@ -582,6 +582,8 @@ def bridge_cmd(args: argparse.Namespace) -> int:
         pane=args.pane,
         hold_seconds=args.hold_seconds,
         headless=args.headless,
+        tmux_socket=args.tmux_socket,
+        idle_after=args.idle_after,
     )
 
 
@@ -832,6 +834,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--pane", help="with --deliver tmux: the pane id %%N (default $TMUX_PANE)")
     p.add_argument(
+        "--tmux-socket",
+        metavar="NAME|PATH",
+        help="with --deliver tmux: the tmux server holding the pane, a name as `tmux -L` takes "
+        "it or a socket path as `tmux -S` does (default: $TMUX's server, else the one of your "
+        "servers that holds the pane)",
+    )
+    p.add_argument(
+        "--idle-after",
+        type=float,
+        metavar="SECONDS",
+        help="with --deliver tmux: also type a notice into a pane without a recognised prompt "
+        "once its screen has not changed for SECONDS (risk: a program busy without output "
+        "reads the line as input)",
+    )
+    p.add_argument(
         "--hold-seconds",
         type=float,
         default=300.0,
@@ -848,17 +865,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "connect",
-        help="write the host's MCP entry (.mcp.json, or Codex's config.toml) and print the "
+        help="write the host's MCP entry (.mcp.json, Codex's config.toml or Gemini's "
+        ".gemini/settings.json) and print the "
         "launch command",
     )
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
     p.add_argument(
         "--host",
-        choices=("claude", "codex"),
+        choices=("claude", "codex", "gemini"),
         default="claude",
         help="claude: this directory's .mcp.json (default); codex: ~/.codex/config.toml "
-        "($CODEX_HOME/config.toml)",
+        "($CODEX_HOME/config.toml); gemini: this directory's .gemini/settings.json",
     )
     p.add_argument(
         "--deliver",

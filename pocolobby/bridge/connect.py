@@ -1,7 +1,8 @@
 """`pocolobby connect`: register the bridge with the agent's host and say how to launch it.
 
 Claude Code reads project MCP servers from `.mcp.json` in the directory it starts in; Codex CLI
-reads `[mcp_servers.NAME]` tables from `$CODEX_HOME/config.toml` (`~/.codex/config.toml`). The
+reads `[mcp_servers.NAME]` tables from `$CODEX_HOME/config.toml` (`~/.codex/config.toml`);
+Gemini CLI reads `mcpServers` from the project's `.gemini/settings.json`. The
 entry names absolute paths (this installation's `pocolobby`, the configuration file), so it
 works from any shell; every other server and setting in the file is kept as it is.
 
@@ -26,6 +27,8 @@ from lobbies.wire import PARSE_DEPTH, load_json
 from pocolobby.bridge.config import ConfigError, load_config
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HOSTS = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
+GEMINI_TIMEOUT_MS = 600_000  # Gemini CLI's default request timeout for an MCP server
 
 
 class ConnectError(Exception):
@@ -96,13 +99,13 @@ def connect(
     """Write or update the host's entry; the text to print."""
     if not SERVER_NAME.match(name):
         raise ConnectError("--name: use letters, digits, '-' and '_' (at most 64)")
-    if host not in ("claude", "codex"):
-        raise ConnectError("--host: claude or codex")
+    if host not in HOSTS:
+        raise ConnectError(f"--host: {', '.join(HOSTS)}")
     deliver = deliver or ("channel" if host == "claude" else "tmux")
-    if host == "codex" and deliver != "tmux":
+    if host != "claude" and deliver != "tmux":
         raise ConnectError(
-            "--host codex needs --deliver tmux: Codex CLI has no Claude Channels, so pushes "
-            "can only reach it as a line typed into its tmux pane"
+            f"--host {host} needs --deliver tmux: {HOSTS[host]} has no Claude Channels, so "
+            "pushes can only reach it as a line typed into its tmux pane"
         )
     try:
         agent = load_config(config)
@@ -110,6 +113,8 @@ def connect(
         raise ConnectError(str(exc)) from None
     if host == "codex":
         return _connect_codex(agent.path, name, agent, environ)
+    if host == "gemini":
+        return _connect_gemini(directory, name, agent)
     path = directory.resolve() / ".mcp.json"
     data = _read_mcp_file(path)
     servers = data.setdefault("mcpServers", {})
@@ -140,16 +145,56 @@ def connect(
             "adding your usual flags (for example --remote-control or --permission-mode ...).",
         ]
     lines.append("Claude Code asks once to approve the project's MCP server; approve it.")
+    return "\n".join([*lines, *_keep_out_of_git(agent.path, directory)])
+
+
+def _keep_out_of_git(path: Path, directory: Path) -> list[str]:
+    """A note when the agent's configuration (its token) sits inside the project."""
     try:
-        agent.path.relative_to(directory.resolve())
+        path.relative_to(directory.resolve())
     except ValueError:
-        pass
-    else:
-        lines.append(
-            f"Note: {agent.path} holds the agent's token and sits inside this project; keep it "
-            "out of version control (or move it, e.g. to ~/.pocolobby/, and run connect again)."
-        )
-    return "\n".join(lines)
+        return []
+    return [
+        f"Note: {path} holds the agent's token and sits inside this project; keep it out of "
+        "version control (or move it, e.g. to ~/.pocolobby/, and run connect again)."
+    ]
+
+
+def _connect_gemini(directory: Path, name: str, agent: Any) -> str:
+    """Gemini CLI's project `.gemini/settings.json`: our `mcpServers` entry, the rest kept.
+
+    Gemini CLI starts a stdio server with its own environment minus variables whose names
+    look like secrets; TMUX and TMUX_PANE pass, so the entry needs no `env`. `timeout` is
+    Gemini CLI's own default for requests, written out because `gemini mcp list` otherwise
+    gives a server only 5 s to start, less than Python and the MCP SDK take on a busy machine.
+    """
+    path = directory.resolve() / ".gemini" / "settings.json"
+    data = _read_mcp_file(path)
+    servers = data.setdefault("mcpServers", {})
+    previous = servers.get(name)
+    # Settings the owner added to our entry (`trust`, `includeTools`) are kept.
+    kept = previous if isinstance(previous, dict) else {}
+    entry = {**kept, **entry_for(agent.path, "tmux"), "timeout": GEMINI_TIMEOUT_MS}
+    servers[name] = entry
+    path.parent.mkdir(exist_ok=True)
+    _write_atomically(path, data)
+    verb = "kept" if previous == entry else ("updated" if previous else "added")
+    session = _session_name(agent.agent)
+    return "\n".join(
+        [
+            f"{verb} mcpServers.{name} in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
+            "",
+            "Pushes are typed into the tmux pane Gemini CLI runs in. Launch it from this "
+            "directory inside tmux:",
+            "",
+            f"  tmux new-session -s {session} gemini",
+            "",
+            "(or run `gemini` in any tmux pane). Gemini CLI starts a project's MCP servers only "
+            "in a trusted folder: trust this one when its first start asks. Then check the "
+            "server with `gemini mcp list` (it should say Connected).",
+            *_keep_out_of_git(agent.path, directory),
+        ]
+    )
 
 
 def _session_name(agent: str) -> str:
@@ -268,10 +313,12 @@ def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, 
             "",
             "Pushes are typed into the tmux pane Codex runs in. Launch Codex inside tmux:",
             "",
-            f"  tmux new-session -s {session} codex",
+            f"  tmux new-session -s {session} codex --no-daemon",
             "",
-            "(or run `codex` in any tmux pane). Codex passes the bridge only the variables in "
-            f"env_vars ({', '.join(CODEX_ENV_VARS)}) besides its defaults; check the server "
-            "with `codex mcp list`.",
+            "(or run `codex --no-daemon` in any tmux pane). --no-daemon: otherwise Codex starts "
+            "MCP servers from its shared background server, whose TMUX_PANE is the pane it was "
+            "first started in. Codex passes the bridge only the variables in env_vars "
+            f"({', '.join(CODEX_ENV_VARS)}) besides its defaults; check the server with "
+            "`codex mcp list`.",
         ]
     )

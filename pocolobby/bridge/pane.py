@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -40,22 +41,33 @@ NONCE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 BACKLOG_IDS_SHOWN = 50  # a bootstrap line names at most this many waiting ids
 # How a pane is read (docs/AGENTS.md, "Which prompts are recognised"). Two shapes of idle:
 # 1. A shell or line REPL: the last non-blank line ends in its prompt with nothing after it:
-#    `$`, `#`, `%` (bash, root, zsh), U+276F (starship), `>` (a REPL, aider).
+#    `$`, `#`, `%` (bash, root, zsh; a digit before one is output such as "100%", except in
+#    bash's own `bash-5.2$`), U+276F (starship), `>` (node, aider); or is only a
+#    line program's prompt: Python's `>>>` and `...`, IPython's `In [N]:` and `...:`.
 # 2. A full-screen agent: an input line holding only the prompt character (or the agent's
-#    own placeholder text) with a rule or box border right above or below it, anywhere in the
-#    bottom lines, as Claude Code and Gemini CLI (`>`) and Codex CLI (U+203A) draw it; and no
+#    own placeholder text) with a rule or box border right above or below it, or holding the
+#    agent's placeholder without one (Codex CLI, U+203A), anywhere in the bottom lines; and no
 #    "esc to interrupt"/"esc to cancel" in those lines (the agent is mid-turn).
 # To add an agent: its prompt character to PROMPT_CHARS, its empty-input placeholder to
 # PLACEHOLDERS, its mid-turn words to BUSY_WORDS, and a screen of it to
 # tests/bridge/test_pane_units.py.
 PROMPT_CHARS = ">\u203a\u276f"
-PROMPT = re.compile(f"(?:^|\\s)[{PROMPT_CHARS}]$|(?<![0-9])[$#%]$")
+PROMPT = re.compile(
+    f"(?:^|\\s)[{PROMPT_CHARS}]$|(?<![0-9])[$#%]$|(?:^|\\s)(?:ba)?sh-[0-9.]+[$#]$"
+    "|^(?:>>>|\\.\\.\\.:?|In \\[[0-9]+\\]:)$"
+)
 PLACEHOLDERS = (
     "Type your message or @path/to/file",  # Gemini CLI
-    "Ask Codex to do anything",  # Codex CLI
+    "Ask Codex to do anything",  # Codex CLI, before its first turn
+    "Ask a follow-up question",  # Codex CLI, after one
     'Try "',  # Claude Code's suggestion in an empty prompt
 )
 BUSY_WORDS = ("esc to interrupt", "esc to cancel")
+# The pane's title mid-turn: Codex CLI puts a braille spinner frame before its title while a
+# turn runs (its screen can show only the streamed text and an input line then); Codex and
+# Gemini CLI title an approval prompt "Action Required", and Gemini a turn "Working…".
+BUSY_TITLE = re.compile("^[\u2801-\u28ff]|Action Required|Working\u2026")
+ENTER_DELAY = 0.3  # between the line and its Enter: Codex CLI reads a faster Enter as pasted
 BOTTOM_LINES = 8
 _INPUT_LINE = re.compile(f"^[{PROMPT_CHARS}](?:\\s+(.*))?$")
 _RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and spaces only
@@ -108,8 +120,11 @@ def _empty_input(line: str) -> bool:
     return not typed or typed.startswith(PLACEHOLDERS)
 
 
-def is_idle(screen: str) -> bool:
-    """True when the agent waits for input: see the two shapes above."""
+def is_idle(screen: str, title: str = "") -> bool:
+    """True when the agent waits for input: see the two shapes above; never while the pane's
+    title says the agent is mid-turn."""
+    if BUSY_TITLE.search(title):
+        return False
     bottom = _bottom(screen)
     if not bottom:
         return False
@@ -117,7 +132,15 @@ def is_idle(screen: str) -> bool:
         return True
     if any(word in line.lower() for line in bottom for word in BUSY_WORDS):
         return False
-    return any(_empty_input(line) for line in _input_lines(bottom)[:-1])
+    boxed = _input_lines(bottom)[:-1]
+    return any(_empty_input(line) for line in boxed) or any(_placeholder(line) for line in bottom)
+
+
+def _placeholder(line: str) -> bool:
+    """An input line showing only an agent's empty-input placeholder, boxed or not (Codex CLI
+    draws its input line without a rule)."""
+    match = _INPUT_LINE.match(line)
+    return match is not None and (match.group(1) or "").strip().startswith(PLACEHOLDERS)
 
 
 def _input_lines(bottom: list[str]) -> list[str]:
@@ -141,15 +164,65 @@ def is_unfinished_notice(screen: str) -> bool:
     return any(UNFINISHED.search(line) for line in _input_lines(bottom))
 
 
+def tmux_socket_dirs(environ: dict[str, str]) -> list[Path]:
+    """Where this user's tmux servers put their sockets: $TMUX_TMPDIR's and /tmp's tmux-UID."""
+    folder = f"tmux-{os.getuid()}"
+    dirs = [Path(environ["TMUX_TMPDIR"]) / folder] if environ.get("TMUX_TMPDIR") else []
+    return [*dirs, Path("/tmp") / folder]  # noqa: S108 - tmux's own fallback folder
+
+
+def _socket_for(name: str, environ: dict[str, str]) -> str:
+    """`--tmux-socket`: a path as `tmux -S` takes it, or a name as `tmux -L` takes it."""
+    if "/" in name:
+        return str(Path(name).expanduser().absolute())
+    if name in ("", ".", "..") or "\0" in name:
+        raise PaneError(f"--tmux-socket {name!r} is neither a socket path nor a server name")
+    return str(tmux_socket_dirs(environ)[0] / name)
+
+
+def _holds(socket: str, pane_id: str) -> bool | None:
+    """Whether the server at `socket` has the pane; None when no server answers there."""
+    try:
+        done = subprocess.run(
+            ["tmux", "-S", socket, "display-message", "-p", "-t", pane_id, "#{pane_id}"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TMUX_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode == 0:
+        return done.stdout.strip() == pane_id
+    lost = ("no server running", "error connecting", "connection refused", "no such file")
+    return None if any(word in done.stderr.lower() for word in lost) else False
+
+
 @dataclass(frozen=True)
 class Pane:
-    """One tmux pane on one tmux server (the socket from $TMUX, or tmux's default)."""
+    """One tmux pane on one tmux server, named by its socket's path.
+
+    `idle_after` (seconds, `--idle-after`) lets a program without a recognised prompt take a
+    notice once its screen has not changed for that long.
+    """
 
     pane_id: str
     socket: str | None
+    idle_after: float | None = None
 
     @classmethod
-    def from_environment(cls, pane: str | None, environ: dict[str, str] | None = None) -> Pane:
+    def from_environment(
+        cls,
+        pane: str | None,
+        environ: dict[str, str] | None = None,
+        *,
+        tmux_socket: str | None = None,
+        idle_after: float | None = None,
+    ) -> Pane:
+        """The pane to type into and the server holding it: `--tmux-socket` when given; else
+        $TMUX's server when it holds the pane (a bridge started inside tmux); else the one
+        server among the user's sockets that holds it. PaneError says what was tried."""
         env = dict(os.environ) if environ is None else environ
         pane_id = (pane or env.get("TMUX_PANE") or "").strip()
         if not pane_id:
@@ -158,8 +231,42 @@ class Pane:
             raise PaneError(f"{pane_id!r} is not a tmux pane id (%N)")
         if shutil.which("tmux") is None:
             raise PaneError("--deliver tmux: tmux is not installed")
-        socket = (env.get("TMUX") or "").split(",")[0] or None
-        return cls(pane_id, socket)
+        if tmux_socket is not None:
+            return cls(pane_id, _socket_for(tmux_socket, env), idle_after)
+        own = (env.get("TMUX") or "").split(",")[0] or None
+        if own is not None and (pane is None or _holds(own, pane_id)):
+            return cls(pane_id, own, idle_after)
+        tried = [own] if own else []
+        sockets = [
+            str(entry)
+            for folder in tmux_socket_dirs(env)
+            if folder.is_dir()
+            for entry in sorted(folder.iterdir())
+            if entry.is_socket() and str(entry) not in tried
+        ]
+        holders = [socket for socket in sockets if _holds(socket, pane_id)]
+        tried += sockets
+        if len(holders) == 1:
+            return cls(pane_id, holders[0], idle_after)
+        if holders:
+            raise PaneError(
+                f"pane {pane_id} is on {len(holders)} tmux servers ({', '.join(holders)}); "
+                "pick one with --tmux-socket NAME|PATH"
+            )
+        where = (
+            ", ".join(tried)
+            if tried
+            else f"no sockets in {', '.join(map(str, tmux_socket_dirs(env)))}"
+        )
+        raise PaneError(
+            f"pane {pane_id} is on none of your tmux servers (tried: {where}); start the agent "
+            "in tmux first, or give --tmux-socket NAME|PATH"
+        )
+
+    @property
+    def server(self) -> str:
+        """The server as errors name it."""
+        return self.socket or "the default tmux server"
 
     def lock_path(self) -> Path:
         """One lock file per tmux server and pane, shared by every writer on this machine."""
@@ -178,38 +285,77 @@ class Pane:
             out, err = await asyncio.wait_for(process.communicate(), TMUX_TIMEOUT)
         except TimeoutError:
             process.kill()
-            raise PaneError(f"tmux {args[0]} did not answer in {TMUX_TIMEOUT:g} s") from None
+            raise PaneError(
+                f"tmux {args[0]} on {self.server} did not answer in {TMUX_TIMEOUT:g} s"
+            ) from None
         if process.returncode != 0:
-            raise PaneError(f"tmux {args[0]} -t {self.pane_id}: {err.decode().strip()}")
+            raise PaneError(
+                f"tmux {args[0]} -t {self.pane_id} on {self.server}: {err.decode().strip()}"
+            )
         return out.decode(errors="replace")
 
     async def check(self) -> None:
         """PaneError unless the pane exists now."""
-        await self.tmux("display-message", "-p", "-t", self.pane_id, "#{pane_id}")
+        # tmux 3.3 answers a missing pane here with status 0 and an empty line.
+        found = await self.tmux("display-message", "-p", "-t", self.pane_id, "#{pane_id}")
+        if found.strip() != self.pane_id:
+            raise PaneError(
+                f"tmux display-message -t {self.pane_id} on {self.server}: no such pane"
+            )
 
-    async def busy_reason(self) -> str | None:
-        """None when the agent waits for input; otherwise why a notice must wait."""
-        # One tmux call, two commands: the pane's mode and state, then its screen; -J joins
-        # lines the pane wrapped, so a long input line reads as the one line it is.
+    async def busy_reason(self, quiet: Quiet | None = None) -> str | None:
+        """None when the agent waits for input; otherwise why a notice must wait. With `quiet`
+        (`--idle-after`), a screen without a recognised prompt that `quiet` saw unchanged long
+        enough counts as waiting too."""
+        # One tmux call, two commands: the pane's mode, state and cursor, then its screen; -J
+        # joins lines the pane wrapped, so a long input line reads as the one line it is.
         output = await self.tmux(
-            "display-message", "-p", "-t", self.pane_id, "#{pane_in_mode} #{pane_dead}",
+            "display-message", "-p", "-t", self.pane_id,
+            "#{pane_in_mode} #{pane_dead} #{cursor_x},#{cursor_y} #{pane_title}",
             ";", "capture-pane", "-p", "-J", "-t", self.pane_id,
         )  # fmt: skip
         state, _, screen = output.partition("\n")
-        in_mode, dead = [*state.split(), "0", "0"][:2]
+        in_mode, dead, cursor, title = [*state.split(" ", 3), "0", "0", "", ""][:4]
         if dead != "0":
             return "the pane's program has exited"
         if in_mode != "0":
             return "the pane is in copy mode"
+        if BUSY_TITLE.search(title):
+            return "the agent is busy (its pane title says so)"
         if is_idle(screen):
             return None
         if is_unfinished_notice(screen):
             return UNFINISHED_REASON
+        if quiet is not None:
+            return quiet.reason(f"{cursor}\n{screen}")
         return "the agent is busy (no idle prompt)"
 
     async def type_line(self, line: str) -> None:
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
+        await asyncio.sleep(ENTER_DELAY)
         await self.tmux("send-keys", "-t", self.pane_id, "Enter")
+
+
+class Quiet:
+    """`--idle-after`: how long the pane's screen (and cursor) has stayed as it is.
+
+    The clock starts when a held notice first reads the screen, so a notice waits at least
+    `seconds`; the line typed changes the screen, so the next one waits again.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._screen: str | None = None
+        self._since = 0.0
+
+    def reason(self, screen: str) -> str | None:
+        """None once `screen` was seen unchanged for `seconds`; otherwise why not yet."""
+        now = time.monotonic()
+        if screen != self._screen:
+            self._screen, self._since = screen, now
+        if now - self._since >= self.seconds:
+            return None
+        return f"the screen changed in the last {self.seconds:g} s (--idle-after)"
 
 
 @contextlib.contextmanager
@@ -252,6 +398,7 @@ class PaneDelivery:
         self.held_reason: str | None = None
         self.last_error: str | None = None
         self._one_at_a_time = asyncio.Lock()
+        self._quiet = Quiet(pane.idle_after) if pane.idle_after else None
 
     async def deliver(self, line: str, wanted: Callable[[], bool] = lambda: True) -> str:
         """Type `line` once the pane is idle, holding the pane lock: "typed"; "dropped" when
@@ -301,7 +448,7 @@ class PaneDelivery:
         with _flock(self.pane.lock_path()) as held:
             if not held:
                 return "another writer holds the pane lock"
-            reason = await self.pane.busy_reason()
+            reason = await self.pane.busy_reason(self._quiet)
             if reason == UNFINISHED_REASON:
                 # Submit it: a whole notice, its ids still worth a look (at least once); the
                 # prompt it leaves takes this notice on the next check.

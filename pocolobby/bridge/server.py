@@ -225,6 +225,8 @@ def main(
     pane: str | None = None,
     hold_seconds: float = HOLD_SECONDS,
     headless: bool = False,
+    tmux_socket: str | None = None,
+    idle_after: float | None = None,
 ) -> int:
     """`pocolobby bridge --config FILE`: serve, exit 0 when the host leaves or signals.
 
@@ -248,14 +250,28 @@ def main(
     if not 0 < hold_seconds <= 86400:
         print("pocolobby bridge: --hold-seconds must be above 0 and at most 86400", file=sys.stderr)
         return 1
+    if idle_after is not None and not 0 < idle_after < hold_seconds:
+        print(
+            "pocolobby bridge: --idle-after must be above 0 and below --hold-seconds "
+            f"({hold_seconds:g})",
+            file=sys.stderr,
+        )
+        return 1
+    if deliver != "tmux" and (tmux_socket is not None or idle_after is not None or headless):
+        print(
+            "pocolobby bridge: --tmux-socket, --idle-after and --headless need --deliver tmux",
+            file=sys.stderr,
+        )
+        return 1
     target: Pane | None = None
     problem: str | None = None
     if deliver == "tmux":
         try:
-            target = Pane.from_environment(pane)
+            target = Pane.from_environment(pane, tmux_socket=tmux_socket, idle_after=idle_after)
             asyncio.run(target.check())
         except PaneError as exc:
             target, problem = None, str(exc)
+        if problem is not None and not headless:
             print(
                 f"pocolobby bridge: {for_terminal(problem)}. Pushes are off: nothing will be "
                 "typed, the broker keeps messages pending, and the agent can read them with "
@@ -263,8 +279,8 @@ def main(
                 file=sys.stderr,
             )
     if headless:
-        if target is None:  # no tools to say it in: refuse
-            print("pocolobby bridge: --headless needs --deliver tmux and a pane", file=sys.stderr)
+        if target is None:  # no tools to say it in: refuse, saying what is missing
+            print(f"pocolobby bridge: --headless cannot start: {problem}", file=sys.stderr)
             return 1
         return asyncio.run(serve_headless(config, target, hold_seconds=hold_seconds))
     try:

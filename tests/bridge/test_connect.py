@@ -5,6 +5,7 @@ CLI; and a bridge started from exactly the command that entry names.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.bridge.host import Host
+from tests.bridge.npm_hosts import npm_host
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -207,3 +209,62 @@ def test_connect_for_claude_code_with_tmux_delivery_names_it_in_the_entry(tmp_pa
     assert "inside it" in result.stdout and "dangerously-load-development-channels" not in (
         result.stdout
     )
+
+
+def test_connect_for_gemini_merges_its_entry_into_the_projects_settings(tmp_path: Path):
+    project = tmp_path / "project"
+    (project / ".gemini").mkdir(parents=True)
+    settings = project / ".gemini" / "settings.json"
+    other = {"command": "npx", "args": ["docs-server"], "trust": True}
+    settings.write_text(json.dumps({"ui": {"theme": "GitHub"}, "mcpServers": {"docs": other}}))
+    config = agent_file(tmp_path)
+
+    result = connect(project, "--config", str(config), "--host", "gemini")
+    assert result.returncode == 0, result.stderr
+    assert "added mcpServers.pocolobby" in result.stdout
+    assert "tmux new-session -s beta gemini" in result.stdout and "trusted folder" in result.stdout
+    data = json.loads(settings.read_text())
+    assert data["ui"] == {"theme": "GitHub"} and data["mcpServers"]["docs"] == other
+    entry = data["mcpServers"]["pocolobby"]
+    assert set(entry) == {"command", "args", "timeout"} and Path(entry["command"]).is_absolute()
+    assert entry["timeout"] == 600_000  # Gemini CLI's default, so `mcp list` waits as long
+    assert entry["args"][-5:] == ["bridge", "--config", str(config.resolve()), "--deliver", "tmux"]
+    again = connect(project, "--config", str(config), "--host", "gemini")
+    assert "kept mcpServers.pocolobby" in again.stdout
+    data["mcpServers"]["pocolobby"]["trust"] = True  # the owner's own setting
+    settings.write_text(json.dumps(data))
+    moved = connect(project, "--config", str(agent_file(tmp_path, "b2.json")), "--host", "gemini")
+    assert "updated mcpServers.pocolobby" in moved.stdout
+    entry = json.loads(settings.read_text())["mcpServers"]["pocolobby"]
+    assert entry["trust"] is True and entry["args"][2] == str((tmp_path / "b2.json").resolve())
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    made = connect(fresh, "--config", str(config), "--host", "gemini")
+    assert made.returncode == 0, made.stderr
+    assert json.loads((fresh / ".gemini" / "settings.json").read_text())["mcpServers"]
+    channel = connect(fresh, "--config", str(config), "--host", "gemini", "--deliver", "channel")
+    assert channel.returncode == 1 and "--host gemini needs --deliver tmux" in channel.stderr
+    (fresh / ".gemini" / "settings.json").write_text("{ // a comment\n}")
+    broken = connect(fresh, "--config", str(config), "--host", "gemini")
+    assert broken.returncode == 1 and "is not valid JSON" in broken.stderr
+    assert (fresh / ".gemini" / "settings.json").read_text() == "{ // a comment\n}"
+
+
+def test_gemini_cli_lists_the_entry_connect_wrote_as_connected(tmp_path: Path):
+    gemini = npm_host("gemini")
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    config = agent_file(home)
+    assert connect(project, "--config", str(config), "--host", "gemini").returncode == 0
+    # Offline: no credentials, a HOME of its own; the workspace trusted as the trust dialog
+    # would, so Gemini CLI starts the project's servers.
+    env = {"HOME": str(home), "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_BROWSER": "true"}
+    listed = re.compile(r"pocolobby: \S+ bridge --config \S+beta\.json --deliver tmux \(stdio\)")
+    done = subprocess.run(
+        [str(gemini), "mcp", "list"],
+        cwd=project, env=clean_env(env), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and re.search(listed.pattern + " - Connected", out), out

@@ -1,7 +1,10 @@
 """The pane classification and the typed line, as pure functions (tests/bridge/test_pane.py
-drives them through a real tmux server)."""
+drives them through a real tmux server). Claude Code's screens below are written from its
+documented layout; Codex CLI's and Gemini CLI's are captured from the real programs."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -23,21 +26,38 @@ CLAUDE_CODE_RULES = """
 ──────────────────────────────────────────────────
   ? for shortcuts                     Context left: 61%
 """
-CODEX = """
-• Ran tests: 12 passed
+SCREENS = Path(__file__).with_name("screens")
 
-\u203a Ask Codex to do anything
-───────────────────────────────
-  ⏎ send   ⌃J newline   ⌃T transcript   ⌃C quit
-"""
-GEMINI = """
-✦ The file is updated.
 
-╭──────────────────────────────────────────╮
-│ >   Type your message or @path/to/file     │
-╰──────────────────────────────────────────╯
-~/repo (main*)        no sandbox        gemini-2.5-pro
-"""
+def captured(name: str) -> tuple[str, str]:
+    """A screen captured from the real program in tmux (`capture-pane -p -J`, after a first
+    line with its `#{pane_title}`): Codex CLI 0.171.0 and Gemini CLI 0.61.0 run offline against
+    tests/bridge/model_standin.py, as tests/bridge/test_hosts.py runs them."""
+    title, _, screen = (SCREENS / f"{name}.txt").read_text(encoding="utf-8").partition("\n")
+    return screen, title.removeprefix("title: ")
+
+
+CODEX, _ = captured("codex-idle")
+GEMINI, _ = captured("gemini-idle")
+
+
+@pytest.mark.parametrize("name", ["codex-idle", "gemini-idle"])
+def test_the_real_hosts_idle_screens_read_as_idle(name: str) -> None:
+    screen, title = captured(name)
+    assert is_idle(screen, title)
+
+
+@pytest.mark.parametrize("name", ["codex-busy", "codex-approval", "gemini-busy", "gemini-approval"])
+def test_the_real_hosts_mid_turn_and_approval_screens_are_held(name: str) -> None:
+    screen, title = captured(name)
+    assert not is_idle(screen, title)
+
+
+def test_codex_mid_turn_is_told_only_by_its_title() -> None:
+    """While Codex CLI streams a reply its screen shows the text and an empty input line,
+    like its idle screen; the spinner frame before its title is what says it is working."""
+    screen, title = captured("codex-busy")
+    assert is_idle(screen) and not is_idle(screen, title)
 
 
 @pytest.mark.parametrize(
@@ -47,6 +67,14 @@ GEMINI = """
         "user@host:~/repo$ ",  # bash
         "root@host:/# ",
         "~/repo \u276f ",  # starship / zsh
+        "bash-5.2$ ",  # bash --norc: its version before the $
+        "sh-5.2# ",
+        "Python 3.11.7\n>>> ",  # python3 -i
+        ">>> def f():\n...     ",  # Python's continuation prompt
+        "In [3]: ",  # IPython
+        "In [3]: for x in y:\n   ...: ",
+        "Welcome to Node.js v20.20.2.\n> ",  # node
+        "% ",  # zsh
         CLAUDE_CODE,
         CLAUDE_CODE_RULES,
         CODEX,
@@ -63,10 +91,14 @@ def test_recognised_prompts_read_as_idle(screen: str) -> None:
         "> half a sentence",  # the user is mid-line
         "working...",  # an agent mid-turn
         "price: 100$",  # a digit before $ is not a prompt
+        "compiling 100%",
+        "Loading...",  # an ellipsis after words is output, not Python's `...`
+        ">>> print(1",  # typed after Python's prompt
+        "In [4]: x = ",
         "",
         CLAUDE_CODE.replace("│ >      ", "│ > fix t"),  # typed into Claude Code's box
         CLAUDE_CODE.replace("? for shortcuts", "✳ Thinking… (esc to interrupt)"),
-        GEMINI.replace("Type your message or @path/to/file", "explain the diff           "),
+        GEMINI.replace("Type your message or @path/to/file", "explain the diff"),
         CODEX.replace("Ask Codex to do anything", "run the linter"),
     ],
 )
