@@ -1,4 +1,5 @@
-"""The loops `pocolobby serve` runs beside the server: the dispatcher and presence.
+"""The loops `pocolobby serve` runs beside the server: the dispatcher, presence and the
+owner's alerts (Web Push and still-waiting mail, board/alerts.py).
 
 The dispatcher runs the lobby timers (lobbies/timers.py) with the console's expiry sweep
 composed in, in one process at a time (Leadership); presence vouches for this process's
@@ -18,6 +19,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from board import alert_mail, alerts
 from console.actions.expiry import sweep_expired
 from lobbies import timers
 from lobbies.consumers import LOCAL
@@ -36,6 +38,9 @@ GROUP_REFRESH_SECONDS = 600
 BEAT_SECONDS = 15
 # Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
 LEADER_LOCK_KEY = 0x506F4C62_00000001
+# ... and the one naming "the owner's alerts": pushes and mail go out from one process.
+ALERTS_LOCK_KEY = 0x506F4C62_00000002
+ALERT_SECONDS = 2.0
 
 
 class Leadership:
@@ -47,7 +52,8 @@ class Leadership:
     process: always leader.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, key: int = LEADER_LOCK_KEY) -> None:
+        self.key = key
         self.connection: Any = None
         self.leading = False
 
@@ -73,12 +79,10 @@ class Leadership:
             if self.leading:
                 self.connection.execute("SELECT 1")  # the lock lives as long as this session
                 return True
-            row = self.connection.execute(
-                "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
-            ).fetchone()
+            row = self.connection.execute("SELECT pg_try_advisory_lock(%s)", [self.key]).fetchone()
             self.leading = bool(row[0])
             if self.leading:
-                log.info("this process runs the dispatcher's timers")
+                log.info("this process holds lock %x (the dispatcher's or the alerts')", self.key)
             return self.leading
         except Exception:
             log.warning("lost the dispatcher lock's connection", exc_info=True)
@@ -188,7 +192,40 @@ async def run_presence() -> None:
             log.exception("presence heartbeat failed")
 
 
+def alerts_pass() -> None:
+    """Watch the store, push what waits (after the queue's commit), mail what still waits."""
+    close_old_connections()
+    alerts.push_pass()
+    alert_mail.mail_pass()
+
+
+async def run_alerts() -> None:
+    """Every two seconds, in one process at a time: the owner's pushes and mail.
+
+    On its own thread and its own lock, so a slow push service never delays the timers.
+    """
+    leadership = Leadership(ALERTS_LOCK_KEY)
+    hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
+    run = database_sync_to_async(alerts_pass, thread_sensitive=False)
+    try:
+        while True:
+            try:
+                if await hold():
+                    await run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the owner's alerts pass failed; retrying")
+            await asyncio.sleep(ALERT_SECONDS)
+    finally:
+        leadership.release()
+
+
 def start_loops() -> list[asyncio.Task[None]]:
     """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
     SERVER_LOOP["loop"] = asyncio.get_running_loop()
-    return [asyncio.ensure_future(run_dispatcher()), asyncio.ensure_future(run_presence())]
+    return [
+        asyncio.ensure_future(run_dispatcher()),
+        asyncio.ensure_future(run_presence()),
+        asyncio.ensure_future(run_alerts()),
+    ]
