@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from py_vapid import Vapid01  # type: ignore[import-untyped]
+from py_vapid import Vapid02  # type: ignore[import-untyped]
 
 from board.models import VapidKey
 from lobbies.secret_files import read_secret, write_secret_file
@@ -23,11 +23,11 @@ from lobbies.secret_files import read_secret, write_secret_file
 KEY_FILE = "vapid-private-key.pem"
 
 _lock = threading.Lock()
-_cached: dict[str, Vapid01] = {}
+_cached: dict[str, Vapid02] = {}
 
 
 def _new_pem() -> str:
-    vapid = Vapid01()
+    vapid = Vapid02()
     vapid.generate_keys()
     return vapid.private_pem().decode("ascii").strip()
 
@@ -50,13 +50,13 @@ def _stored_pem() -> str:
     return first.private_pem if first else row.private_pem
 
 
-def broker_vapid() -> Vapid01:
+def broker_vapid() -> Vapid02:
     """The broker's key, made on first use."""
     where = str(settings.DATA_DIR) if connection.vendor == "sqlite" else connection.vendor
     with _lock:
         vapid = _cached.get(where)
         if vapid is None:
-            vapid = Vapid01.from_pem(_stored_pem().encode("ascii"))
+            vapid = Vapid02.from_pem(_stored_pem().encode("ascii"))
             _cached[where] = vapid
         return vapid
 

@@ -1,0 +1,353 @@
+"""Web Push to the owner's devices, on the wire: a loopback push service stand-in receives
+each push, the test decrypts it with the device's private key (aes128gcm) and verifies the
+VAPID JWT against the broker's public key; coalescing, quiet hours, 404/410 clean-up and the
+endpoint rules (private and loopback refused unless allowed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from datetime import datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from board import alerts, vapid
+from board.alert_settings import set_alert_preferences
+from board.models import AlertReason, OwnerAlert, PushSubscription
+from board.push_endpoints import EndpointRefused, check_endpoint
+from lobbies.models import Agent, Lobby
+from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
+from tests.board.push_service import Device, PushService, verify_vapid
+from tests.conftest import AgentClient
+
+pytestmark = pytest.mark.django_db
+
+ORIGIN = f"http://{LOCAL_HOST}"
+
+
+@pytest.fixture
+def service(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[PushService]:
+    with PushService() as running:
+        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({running.host_port})
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(running.ca))
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _fresh_key() -> Iterator[None]:
+    vapid.forget_cached_key()
+    yield
+    vapid.forget_cached_key()
+
+
+def _send(client: Client, method: str, path: str, body: Any, origin: str = ORIGIN) -> Any:
+    return client.generic(
+        method,
+        path,
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_ORIGIN=origin,
+    )
+
+
+def _subscribe(service: PushService, name: str = "phone") -> Device:
+    device = Device()
+    answer = _send(
+        operator_client(),
+        "POST",
+        "/my-team/push/subscriptions",
+        device.subscription(service.endpoint(name)),
+    )
+    assert answer.status_code == 201, answer.content
+    return device
+
+
+def _payloads(service: PushService, device: Device) -> list[dict[str, Any]]:
+    return [device.decrypt(r.body) for r in service.received]
+
+
+def test_a_push_arrives_encrypted_for_the_device_and_signed_by_the_broker(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    device = _subscribe(service)
+    backend.ok("set_owner_requests", count=1, line="approve the release of 2.4")
+    assert alerts.push_pass() == {"sent": 1, "dropped": 0, "failed": 0, "refused": 0}
+    [push] = service.received
+    assert push.path == "/push/phone"
+    assert push.headers["content-encoding"] == "aes128gcm"
+    assert int(push.headers["ttl"]) > 0
+    claims = verify_vapid(push.headers["authorization"], vapid.public_key(), service.origin)
+    assert claims["sub"].startswith("mailto:")
+    payload = device.decrypt(push.body)
+    assert payload["title"] == "my-team: backend waits on you"
+    assert payload["body"] == "approve the release of 2.4"
+    assert (payload["lobby"], payload["agent"], payload["reason"]) == (
+        "my-team",
+        "backend",
+        "owner_request",
+    )
+    assert payload["place"] == "#waiting"
+
+
+def test_the_same_request_again_does_not_push_and_a_change_does(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    device = _subscribe(service)
+    backend.ok("set_owner_requests", count=1, line="pick a database")
+    start = timezone.now()
+    alerts.push_pass(start)
+    backend.ok("set_owner_requests", count=1, line="pick a database")
+    assert alerts.push_pass(start + timedelta(minutes=5))["sent"] == 0
+    backend.ok("set_owner_requests", count=2, line="pick a database; name the service")
+    assert alerts.push_pass(start + timedelta(minutes=6))["sent"] == 1
+    assert [p["body"] for p in _payloads(service, device)] == [
+        "pick a database",
+        "pick a database; name the service",
+    ]
+
+
+def test_pushes_for_one_agent_are_coalesced_to_one_a_minute(
+    service: PushService, lobby: Lobby, backend: AgentClient, lead: AgentClient
+) -> None:
+    device = _subscribe(service)
+    start = timezone.now()
+    backend.ok("set_owner_requests", count=1, line="first")
+    alerts.push_pass(start)
+    backend.ok("set_owner_requests", count=1, line="second")
+    alerts.push_pass(start + timedelta(seconds=10))
+    backend.ok("set_owner_requests", count=1, line="third")
+    lead.ok("set_owner_requests", count=1, line="the lead's own question")
+    alerts.push_pass(start + timedelta(seconds=20))
+    # backend waits for its minute; the lead, not pushed before, goes out at once.
+    assert [(p["agent"], p["body"]) for p in _payloads(service, device)] == [
+        ("backend", "first"),
+        ("lead", "the lead's own question"),
+    ]
+    alerts.push_pass(start + timedelta(seconds=61))
+    last = _payloads(service, device)[-1]
+    assert (last["agent"], last["body"]) == ("backend", "third")
+    assert len(service.received) == 3
+    assert not OwnerAlert.objects.filter(pushed_at__isnull=True).exists()
+
+
+def test_an_answered_request_is_not_pushed_after_its_minute(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    _subscribe(service)
+    start = timezone.now()
+    backend.ok("set_owner_requests", count=1, line="first")
+    alerts.push_pass(start)
+    backend.ok("set_owner_requests", count=1, line="second")
+    alerts.push_pass(start + timedelta(seconds=5))
+    backend.ok("set_owner_requests", count=0, line="")
+    alerts.push_pass(start + timedelta(seconds=70))
+    assert len(service.received) == 1
+
+
+def test_no_push_in_the_persons_quiet_hours_in_their_own_time_zone(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    _subscribe(service)
+    now = timezone.now()
+    tokyo = now.astimezone(ZoneInfo("Asia/Tokyo"))
+    set_alert_preferences(
+        None,
+        time_zone="Asia/Tokyo",
+        quiet_from=(tokyo - timedelta(hours=1)).time().replace(second=0, microsecond=0),
+        quiet_until=(tokyo + timedelta(hours=1)).time().replace(second=0, microsecond=0),
+        mail_when_waiting=False,
+        mail_after_minutes=15,
+    )
+    backend.ok("set_owner_requests", count=1, line="deploy at night?")
+    assert alerts.push_pass(now)["sent"] == 0
+    assert service.received == []
+    # The same hours read in UTC would not be quiet now: the zone is the person's.
+    set_alert_preferences(
+        None,
+        time_zone="Asia/Tokyo",
+        quiet_from=None,
+        quiet_until=None,
+        mail_when_waiting=False,
+        mail_after_minutes=15,
+    )
+    backend.ok("set_owner_requests", count=1, line="deploy now?")
+    assert alerts.push_pass(now + timedelta(minutes=2))["sent"] == 1
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "clock", "quiet"),
+    [
+        (time(22, 0), time(7, 0), time(23, 30), True),
+        (time(22, 0), time(7, 0), time(6, 59), True),
+        (time(22, 0), time(7, 0), time(7, 0), False),
+        (time(22, 0), time(7, 0), time(12, 0), False),
+        (time(13, 0), time(14, 0), time(13, 30), True),
+        (time(13, 0), time(14, 0), time(14, 30), False),
+    ],
+)
+def test_quiet_hours_may_run_past_midnight(
+    start: time, end: time, clock: time, quiet: bool
+) -> None:
+    from board.models import AlertPreferences
+
+    preferences = AlertPreferences(time_zone="Europe/Berlin", quiet_from=start, quiet_until=end)
+    local = datetime(2026, 1, 15, clock.hour, clock.minute, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert alerts.in_quiet_hours(preferences, local.astimezone(ZoneInfo("UTC"))) is quiet
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_subscription_the_service_says_is_gone_is_dropped(
+    service: PushService, lobby: Lobby, backend: AgentClient, status: int
+) -> None:
+    _subscribe(service)
+    service.status = status
+    backend.ok("set_owner_requests", count=1, line="anyone there?")
+    assert alerts.push_pass()["dropped"] == 1
+    assert not PushSubscription.objects.exists()
+
+
+def test_a_failing_service_keeps_the_subscription(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    _subscribe(service)
+    service.status = 500
+    backend.ok("set_owner_requests", count=1, line="anyone there?")
+    assert alerts.push_pass()["failed"] == 1
+    assert PushSubscription.objects.count() == 1
+
+
+def test_an_agent_that_needs_attention_pushes_once(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    device = _subscribe(service)
+    Agent.objects.filter(agent_id="backend").update(notification_attention_required=True)
+    alerts.push_pass()
+    alerts.push_pass(timezone.now() + timedelta(minutes=3))
+    [payload] = _payloads(service, device)
+    assert payload["reason"] == "attention" and payload["place"] == "#agents"
+    assert "needs your attention" in payload["body"]
+
+
+def test_the_hand_over_hook_queues_a_push(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    device = _subscribe(service)
+    alerts.notify_owner_of_waiting_handover(lobby, "backend")
+    alerts.push_pass()
+    [payload] = _payloads(service, device)
+    assert (payload["agent"], payload["reason"]) == ("backend", "handover")
+    assert alerts.settle_waiting_handover(lobby, "backend") == 1
+    assert OwnerAlert.objects.get(reason=AlertReason.HANDOVER).settled_at is not None
+
+
+# --- the routes ------------------------------------------------------------------------
+
+
+def test_the_public_key_is_the_brokers_and_made_once_in_a_private_file(
+    lobby: Lobby, settings: Any
+) -> None:
+    answer = operator_client().get("/my-team/push/key")
+    assert answer.status_code == 200
+    key = answer.json()["public_key"]
+    assert key == vapid.public_key() and len(key) == 87  # 65 bytes, base64url
+    path = settings.DATA_DIR / vapid.KEY_FILE
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    vapid.forget_cached_key()
+    assert vapid.public_key() == key
+    assert "PRIVATE" not in answer.content.decode()
+
+
+def test_a_subscription_is_stored_and_removed_by_its_endpoint(
+    service: PushService, lobby: Lobby
+) -> None:
+    device = _subscribe(service)
+    row = PushSubscription.objects.get()
+    assert (row.endpoint, row.p256dh, row.account) == (
+        service.endpoint("phone"),
+        device.p256dh,
+        None,
+    )
+    gone = _send(
+        operator_client(), "DELETE", "/my-team/push/subscriptions", {"endpoint": row.endpoint}
+    )
+    assert gone.status_code == 200 and gone.json()["removed"] == 1
+    assert not PushSubscription.objects.exists()
+
+
+def test_a_subscription_from_another_origin_is_refused(service: PushService, lobby: Lobby) -> None:
+    body = Device().subscription(service.endpoint("phone"))
+    answer = _send(
+        operator_client(), "POST", "/my-team/push/subscriptions", body, "https://evil.test"
+    )
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "bad_origin"
+    assert not PushSubscription.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "words"),
+    [
+        ("http://push.example.com/x", "must be an https URL"),
+        ("https://127.0.0.1/x", "private, loopback or link-local"),
+        ("https://localhost:8443/x", "private, loopback or link-local"),
+        ("https://10.1.2.3/x", "private, loopback or link-local"),
+        ("https://192.168.0.10/x", "private, loopback or link-local"),
+        ("https://169.254.169.254/latest", "private, loopback or link-local"),
+        ("https://[::1]/x", "private, loopback or link-local"),
+        ("https://[fe80::1]/x", "private, loopback or link-local"),
+        ("https://[::ffff:127.0.0.1]/x", "private, loopback or link-local"),
+        ("https://user:pw@push.example.com/x", "carry no credentials"),
+        ("https:///x", "must name a host"),
+    ],
+)
+def test_endpoints_off_the_public_internet_are_refused(
+    lobby: Lobby, endpoint: str, words: str
+) -> None:
+    with pytest.raises(EndpointRefused, match=words):
+        check_endpoint(endpoint)
+    answer = _send(
+        operator_client(), "POST", "/my-team/push/subscriptions", Device().subscription(endpoint)
+    )
+    assert answer.status_code == 400 and words in answer.json()["error"]["message"]
+    assert not PushSubscription.objects.exists()
+
+
+def test_the_allow_list_admits_a_named_private_endpoint_but_still_wants_https(
+    settings: Any,
+) -> None:
+    settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({"127.0.0.1:9443"})
+    assert check_endpoint("https://127.0.0.1:9443/x") == "https://127.0.0.1:9443/x"
+    with pytest.raises(EndpointRefused):
+        check_endpoint("https://127.0.0.1:9444/x")
+    with pytest.raises(EndpointRefused, match="https"):
+        check_endpoint("http://127.0.0.1:9443/x")
+
+
+def test_bad_keys_are_refused_and_nothing_is_stored(service: PushService, lobby: Lobby) -> None:
+    body = Device().subscription(service.endpoint("phone"))
+    body["keys"]["p256dh"] = "AAAA"
+    answer = _send(operator_client(), "POST", "/my-team/push/subscriptions", body)
+    assert answer.status_code == 400 and "p256dh" in answer.json()["error"]["message"]
+    body = Device().subscription(service.endpoint("phone"))
+    body["extra"] = 1
+    answer = _send(operator_client(), "POST", "/my-team/push/subscriptions", body)
+    assert answer.status_code == 400
+    assert not PushSubscription.objects.exists()
+
+
+def test_the_service_worker_is_served_for_the_lobbys_scope(lobby: Lobby) -> None:
+    answer = Client(HTTP_HOST=LOCAL_HOST).get("/my-team/push/service-worker.js")
+    assert answer.status_code == 200
+    assert answer["Content-Type"].startswith("text/javascript")
+    assert answer["Service-Worker-Allowed"] == "/my-team/"
+    assert "showNotification" in answer.content.decode()
+
+
+def test_the_dashboard_offers_notifications_to_the_operator(lobby: Lobby) -> None:
+    page = operator_client().get("/my-team/").content.decode()
+    assert 'id="notifications"' in page and "data-push-on" in page
