@@ -2,8 +2,10 @@
 chosen minutes, through Django's EMAIL_BACKEND (Postmark in production).
 
 No message bodies: the mail names the lobby, the agent and its owner-request line, links
-to the place on the dashboard, and carries an unsubscribe link that needs no sign-in
-(and RFC 8058's one-click headers for mail clients).
+to the place on the dashboard, and carries an unsubscribe link that needs no sign-in.
+RFC 8058's one-click headers go along for backends that pass headers on; postmarker's
+Django backend sends only the standard fields, so the link in the text is the one that
+always works.
 """
 
 from __future__ import annotations

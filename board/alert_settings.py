@@ -16,9 +16,10 @@ from django.utils import timezone
 from board.models import AlertPreferences, BoardConfig, PushSubscription
 from board.push_endpoints import EndpointRefused, check_endpoint
 from console.access import Visitor
+from console.actions.lobby_settings import Actor, audit, owned
 from console.models import Account
 from lobbies.errors import bad_request, forbidden, not_found
-from lobbies.models import Lobby
+from lobbies.models import AuditAction, Lobby
 
 UNSUBSCRIBE_SALT = "pocolobby.alert-mail.unsubscribe"
 
@@ -32,6 +33,27 @@ def may_get_pushes(visitor: Visitor, lobby: Lobby) -> bool:
         config = BoardConfig.objects.filter(lobby=lobby).first()
         return bool(config and config.viewers_get_notifications)
     return False
+
+
+def set_viewers_get_notifications(actor: Actor, lobby_id: int, allowed: bool) -> None:
+    """The owner lets listed viewers turn on this lobby's pushes (off until they say);
+    turning it off stops pushes to viewers' devices at once (they are checked per push)."""
+    with transaction.atomic():
+        lobby = owned(actor, lobby_id)
+        config, _ = BoardConfig.objects.get_or_create(
+            lobby=lobby, defaults={"updated_at": timezone.now()}
+        )
+        if config.viewers_get_notifications == allowed:
+            return
+        BoardConfig.objects.filter(pk=config.pk).update(
+            viewers_get_notifications=allowed, updated_at=timezone.now()
+        )
+        audit(
+            actor,
+            AuditAction.VISIBILITY_CHANGED,
+            lobby,
+            "viewer notifications " + ("on" if allowed else "off"),
+        )
 
 
 def _key_bytes(value: str, name: str) -> bytes:

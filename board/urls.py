@@ -26,6 +26,7 @@ urlpatterns = [
     path("settings/summary", settings_views.summary),
     path("settings/notes-source", settings_views.notes_source),
     path("settings/public-contents", settings_views.public_contents),
+    path("settings/viewer-notifications", push_views.viewer_notifications),
     path("push/service-worker.js", push_views.service_worker, name="push-service-worker"),
     path("push/key", push_views.key, name="push-key"),
     path("push/subscriptions", push_views.subscriptions, name="push-subscriptions"),

@@ -351,3 +351,87 @@ def test_the_service_worker_is_served_for_the_lobbys_scope(lobby: Lobby) -> None
 def test_the_dashboard_offers_notifications_to_the_operator(lobby: Lobby) -> None:
     page = operator_client().get("/my-team/").content.decode()
     assert 'id="notifications"' in page and "data-push-on" in page
+
+
+# --- hosted: who may have the pushes ----------------------------------------------------
+
+HOST = "my-team.pocolobby.test"
+
+
+@pytest.fixture
+def hosted(settings: Any) -> None:
+    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
+    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
+    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
+    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
+
+
+def _browser(email: str, lobby: Lobby, role: str) -> Client:
+    from console.access import LOBBY_COOKIE
+    from console.models import Account, DashboardViewer, LobbyOwner, WebSession
+
+    account = Account.objects.create(email=email, created_at=timezone.now())
+    if role == "owner":
+        LobbyOwner.objects.create(lobby=lobby, account=account, created_at=timezone.now())
+    else:
+        DashboardViewer.objects.create(lobby=lobby, email=email, created_at=timezone.now())
+    client = Client(HTTP_HOST=HOST, secure=True)
+    token = WebSession.open(account, lobby, timezone.now(), timedelta(hours=1))
+    client.cookies[f"__Host-{LOBBY_COOKIE}"] = token
+    return client
+
+
+def _hosted_subscribe(client: Client, endpoint: str) -> Any:
+    return _send(
+        client, "POST", "/push/subscriptions", Device().subscription(endpoint), f"https://{HOST}"
+    )
+
+
+def test_the_owner_subscribes_and_a_viewer_only_when_the_owner_allows(
+    hosted: None, service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    owner = _browser("boss@example.com", lobby, "owner")
+    viewer = _browser("viewer@example.com", lobby, "viewer")
+    assert _hosted_subscribe(owner, service.endpoint("boss")).status_code == 201
+    refused = _hosted_subscribe(viewer, service.endpoint("viewer"))
+    assert refused.status_code == 403
+    assert "data-push-on" not in viewer.get("/").content.decode()
+    allowed = _send(
+        owner,
+        "POST",
+        "/settings/viewer-notifications",
+        {"viewers_get_notifications": True},
+        f"https://{HOST}",
+    )
+    assert allowed.status_code == 200, allowed.content
+    assert _hosted_subscribe(viewer, service.endpoint("viewer")).status_code == 201
+    backend.client.defaults["HTTP_HOST"] = "api.pocolobby.test"
+    backend.ok("set_owner_requests", count=1, line="approve?")
+    assert alerts.push_pass()["sent"] == 2
+    assert sorted(r.path for r in service.received) == ["/push/boss", "/push/viewer"]
+    # The owner takes it back: the viewer's device gets nothing more.
+    _send(
+        owner,
+        "POST",
+        "/settings/viewer-notifications",
+        {"viewers_get_notifications": False},
+        f"https://{HOST}",
+    )
+    backend.ok("set_owner_requests", count=1, line="approve now?")
+    assert alerts.push_pass(timezone.now() + timedelta(minutes=2))["sent"] == 1
+    assert service.received[-1].path == "/push/boss"
+
+
+def test_the_public_and_a_viewer_cannot_remove_the_owners_device(
+    hosted: None, service: PushService, lobby: Lobby
+) -> None:
+    owner = _browser("boss@example.com", lobby, "owner")
+    viewer = _browser("viewer@example.com", lobby, "viewer")
+    _hosted_subscribe(owner, service.endpoint("boss"))
+    endpoint = {"endpoint": service.endpoint("boss")}
+    answer = _send(viewer, "DELETE", "/push/subscriptions", endpoint, f"https://{HOST}")
+    assert answer.status_code == 200 and answer.json()["removed"] == 0
+    public = Client(HTTP_HOST=HOST, secure=True)
+    answer = _send(public, "DELETE", "/push/subscriptions", endpoint, f"https://{HOST}")
+    assert answer.status_code == 403
+    assert PushSubscription.objects.count() == 1
