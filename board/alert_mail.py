@@ -122,11 +122,14 @@ def send_waiting_mail(mail: WaitingMail) -> bool:
     return True
 
 
+def record_mailed(alert_ids: list[int]) -> None:
+    """Each wait is mailed once: marked after its mail went out."""
+    if alert_ids:
+        OwnerAlert.objects.filter(pk__in=alert_ids).update(mailed_at=timezone.now())
+
+
 def mail_pass(now: datetime | None = None) -> int:
-    """Send what is due, then mark each wait mailed so it is mailed once."""
-    sent = 0
-    for mail in due_mail(now):
-        if send_waiting_mail(mail):
-            OwnerAlert.objects.filter(pk__in=mail.alert_ids).update(mailed_at=timezone.now())
-            sent += 1
-    return sent
+    """Find what is due, send it, mark it: the loop's steps in one call."""
+    sent = [mail for mail in due_mail(now) if send_waiting_mail(mail)]
+    record_mailed([pk for mail in sent for pk in mail.alert_ids])
+    return len(sent)

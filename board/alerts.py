@@ -350,8 +350,12 @@ def vapid_subject() -> str:
     return f"mailto:{address}"
 
 
-def send_pushes(pushes: list[Push]) -> dict[str, int]:
-    """Send each push (outside any transaction); a 404/410 drops its subscription.
+Sent = tuple[int, str]  # (subscription id, "sent" | "gone" | "failed" | "refused")
+
+
+def send_pushes(pushes: list[Push], vapid: Any) -> list[Sent]:
+    """Send each push; touches no database, so the loop runs it on a thread of its own
+    (on SQLite the one database thread must never wait for a push service).
 
     Logs name the subscription's number, never its endpoint (a capability URL) or keys.
     """
@@ -360,16 +364,13 @@ def send_pushes(pushes: list[Push]) -> dict[str, int]:
         webpush,
     )
 
-    from board.vapid import broker_vapid
-
-    outcome = {"sent": 0, "dropped": 0, "failed": 0, "refused": 0}
+    results: list[Sent] = []
     if not pushes:
-        return outcome
-    vapid = broker_vapid()
+        return results
     session = NoRedirects()
-    sent: list[int] = []
     try:
         for push in pushes:
+            number = push.subscription_id
             try:
                 check_endpoint(push.endpoint)
                 webpush(
@@ -383,37 +384,45 @@ def send_pushes(pushes: list[Push]) -> dict[str, int]:
                     headers={"Urgency": "high"},
                     requests_session=session,
                 )
-                sent.append(push.subscription_id)
-                outcome["sent"] += 1
+                results.append((number, "sent"))
             except EndpointRefused as refused:
-                log.warning("push subscription %s refused: %s", push.subscription_id, refused)
-                outcome["refused"] += 1
+                log.warning("push subscription %s refused: %s", number, refused)
+                results.append((number, "refused"))
             except WebPushException as error:
                 status = error.response.status_code if error.response is not None else None
                 if status in GONE:
-                    PushSubscription.objects.filter(pk=push.subscription_id).delete()
-                    log.info(
-                        "push subscription %s is gone (%s): dropped", push.subscription_id, status
-                    )
-                    outcome["dropped"] += 1
+                    log.info("push subscription %s is gone (%s): dropped", number, status)
+                    results.append((number, "gone"))
                 else:
-                    log.warning(
-                        "push to subscription %s failed with %s", push.subscription_id, status
-                    )
-                    outcome["failed"] += 1
+                    log.warning("push to subscription %s failed with %s", number, status)
+                    results.append((number, "failed"))
             except (requests.RequestException, ValueError) as error:
-                log.warning(
-                    "push to subscription %s failed: %s", push.subscription_id, type(error).__name__
-                )
-                outcome["failed"] += 1
+                log.warning("push to subscription %s failed: %s", number, type(error).__name__)
+                results.append((number, "failed"))
     finally:
         session.close()
+    return results
+
+
+def record_sends(results: list[Sent]) -> dict[str, int]:
+    """After the sends: drop the subscriptions the push service said are gone (404/410)."""
+    outcome = {"sent": 0, "dropped": 0, "failed": 0, "refused": 0}
+    names = {"sent": "sent", "gone": "dropped", "failed": "failed", "refused": "refused"}
+    for _, what in results:
+        outcome[names[what]] += 1
+    gone = [number for number, what in results if what == "gone"]
+    sent = [number for number, what in results if what == "sent"]
+    if gone:
+        PushSubscription.objects.filter(pk__in=gone).delete()
     if sent:
         PushSubscription.objects.filter(pk__in=sent).update(last_pushed_at=timezone.now())
     return outcome
 
 
 def push_pass(now: datetime | None = None) -> dict[str, int]:
-    """One pass of the loop: watch, decide (committed), then send."""
+    """Watch, decide (committed), send, record: the loop's steps in one call."""
+    from board.vapid import broker_vapid
+
     watch_lobbies(now)
-    return send_pushes(take_pushes(now))
+    pushes = take_pushes(now)
+    return record_sends(send_pushes(pushes, broker_vapid() if pushes else None))

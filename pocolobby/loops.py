@@ -9,8 +9,10 @@ sockets. Both start on the server's event loop once its sockets listen.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from board import alert_mail, alerts
+from board.vapid import broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
 from lobbies.consumers import LOCAL
@@ -192,26 +195,60 @@ async def run_presence() -> None:
             log.exception("presence heartbeat failed")
 
 
-def alerts_pass() -> None:
-    """Watch the store, push what waits (after the queue's commit), mail what still waits."""
+@dataclass
+class AlertWork:
+    """One alerts pass: what the database step found to send."""
+
+    pushes: list[alerts.Push] = field(default_factory=list)
+    mails: list[alert_mail.WaitingMail] = field(default_factory=list)
+    vapid: Any = None
+
+
+def _find_alert_work() -> AlertWork:
     close_old_connections()
-    alerts.push_pass()
-    alert_mail.mail_pass()
+    alerts.watch_lobbies()
+    work = AlertWork(alerts.take_pushes(), alert_mail.due_mail())
+    if work.pushes:
+        work.vapid = broker_vapid()
+    return work
+
+
+def _send_alert_work(work: AlertWork) -> tuple[list[alerts.Sent], list[int]]:
+    """The network half: no database here."""
+    sent = alerts.send_pushes(work.pushes, work.vapid)
+    mailed = [
+        pk for mail in work.mails if alert_mail.send_waiting_mail(mail) for pk in mail.alert_ids
+    ]
+    return sent, mailed
+
+
+def _record_alert_work(sent: list[alerts.Sent], mailed: list[int]) -> None:
+    alerts.record_sends(sent)
+    alert_mail.record_mailed(mailed)
 
 
 async def run_alerts() -> None:
     """Every two seconds, in one process at a time: the owner's pushes and mail.
 
-    On its own thread and its own lock, so a slow push service never delays the timers.
+    The database steps run where all database work runs (on SQLite, its one thread); the
+    pushes and mail go out on a thread of their own, so a slow push or mail service never
+    holds up requests, sockets or the dispatcher's timers. Its own lock, apart from the
+    dispatcher's.
     """
     leadership = Leadership(ALERTS_LOCK_KEY)
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
-    run = database_sync_to_async(alerts_pass, thread_sensitive=False)
+    find = database_sync_to_async(_find_alert_work, thread_sensitive=False)
+    record = database_sync_to_async(_record_alert_work, thread_sensitive=False)
+    loop = asyncio.get_running_loop()
+    sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alerts")
     try:
         while True:
             try:
                 if await hold():
-                    await run()
+                    work = await find()
+                    if work.pushes or work.mails:
+                        sent, mailed = await loop.run_in_executor(sender, _send_alert_work, work)
+                        await record(sent, mailed)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -219,6 +256,7 @@ async def run_alerts() -> None:
             await asyncio.sleep(ALERT_SECONDS)
     finally:
         leadership.release()
+        sender.shutdown(wait=False)
 
 
 def start_loops() -> list[asyncio.Task[None]]:
