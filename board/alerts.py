@@ -310,8 +310,9 @@ def take_pushes(now: datetime | None = None) -> list[Push]:
                 continue
             handled = [a.pk for a in alerts]
             waiting = [a for a in alerts if a.settled_at is None]
-            if waiting:
-                pushes.extend(_pushes_for(alerts[0].lobby, waiting, now))
+            going = _pushes_for(alerts[0].lobby, waiting, now) if waiting else []
+            if going:
+                pushes.extend(going)
                 if agent is not None:
                     watch = watch or AgentWatch(agent=agent)
                     watch.last_push_at = now

@@ -435,3 +435,15 @@ def test_the_public_and_a_viewer_cannot_remove_the_owners_device(
     answer = _send(public, "DELETE", "/push/subscriptions", endpoint, f"https://{HOST}")
     assert answer.status_code == 403
     assert PushSubscription.objects.count() == 1
+
+
+def test_a_wait_nobody_was_pushed_does_not_hold_back_the_next(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    backend.ok("set_owner_requests", count=1, line="asked before any device subscribed")
+    start = timezone.now()
+    alerts.push_pass(start)
+    device = _subscribe(service)
+    backend.ok("set_owner_requests", count=1, line="asked again")
+    assert alerts.push_pass(start + timedelta(seconds=5))["sent"] == 1
+    assert [p["body"] for p in _payloads(service, device)] == ["asked again"]

@@ -5,12 +5,16 @@ page, on a phone and a desktop, light and dark.
 
 Headless Chromium has no push service of its own to subscribe with (Chrome's is Google's),
 so the page's `PushManager.subscribe` answers with a subscription whose endpoint is a
-loopback stand-in: everything else (permission, worker, key, POST, DELETE) is the browser's.
+loopback https stand-in (tests/board/push_service.py): everything else (permission, worker,
+key, POST, DELETE) is the browser's. Then an agent asks the owner something and the broker's
+own serve loop pushes it to the stand-in, where the test decrypts it with the device's key.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +22,10 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from tests.board.push_service import Device
+from tests.board.push_service import Device, PushService, Received, b64url
 from tests.browser.conftest import HostedBroker, run_hosted_broker, sign_in_through_lobby
 
 pytestmark = pytest.mark.slow
-
-STAND_IN = "https://127.0.0.1:9/push/"
 
 # The browser's subscribe, answered as a push service would: the endpoint and keys a real
 # subscription carries, the same object on the next getSubscription, gone on unsubscribe.
@@ -47,8 +49,20 @@ FAKE_PUSH_SERVICE = """
 
 
 @pytest.fixture(scope="module")
-def hosted_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostedBroker]:
-    yield from run_hosted_broker(tmp_path_factory, POCOLOBBY_PUSH_ENDPOINT_ALLOW="127.0.0.1:9")
+def push_service() -> Iterator[PushService]:
+    with PushService() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def hosted_broker(
+    tmp_path_factory: pytest.TempPathFactory, push_service: PushService
+) -> Iterator[HostedBroker]:
+    yield from run_hosted_broker(
+        tmp_path_factory,
+        POCOLOBBY_PUSH_ENDPOINT_ALLOW=push_service.host_port,
+        REQUESTS_CA_BUNDLE=str(push_service.ca),
+    )
 
 
 def _subscriptions(hosted: HostedBroker) -> list[tuple[str, str]]:
@@ -66,7 +80,7 @@ def _serious(results: Any) -> list[str]:
 
 
 def test_notifications_on_and_off_from_the_dashboard(
-    hosted_broker: HostedBroker, page: Page, look: str, shoot: Any
+    hosted_broker: HostedBroker, push_service: PushService, page: Page, look: str, shoot: Any
 ) -> None:
     lobby, owner = f"push-{look}", f"push-{look}@example.com"
     tokens = hosted_broker.seed_lobby(lobby, owner, ("backend",))
@@ -77,7 +91,8 @@ def test_notifications_on_and_off_from_the_dashboard(
     device = Device()
     keys = device.subscription("")["keys"]
     page.context.grant_permissions(["notifications"], origin=base)
-    page.add_init_script(FAKE_PUSH_SERVICE % (str(keys).replace("'", '"'), STAND_IN))
+    stand_in = push_service.endpoint(f"{look}-")
+    page.add_init_script(FAKE_PUSH_SERVICE % (json.dumps(keys), stand_in))
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/")
 
     card = page.locator("#notifications")
@@ -96,11 +111,23 @@ def test_notifications_on_and_off_from_the_dashboard(
     # The browser subscribed with the broker's own public key.
     key = page.evaluate("fetch('/push/key').then(r => r.json()).then(j => j.public_key)")
     sent_key = bytes(page.evaluate("window.__applicationServerKey"))
-    from tests.board.push_service import b64url
-
     assert b64url(sent_key) == key
     [(endpoint, p256dh)] = _subscriptions(hosted_broker)
-    assert endpoint.startswith(STAND_IN) and p256dh == device.p256dh
+    assert endpoint.startswith(stand_in) and p256dh == device.p256dh
+
+    # An agent asks again: the serve loop pushes it to this device.
+    hosted_broker.agent_call(
+        tokens["backend"], "POST", "/me/owner-requests", {"count": 1, "line": "Deploy at 5?"}
+    )
+    deadline = time.monotonic() + 15
+    mine: list[Received] = []
+    while not mine and time.monotonic() < deadline:
+        time.sleep(0.2)
+        mine = [r for r in push_service.received if endpoint.endswith(r.path)]
+    assert mine, "no push reached the stand-in"
+    payload = device.decrypt(mine[-1].body)
+    assert payload["title"] == f"{lobby}: backend waits on you"
+    assert payload["body"] in ("May I deploy?", "Deploy at 5?")
 
     card.locator("summary").click()
     found = _serious(Axe().run(page))
