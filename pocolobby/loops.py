@@ -25,6 +25,7 @@ from board import alert_mail, alerts
 from board.vapid import broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
+from lobbies.actions.restore import access_closed
 from lobbies.consumers import LOCAL
 from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
 from lobbies.presence import heartbeat
@@ -206,6 +207,8 @@ class AlertWork:
 
 def _find_alert_work() -> AlertWork:
     close_old_connections()
+    if access_closed():  # restore mode: nothing goes out until the operator finishes it
+        return AlertWork()
     alerts.watch_lobbies()
     work = AlertWork(alerts.take_pushes(), alert_mail.due_mail())
     if work.pushes:
