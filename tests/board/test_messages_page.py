@@ -47,10 +47,12 @@ def test_the_days_traffic_reads_newest_first_with_each_recipients_state(
     assert _ids(html) == [second, first]  # the 25-hour-old one is out of the window
     assert "&lt;b&gt;bold&lt;/b&gt; plan" in html and "<b>bold</b>" not in html
     seen = re.search(rf'data-message="{first}".*?</li>\s*</ul>', html, re.S).group(0)
-    assert 'data-recipient="backend"' in seen and '<span class="chip seen">seen</span>' in seen
+    assert (
+        'data-recipient="backend"' in seen and '<span class="chip seen">acknowledged</span>' in seen
+    )
     assert "<time" in seen.split('data-recipient="backend"')[1]
     held = re.search(rf'data-message="{second}".*?</li>\s*</ul>', html, re.S).group(0)
-    assert "held: recipient disabled" in held and 'chip important' in held
+    assert "held: recipient disabled" in held and "chip important" in held
 
 
 def test_long_contents_are_folded(lobby, lead, backend):
@@ -83,9 +85,13 @@ def test_filters_by_agent_room_kind_priority_and_text(lobby, lead, backend, make
 
 @pytest.mark.parametrize(
     ("query", "words"),
-    [("kind=gossip", "kind is one of"), ("priority=urgent", "priority is info or important"),
-     ("agent=Not%20A%20Name", "is not a name"), ("before=abc", "before is a message sequence"),
-     ("q=" + "x" * 201, "at most 200")],
+    [
+        ("kind=gossip", "kind is one of"),
+        ("priority=urgent", "priority is info or important"),
+        ("agent=Not%20A%20Name", "is not a name"),
+        ("before=abc", "before is a message sequence"),
+        ("q=" + "x" * 201, "at most 200"),
+    ],
 )
 def test_a_bad_filter_is_refused_by_name(lobby, query, words):
     response = operator_client().get(f"/my-team/messages?{query}")
@@ -100,8 +106,8 @@ def test_pages_reach_every_message_once(lobby, lead, backend):
     older = re.search(r'href="/my-team/messages\?([^"]+)" data-older', first).group(1)
     second = _page(client, older.replace("&amp;", "&"))
     assert _ids(second) == sent[::-1][PAGE_SIZE:] and "data-older" not in second
-    assert 'data-newest' in second
-    assert 'data-live' in first and 'data-live' not in second  # only the newest page refreshes
+    assert "data-newest" in second
+    assert "data-live" in first and "data-live" not in second  # only the newest page refreshes
 
 
 def test_the_live_part_answers_with_the_same_filters(lobby, lead, backend):
@@ -162,14 +168,14 @@ def test_a_text_search_reads_a_bounded_span_and_older_searches_on(
 
 
 def _older(html: str) -> str:
-    return re.search(r'href="/my-team/messages\?([^"]+)" data-older', html).group(1).replace(
-        "&amp;", "&"
+    return (
+        re.search(r'href="/my-team/messages\?([^"]+)" data-older', html)
+        .group(1)
+        .replace("&amp;", "&")
     )
 
 
-def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(
-    lobby, lead, backend
-):
+def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(lobby, lead, backend):
     """Sends and copies interleaved across two pages, with a kind filter that keeps a third
     of them: every match once, newest first, from the two index reads merged."""
     matching = []
@@ -185,3 +191,44 @@ def test_an_agents_pages_merge_what_it_sent_and_received_with_a_second_filter(
     second = _page(client, _older(first))
     assert _ids(second) == matching[::-1][PAGE_SIZE:] and "data-older" not in second
     assert _ids(_page(client, "agent=lead&kind=request")) == matching[::-1][:PAGE_SIZE]
+
+
+def test_each_copy_says_how_far_it_got(lobby, lead: AgentClient, backend: AgentClient, make_agent):
+    """Stored, sent to the bridge, at the bridge, pushed into the session or typed into the
+    pane: from the delivery's own transport facts, instead of "pending" for all."""
+    from lobbies import presence
+    from lobbies.models import Agent, Connection, Delivery
+
+    make_agent("designer")
+    make_agent("tester")
+    make_agent("paned")
+    ids = {
+        name: lead.send(name, f"to {name}", f"r-{name}")["message_id"]
+        for name in ("backend", "designer", "tester", "paned")
+    }
+    now = timezone.now()
+    Delivery.objects.filter(message_id=ids["designer"]).update(pushed_at=now, pushed_generation=1)
+    Delivery.objects.filter(message_id=ids["tester"]).update(pushed_at=now, adapter_received_at=now)
+    Delivery.objects.filter(message_id=ids["paned"]).update(
+        pushed_at=now, adapter_received_at=now, notified_generation=1
+    )
+    paned = Agent.objects.get(agent_id="paned")
+    presence.open_connection(paned.pk, paned.runtime_generation)
+    Connection.objects.filter(agent=paned).update(transport="tmux")
+    html = _page(operator_client())
+    chips = dict(
+        re.findall(
+            r'data-recipient="([\w-]+)"><span class="who">[^<]*</span>\s*'
+            r'<span class="chip \w+">([^<]*)</span>',
+            html,
+        )
+    )
+    assert chips == {
+        "backend": "stored",
+        "designer": "sent to the bridge",
+        "tester": "at the bridge",
+        "paned": "typed into the pane",
+    }
+    Connection.objects.filter(agent=paned).update(transport="channel")
+    html = _page(operator_client())
+    assert "pushed into the session" in html and 'chip pending">pending<' not in html

@@ -145,7 +145,7 @@ def test_the_messages_page_filters_and_pages(hosted_broker, page: Page, look: st
     page.get_by_label("Text").fill("update 15:")
     page.get_by_role("button", name="Filter").click()
     expect(items).to_have_count(1)
-    expect(items.first.locator('[data-recipient="lead"] .chip')).to_have_text("pending")
+    expect(items.first.locator('[data-recipient="lead"] .chip')).to_have_text("stored")
     shoot(page, "filtered")
 
 
