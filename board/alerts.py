@@ -192,17 +192,25 @@ def _watch_agent(agent: Agent, watch: AgentWatch, now: datetime) -> int:
 
 
 def _settle_answered_messages(now: datetime) -> None:
-    waiting = OwnerAlert.objects.filter(reason=AlertReason.MESSAGE, settled_at__isnull=True)
-    ids = [a.message_id for a in waiting if a.message_id is not None]
-    if not ids:
-        return
-    answered = set(
-        Message.objects.filter(reply_to__in=ids, sender__agent_id=OWNER_SENDER).values_list(
-            "reply_to", flat=True
-        )
-    )
-    if answered:
-        waiting.filter(message_id__in=answered).update(settled_at=now)
+    """A message to `owner` is answered when the owner replies to it or writes to its
+    sender after it (the dashboard's reply box carries no reply_to)."""
+    for alert in OwnerAlert.objects.filter(reason=AlertReason.MESSAGE, settled_at__isnull=True):
+        owner_wrote = Message.objects.filter(lobby_id=alert.lobby_id, sender__agent_id=OWNER_SENDER)
+        answered = owner_wrote.filter(
+            Q(reply_to=alert.message_id)
+            | Q(deliveries__recipient__agent_id=alert.agent_id, created_at__gt=alert.created_at)
+        ).exists()
+        if answered:
+            OwnerAlert.objects.filter(pk=alert.pk).update(settled_at=now)
+
+
+SETTLED_KEPT = timedelta(days=7)
+
+
+def sweep_settled_alerts(now: datetime) -> dict[str, int]:
+    """The retention sweep's share: alerts settled and handled a week ago are history."""
+    old = OwnerAlert.objects.filter(settled_at__lte=now - SETTLED_KEPT, pushed_at__isnull=False)
+    return {"owner_alerts": old.delete()[0] if old.exists() else 0}
 
 
 # --- who gets what -------------------------------------------------------------------------

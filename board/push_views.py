@@ -24,6 +24,7 @@ from console.lobby_views import actor_of
 from console.pages import LobbyPage, lobby_page
 from console.web import PageRefusal, StrictForm, parse_json_post, site_of
 from lobbies.errors import BrokerError
+from lobbies.models import Lobby
 
 HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
@@ -68,7 +69,10 @@ def _clock(value: str, name: str) -> time | None:
 
 def service_worker(request: HttpRequest) -> HttpResponse:
     """The worker script, served from the lobby's pages so its scope is the lobby's."""
-    base = site_of(request).base
+    site = site_of(request)
+    if not Lobby.objects.filter(name=site.lobby).exists():
+        return render(request, "refused.html", {"message": "there is no such lobby"}, status=404)
+    base = site.base
     response = HttpResponse(
         render_to_string("board/service-worker.js", {"base": base}),
         content_type="text/javascript; charset=utf-8",

@@ -34,7 +34,7 @@ from lobbies.timers import Sweep, TickResult
 log = logging.getLogger("pocolobby.dispatch")
 
 # What the retention sweep removes besides the lobby store's expired rows.
-SWEEPS: tuple[Sweep, ...] = (sweep_expired,)
+SWEEPS: tuple[Sweep, ...] = (sweep_expired, alerts.sweep_settled_alerts)
 
 TICK_SECONDS = 0.25
 MIN_TICK_SPACING = 0.05

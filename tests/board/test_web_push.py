@@ -451,3 +451,53 @@ def test_a_wait_nobody_was_pushed_does_not_hold_back_the_next(
     backend.ok("set_owner_requests", count=1, line="asked again")
     assert alerts.push_pass(start + timedelta(seconds=5))["sent"] == 1
     assert [p["body"] for p in _payloads(service, device)] == ["asked again"]
+
+
+def test_a_message_to_the_owner_pushes_its_sender_not_its_words_until_the_owner_answers(
+    service: PushService, lobby: Lobby, lead: AgentClient, backend: AgentClient
+) -> None:
+    from console.actions.lobby_settings import Actor
+    from console.actions.owner_replies import reply_to_agent
+    from lobbies.models import Message
+
+    device = _subscribe(service)
+    sent = backend.send("lead", "the secret plan", "r-1", kind="question")
+    message = Message.objects.get(pk=sent["message_id"])
+    assert message.reply_expected
+    alerts.notify_owner_of_message(message)
+    alerts.push_pass()
+    [payload] = _payloads(service, device)
+    assert (payload["agent"], payload["reason"], payload["place"]) == (
+        "backend",
+        "message",
+        "messages",
+    )
+    assert "secret plan" not in json.dumps(payload)
+    reply_to_agent(
+        Actor.operator(),
+        lobby.pk,
+        to="backend",
+        content="Answered.",
+        important=False,
+        client_request_id="owner-1",
+    )
+    alerts.watch_lobbies()
+    assert OwnerAlert.objects.get(reason=AlertReason.MESSAGE).settled_at is not None
+
+
+def test_settled_alerts_leave_with_the_retention_sweep(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    backend.ok("set_owner_requests", count=1, line="one")
+    alerts.push_pass()
+    backend.ok("set_owner_requests", count=0, line="")
+    alerts.push_pass()
+    assert alerts.sweep_settled_alerts(timezone.now()) == {"owner_alerts": 0}
+    later = timezone.now() + timedelta(days=8)
+    assert alerts.sweep_settled_alerts(later) == {"owner_alerts": 1}
+    assert not OwnerAlert.objects.exists()
+
+
+def test_no_worker_for_a_lobby_that_does_not_exist(lobby: Lobby) -> None:
+    answer = Client(HTTP_HOST=LOCAL_HOST).get("/no-such-team/push/service-worker.js")
+    assert answer.status_code == 404
