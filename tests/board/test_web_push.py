@@ -501,3 +501,40 @@ def test_settled_alerts_leave_with_the_retention_sweep(
 def test_no_worker_for_a_lobby_that_does_not_exist(lobby: Lobby) -> None:
     answer = Client(HTTP_HOST=LOCAL_HOST).get("/no-such-team/push/service-worker.js")
     assert answer.status_code == 404
+
+
+def _preferences(**changes: Any) -> dict[str, Any]:
+    return {
+        "time_zone": "Europe/Berlin",
+        "quiet_from": "22:00",
+        "quiet_until": "07:00",
+        "mail_when_waiting": False,
+        "mail_after_minutes": 15,
+        **changes,
+    }
+
+
+def test_quiet_hours_are_kept_per_person_and_bad_ones_store_nothing(lobby: Lobby) -> None:
+    from board.models import AlertPreferences
+
+    client = operator_client()
+    for bad, words in (
+        (_preferences(time_zone="Mars/Olympus"), "not a time zone"),
+        (_preferences(quiet_from="25:00"), "HH:MM"),
+        (_preferences(quiet_until=""), "both a start and an end"),
+        (_preferences(mail_when_waiting=True), "no address to mail"),
+        (_preferences(mail_after_minutes=0), "between 1 and 1440"),
+    ):
+        answer = _send(client, "POST", "/my-team/push/preferences", bad)
+        assert answer.status_code == 400 and words in answer.json()["error"]["message"], bad
+    assert not AlertPreferences.objects.exists()
+    answer = _send(client, "POST", "/my-team/push/preferences", _preferences())
+    assert answer.status_code == 200, answer.content
+    saved = AlertPreferences.objects.get(account=None)
+    assert (saved.time_zone, saved.quiet_from, saved.quiet_until) == (
+        "Europe/Berlin",
+        time(22, 0),
+        time(7, 0),
+    )
+    page = client.get("/my-team/").content.decode()
+    assert 'value="22:00"' in page and 'value="Europe/Berlin"' in page
