@@ -538,3 +538,9 @@ def test_quiet_hours_are_kept_per_person_and_bad_ones_store_nothing(lobby: Lobby
     )
     page = client.get("/my-team/").content.decode()
     assert 'value="22:00"' in page and 'value="Europe/Berlin"' in page
+
+
+def test_settings_open_with_notifications(lobby: Lobby) -> None:
+    page = operator_client().get("/my-team/settings").content.decode()
+    assert page.index('id="notifications"') < page.index('id="rooms"')
+    assert 'id="viewer-notifications"' in page
