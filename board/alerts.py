@@ -104,7 +104,9 @@ def settle_waiting_handover(lobby: Lobby, agent_id: str) -> int:
 
 def notify_owner_of_message(message: Message) -> OwnerAlert | None:
     """A message to `owner` that expects a reply: queue a push naming its sender (never its
-    words). Settled when the owner replies to it. Call inside the send's transaction."""
+    words). Settled when the owner replies to it or writes to its sender. Call inside the
+    send's transaction; today the send action refuses `owner` as a recipient, so nothing
+    calls it yet."""
     if not message.reply_expected or message.sender is None:
         return None
     return _queue(
