@@ -54,3 +54,26 @@ def test_the_old_address_under_settings_redirects_to_the_activity_page(lobby):
     assert answer["Location"] == "/my-team/activity?page=2"
     page = operator_browser().get("/my-team/").content.decode()
     assert 'href="/my-team/activity"' in page
+
+
+def test_every_lobby_shows_the_brokers_restores(lobby):
+    AuditEvent.objects.create(
+        actor_kind="operator",
+        action="restore_started",
+        target="incarnation",
+        detail={
+            "restored_from": "/backups/b1",
+            "backup_taken_at": "2026-12-01T03:15:00Z",
+            "new_tokens": 2,
+        },
+        created_at=timezone.now(),
+    )
+    AuditEvent.objects.create(
+        actor_kind="operator",
+        action="restore_finished",
+        target="incarnation",
+        created_at=timezone.now() + timedelta(seconds=1),
+    )
+    page = operator_browser().get("/my-team/activity").content.decode()
+    assert "The operator restored the broker from /backups/b1" in page
+    assert "The operator finished the restore: agents are admitted again" in page
