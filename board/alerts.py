@@ -147,6 +147,29 @@ def _changed(agent: Agent) -> bool:
     return _seen(agent) != last
 
 
+def _anything_changed() -> bool:
+    """The cheap check every pass makes: plain values, no model instances."""
+    rows = (
+        _watched_agents()
+        .values_list(
+            "enabled",
+            "owner_request_count",
+            "owner_request_line",
+            "notification_attention_required",
+            "owner_watch__request_count",
+            "owner_watch__request_line",
+            "owner_watch__attention",
+        )
+        .order_by()
+    )
+    for enabled, count, line, attention, seen_count, seen_line, seen_attention in rows:
+        count = count if enabled else 0
+        now_seen = (count, line if count else "", bool(attention and enabled))
+        if now_seen != (seen_count or 0, seen_line or "", bool(seen_attention)):
+            return True
+    return False
+
+
 def watch_lobbies(now: datetime | None = None) -> int:
     """Turn changes since the last pass into alerts and settle answered ones; returns how
     many alerts it queued. Only a change makes an alert: an agent repeating the same
@@ -155,7 +178,7 @@ def watch_lobbies(now: datetime | None = None) -> int:
     waiting_messages = OwnerAlert.objects.filter(
         reason=AlertReason.MESSAGE, settled_at__isnull=True
     ).exists()
-    if not waiting_messages and not any(_changed(a) for a in _watched_agents()):
+    if not waiting_messages and not _anything_changed():
         return 0
     queued = 0
     with transaction.atomic():
