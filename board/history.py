@@ -16,7 +16,19 @@ from django.http import QueryDict
 
 from board.models import BoardConfig
 from lobbies.errors import bad_request
-from lobbies.models import Agent, Delivery, Kind, Lobby, Message, Priority, Room, Scope
+from lobbies.models import (
+    Agent,
+    Connection,
+    Delivery,
+    DeliveryState,
+    Kind,
+    Lobby,
+    Message,
+    Priority,
+    Room,
+    Scope,
+    Transport,
+)
 from lobbies.names import OWNER_SENDER, is_name
 
 PAGE_SIZE = 25  # a phone's few screens; rendering, not the query, is a page's cost
@@ -88,6 +100,9 @@ class RecipientLine:
     state: str
     held_reason: str | None
     seen_at: datetime | None
+    # How far a pending copy got: "stored", "sent to the bridge", "at the bridge",
+    # "pushed into the session" or "typed into the pane"; "acknowledged" once seen.
+    label: str = ""
 
     @property
     def seen_iso(self) -> str:
@@ -96,6 +111,39 @@ class RecipientLine:
     @property
     def seen_clock(self) -> str:
         return _clock(self.seen_at)
+
+
+def _transports(agent_pks: set[int]) -> dict[int, str]:
+    """Each recipient's latest bridge transport (channel or tmux), for how a notice lands."""
+    found: dict[int, str] = {}
+    for agent_pk, transport in (
+        Connection.objects.filter(agent_id__in=agent_pks)
+        .order_by("agent_id", "-connected_at")
+        .values_list("agent_id", "transport")
+    ):
+        found.setdefault(agent_pk, transport)
+    return found
+
+
+def _delivery_label(
+    state: str,
+    pushed_at: datetime | None,
+    received_at: datetime | None,
+    written_generation: int | None,
+    transport: str | None,
+) -> str:
+    """What happened to one copy, in the owner's words, from the delivery's own facts."""
+    if state == DeliveryState.SEEN:
+        return "acknowledged"
+    if state == DeliveryState.HELD:
+        return "held"
+    if written_generation is not None:
+        return "typed into the pane" if transport == Transport.TMUX else "pushed into the session"
+    if received_at is not None:
+        return "at the bridge"
+    if pushed_at is not None:
+        return "sent to the bridge"
+    return "stored"
 
 
 @dataclass(frozen=True)
@@ -183,8 +231,17 @@ def _condition(lobby: Lobby, filters: Filters, first: int, since: datetime, via:
 
 
 _FIELDS = (
-    "pk", "sequence", "sender_name", "scope", "room_name", "addressed_to", "kind", "priority",
-    "content", "content_bytes", "created_at",
+    "pk",
+    "sequence",
+    "sender_name",
+    "scope",
+    "room_name",
+    "addressed_to",
+    "kind",
+    "priority",
+    "content",
+    "content_bytes",
+    "created_at",
 )
 
 
@@ -216,9 +273,7 @@ def _newest(lobby: Lobby, filters: Filters, first: int, since: datetime) -> list
 
 def _first_id(lobby: Lobby, first: int) -> int:
     """The id of the window's first message: the copies' scan stops there."""
-    found = (
-        Message.objects.filter(lobby=lobby, sequence=first).values_list("pk", flat=True).first()
-    )
+    found = Message.objects.filter(lobby=lobby, sequence=first).values_list("pk", flat=True).first()
     return found or 0
 
 
@@ -247,12 +302,25 @@ def message_page(
         searched_from = None
     rows = rows[:PAGE_SIZE]
     recipients: dict[int, list[RecipientLine]] = {m.pk: [] for m in rows}
-    for message_id, agent_id, state, reason, seen_at in (
+    copies = list(
         Delivery.objects.filter(message_id__in=list(recipients))
         .order_by("recipient__agent_id")
-        .values_list("message_id", "recipient__agent_id", "state", "held_reason", "agent_seen_at")
-    ):
-        recipients[message_id].append(RecipientLine(agent_id, state, reason, seen_at))
+        .values_list(
+            "message_id",
+            "recipient_id",
+            "recipient__agent_id",
+            "state",
+            "held_reason",
+            "agent_seen_at",
+            "pushed_at",
+            "adapter_received_at",
+            "notified_generation",
+        )
+    )
+    transports = _transports({copy[1] for copy in copies})
+    for message_id, pk, agent_id, state, reason, seen_at, pushed, received, written in copies:
+        label = _delivery_label(state, pushed, received, written, transports.get(pk))
+        recipients[message_id].append(RecipientLine(agent_id, state, reason, seen_at, label))
     lines = [
         MessageLine(
             message_id=m.pk,

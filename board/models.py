@@ -12,6 +12,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from console.models import Account
 from lobbies.models import Agent, ArchivedRoom, Lobby, Room, closed_set
 
 
@@ -44,6 +45,8 @@ class BoardConfig(models.Model):
     summary_effort = models.CharField(max_length=8, choices=Effort.choices, default=Effort.LOW)
     # A public dashboard shows who sent what to whom; the words only when the owner says so.
     public_message_contents = models.BooleanField(default=False)
+    # Listed viewers may turn on this lobby's pushes on their own devices.
+    viewers_get_notifications = models.BooleanField(default=False)
     updated_at = models.DateTimeField()
 
     class Meta:
@@ -271,3 +274,131 @@ class TokenSession(models.Model):
 
     def __str__(self) -> str:
         return f"tokens of {self.agent_id} in {self.session_id} on {self.day}"
+
+
+# --- The owner in the loop: Web Push to their devices and mail when something still waits ---
+
+
+class AlertReason(models.TextChoices):
+    OWNER_REQUEST = "owner_request"  # an agent set or changed its owner requests
+    MESSAGE = "message"  # a message to `owner` expects a reply
+    HANDOVER = "handover"  # a new conversation waits to take over an agent
+    ATTENTION = "attention"  # an agent reached notification_attention_required
+
+
+class OwnerAlert(models.Model):
+    """One thing that started waiting on the owner: the queue the serve loop sends from.
+
+    Written by the watch pass (or a hook) in a transaction; pushed and mailed only by the
+    loop, after commit. `settled_at` is set when the wait is answered or replaced.
+    """
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="owner_alerts")
+    agent_id = models.CharField(max_length=40)
+    reason = models.CharField(max_length=16, choices=AlertReason.choices)
+    line = models.CharField(max_length=300, blank=True, default="")
+    message_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    pushed_at = models.DateTimeField(null=True, blank=True)  # handled: sent, coalesced or quiet
+    mailed_at = models.DateTimeField(null=True, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=closed_set("reason", AlertReason), name="alert_reason")
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"], name="alert_unpushed", condition=Q(pushed_at__isnull=True)
+            ),
+            models.Index(
+                fields=["created_at"], name="alert_open", condition=Q(settled_at__isnull=True)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason} of {self.agent_id} in {self.lobby_id}"
+
+
+class AgentWatch(models.Model):
+    """What the watch pass last saw of an agent, so a change (not a repeat) makes an alert."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="owner_watch")
+    request_count = models.PositiveSmallIntegerField(default=0)
+    request_line = models.CharField(max_length=300, blank=True, default="")
+    attention = models.BooleanField(default=False)
+    last_push_at = models.DateTimeField(null=True, blank=True)  # coalescing: one a minute
+
+    def __str__(self) -> str:
+        return f"watch of {self.agent_id}"
+
+
+class PushSubscription(models.Model):
+    """One browser on one device that asked for this lobby's pushes.
+
+    `account` is null for the local operator (a local broker has no accounts).
+    """
+
+    lobby = models.ForeignKey(Lobby, on_delete=models.CASCADE, related_name="push_subscriptions")
+    account = models.ForeignKey(
+        Account,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="push_subscriptions",
+    )
+    endpoint = models.URLField(max_length=1000)
+    p256dh = models.CharField(max_length=200)
+    auth = models.CharField(max_length=100)
+    created_at = models.DateTimeField()
+    last_pushed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["lobby", "endpoint"], name="push_endpoint_per_lobby")
+        ]
+
+    def __str__(self) -> str:
+        return f"push subscription {self.pk} in {self.lobby_id}"
+
+
+class AlertPreferences(models.Model):
+    """One person's quiet hours (in their own time zone) and mail opt-in.
+
+    `account` null is the local operator (who has no address, so gets no mail).
+    """
+
+    account = models.OneToOneField(
+        Account,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="alert_preferences",
+    )
+    time_zone = models.CharField(max_length=64, default="UTC")
+    quiet_from = models.TimeField(null=True, blank=True)
+    quiet_until = models.TimeField(null=True, blank=True)
+    mail_when_waiting = models.BooleanField(default=False)
+    mail_after_minutes = models.PositiveSmallIntegerField(default=15)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mail_after_minutes__gte=1) & Q(mail_after_minutes__lte=1440),
+                name="alert_mail_after_range",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"alert preferences of {self.account_id or 'the local operator'}"
+
+
+class VapidKey(models.Model):
+    """The broker's VAPID key on PostgreSQL (SQLite keeps it in a 0600 file instead)."""
+
+    private_pem = models.TextField()
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return "VAPID key"

@@ -611,6 +611,7 @@ def settings_page(lobby: Lobby) -> dict[str, Any]:
         **console_selectors.owner_controls_of(lobby),
         "visibility": config.visibility if config else Visibility.PRIVATE,
         "public_message_contents": bool(config and config.public_message_contents),
+        "viewers_get_notifications": bool(config and config.viewers_get_notifications),
         "summary_model": config.summary_model if config else SummaryModel.HAIKU,
         "summary_effort": config.summary_effort if config else Effort.LOW,
         "models": SummaryModel.choices,

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from board import actions, selectors
+from board.alert_settings import preferences_of
 from console import selectors as console_selectors
 from console.forms import (
     AppearanceForm,
@@ -42,6 +43,7 @@ def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
             hosted=hosted(),
             services=console_selectors.services(),
             attachments=lobby_attachments(page.lobby, limit=50),
+            alert_preferences=preferences_of(page.visitor.account),
         ),
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import hand_over, message_views, replies, settings_views, views
+from board import hand_over, message_views, push_views, replies, settings_views, views
 from lobbies.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
@@ -27,5 +27,11 @@ urlpatterns = [
     path("settings/summary", settings_views.summary),
     path("settings/notes-source", settings_views.notes_source),
     path("settings/public-contents", settings_views.public_contents),
+    path("settings/viewer-notifications", push_views.viewer_notifications),
+    path("push/service-worker.js", push_views.service_worker, name="push-service-worker"),
+    path("push/key", push_views.key, name="push-key"),
+    path("push/subscriptions", push_views.subscriptions, name="push-subscriptions"),
+    path("push/preferences", push_views.preferences, name="push-preferences"),
+    path("push/unsubscribe/<str:token>", push_views.unsubscribe, name="push-unsubscribe"),
     path("", include("console.lobby_urls")),
 ]

@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from board import selectors
+from board.alert_settings import may_get_pushes, preferences_of
 from board.refresh import Picture, on_dashboard_opened, picture_of
 from board.summary import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
@@ -57,6 +58,13 @@ def _accounts(page: LobbyPage) -> dict[str, Any]:
     }
 
 
+def _notifications(page: LobbyPage) -> dict[str, Any]:
+    """This device's notifications card, for those who may have the lobby's pushes."""
+    allowed = may_get_pushes(page.visitor, page.lobby)
+    preferences = preferences_of(page.visitor.account) if allowed else None
+    return {"push_allowed": allowed, "alert_preferences": preferences}
+
+
 @dashboard_page
 def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     _opened(page)
@@ -67,6 +75,7 @@ def dashboard(request: HttpRequest, page: LobbyPage) -> HttpResponse:
         page.context(
             picture=picture,
             daily_ceiling_usd=DAILY_CEILING_USD,
+            **_notifications(page),
             **_waiting(page),
             **_agents(page, picture),
             **_accounts(page),

@@ -125,7 +125,7 @@ class LobbyAdmin(AuditedAdmin):
         origin = lobby_origin(lobby.name)
         return format_html(
             '<a href="{}/">dashboard</a> · <a href="{}/settings">settings</a> · '
-            '<a href="{}/settings/activity">activity</a>',
+            '<a href="{}/activity">activity</a>',
             origin,
             origin,
             origin,

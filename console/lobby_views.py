@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 
@@ -112,6 +118,13 @@ def activity_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "console/activity.html", page.context(listing=listing, lines=lines))
 
 
+def activity_moved(request: HttpRequest) -> HttpResponse:
+    """The activity page's old address (under settings) answers with where it is now."""
+    query = request.META.get("QUERY_STRING", "")
+    target = f"{site_of(request).base}/activity" + (f"?{query}" if query else "")
+    return HttpResponsePermanentRedirect(target)
+
+
 @lobby_page(settings=True)
 def create_room(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     form = parse_json_post(request, CreateRoomForm)
@@ -203,9 +216,7 @@ def agent_permissions(request: HttpRequest, page: LobbyPage) -> JsonResponse:
         manage_rooms=form.manage_rooms,
     )
     granted = [p for p in ("broadcast", "manage_rooms") if getattr(agent, p)]
-    return json_ok(
-        message=f"saved the permissions of {form.agent}: {', '.join(granted) or 'none'}"
-    )
+    return json_ok(message=f"saved the permissions of {form.agent}: {', '.join(granted) or 'none'}")
 
 
 @lobby_page(settings=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Prefetch
+from django.db.models import Count, Prefetch, Q
 
 from console import mail
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
@@ -15,6 +15,7 @@ from lobbies.models import (
     ActorKind,
     Agent,
     ArchivedRoom,
+    AuditAction,
     AuditEvent,
     Lobby,
     Message,
@@ -269,6 +270,14 @@ def _phrase(event: AuditEvent) -> str:
             return f"approved repository {t}"
         case "repository_withdrawn":
             return f"withdrew repository {t}"
+        case "restore_started":
+            source = d.get("restored_from") or "a backup"
+            return (
+                f"restored the broker from {source} (taken {d.get('backup_taken_at') or '?'}): "
+                f"agents need the new tokens ({d.get('new_tokens', 0)} issued)"
+            )
+        case "restore_finished":
+            return "finished the restore: agents are admitted again"
         case "account_created" | "account_disabled" | "account_enabled":
             return f"{event.action.split('_')[1]} account {t}"
     return f"{event.action.replace('_', ' ')} {t}".strip()
@@ -291,7 +300,13 @@ class ActivityLine:
 
 
 def activity(lobby: Lobby, number: str | int | None) -> tuple[Page[AuditEvent], list[ActivityLine]]:
-    """The lobby's audit events, newest first, fifty a page."""
-    events = AuditEvent.objects.filter(lobby_name=lobby.name).order_by("-created_at", "-pk")
+    """The lobby's audit events and the broker's restores (every lobby lived through them),
+    newest first, fifty a page."""
+    restores = Q(
+        lobby_name="", action__in=[AuditAction.RESTORE_STARTED, AuditAction.RESTORE_FINISHED]
+    )
+    events = AuditEvent.objects.filter(Q(lobby_name=lobby.name) | restores).order_by(
+        "-created_at", "-pk"
+    )
     page = Paginator(events, ACTIVITY_PAGE_SIZE).get_page(number)
     return page, [ActivityLine(e.created_at, sentence(e)) for e in page.object_list]

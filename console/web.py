@@ -78,11 +78,15 @@ def clear_host_cookie(response: HttpResponse, name: str) -> None:
 
 
 def parse_json_post(
-    request: HttpRequest, form: type[Form], *, max_bytes: int = MAX_FORM_BYTES
+    request: HttpRequest,
+    form: type[Form],
+    *,
+    max_bytes: int = MAX_FORM_BYTES,
+    method: str = "POST",
 ) -> Form:
     """The route's fields from a JSON body sent by this page's exact origin, or a refusal."""
-    if request.method != "POST":
-        raise PageRefusal(405, "this address takes a POST", "method_not_allowed")
+    if request.method != method:
+        raise PageRefusal(405, f"this address takes a {method}", "method_not_allowed")
     expected = page_origin(request.get_host())
     origin = request.headers.get("Origin", "")
     if origin != expected:
@@ -122,7 +126,7 @@ def describe(error: ValidationError) -> str:
 
 def refusal_response(request: HttpRequest, refusal: PageRefusal) -> HttpResponse:
     """JSON for the page's script, a small page for a browser's navigation."""
-    if request.method == "POST" or request.headers.get("HX-Request"):
+    if request.method in ("POST", "DELETE") or request.headers.get("HX-Request"):
         return JsonResponse(
             {"error": {"code": refusal.code, "message": refusal.message}}, status=refusal.status
         )

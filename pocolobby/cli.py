@@ -497,6 +497,50 @@ STATUS_COLUMNS = [
 ]
 
 
+# The default view fits 100 columns: short headings, idle as a duration, held notices in
+# the held column; `--wide` shows STATUS_COLUMNS as the API names them.
+NARROW_COLUMNS = ["agent", "on", "conn", "pending", "imp", "held", "idle", "attn", "via"]
+AGENT_CHARS = 30
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def _narrow(agent: dict[str, Any]) -> dict[str, str]:
+    """One agent's row of the default view; held counts held messages and says when the
+    agent's notices are held too."""
+    name = str(agent["agent_id"])
+    if len(name) > AGENT_CHARS:
+        name = name[: AGENT_CHARS - 1] + "…"
+    held = str(agent.get("held") or 0)
+    if agent.get("notices_held"):
+        held += "+notices"
+    return {
+        "agent": name,
+        "on": _yes(agent.get("enabled")),
+        "conn": _yes(agent.get("connected")),
+        "pending": str(agent.get("pending") or 0),
+        "imp": str(agent.get("important") or 0),
+        "held": held,
+        "idle": _duration(agent.get("idle_seconds")),
+        "attn": "YES" if agent.get("notification_attention_required") else "-",
+        "via": str(agent.get("transport") or "-"),
+    }
+
+
 def status_cmd(args: argparse.Namespace) -> int:
     data = _call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
     if args.json:
@@ -511,13 +555,16 @@ def status_cmd(args: argparse.Namespace) -> int:
         )
     for lobby in data["lobbies"]:
         print(f"lobby {shown(lobby['name'])}")
-        print(_table(lobby["agents"], STATUS_COLUMNS))
+        if args.wide:
+            print(_table(lobby["agents"], STATUS_COLUMNS))
+        else:
+            print(_table([_narrow(a) for a in lobby["agents"]], NARROW_COLUMNS))
         for agent in lobby["agents"]:
             waiting = agent.get("waiting")
             if waiting:
                 print(
                     f"  a new conversation is waiting to take over {agent['agent_id']} since "
-                    f"{waiting['since']} (runtime {waiting['runtime_id']}): "
+                    f"{shown(waiting['since'])} (runtime {shown(waiting['runtime_id'])}): "
                     f"pocolobby agent hand-over {lobby['name']} {agent['agent_id']}"
                 )
             elif agent.get("runtime_released_at"):
@@ -811,6 +858,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
     p.add_argument("lobby", nargs="?")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--wide", action="store_true", help="every column, as the API names them (over 100)"
+    )
     p.set_defaults(func=status_cmd)
 
     p = sub.add_parser(

@@ -1,4 +1,5 @@
-"""The loops `pocolobby serve` runs beside the server: the dispatcher and presence.
+"""The loops `pocolobby serve` runs beside the server: the dispatcher, presence and the
+owner's alerts (Web Push and still-waiting mail, board/alerts.py).
 
 The dispatcher runs the lobby timers (lobbies/timers.py) with the console's expiry sweep
 composed in, in one process at a time (Leadership); presence vouches for this process's
@@ -8,8 +9,10 @@ sockets. Both start on the server's event loop once its sockets listen.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +21,11 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from board import alert_mail, alerts
+from board.vapid import broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
+from lobbies.actions.restore import access_closed
 from lobbies.consumers import LOCAL
 from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
 from lobbies.presence import heartbeat
@@ -28,7 +34,7 @@ from lobbies.timers import Sweep, TickResult
 log = logging.getLogger("pocolobby.dispatch")
 
 # What the retention sweep removes besides the lobby store's expired rows.
-SWEEPS: tuple[Sweep, ...] = (sweep_expired,)
+SWEEPS: tuple[Sweep, ...] = (sweep_expired, alerts.sweep_settled_alerts)
 
 TICK_SECONDS = 0.25
 MIN_TICK_SPACING = 0.05
@@ -36,6 +42,9 @@ GROUP_REFRESH_SECONDS = 600
 BEAT_SECONDS = 15
 # Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
 LEADER_LOCK_KEY = 0x506F4C62_00000001
+# ... and the one naming "the owner's alerts": pushes and mail go out from one process.
+ALERTS_LOCK_KEY = 0x506F4C62_00000002
+ALERT_SECONDS = 2.0
 
 
 class Leadership:
@@ -47,7 +56,8 @@ class Leadership:
     process: always leader.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, key: int = LEADER_LOCK_KEY) -> None:
+        self.key = key
         self.connection: Any = None
         self.leading = False
 
@@ -73,12 +83,10 @@ class Leadership:
             if self.leading:
                 self.connection.execute("SELECT 1")  # the lock lives as long as this session
                 return True
-            row = self.connection.execute(
-                "SELECT pg_try_advisory_lock(%s)", [LEADER_LOCK_KEY]
-            ).fetchone()
+            row = self.connection.execute("SELECT pg_try_advisory_lock(%s)", [self.key]).fetchone()
             self.leading = bool(row[0])
             if self.leading:
-                log.info("this process runs the dispatcher's timers")
+                log.info("this process holds lock %x (the dispatcher's or the alerts')", self.key)
             return self.leading
         except Exception:
             log.warning("lost the dispatcher lock's connection", exc_info=True)
@@ -188,7 +196,77 @@ async def run_presence() -> None:
             log.exception("presence heartbeat failed")
 
 
+@dataclass
+class AlertWork:
+    """One alerts pass: what the database step found to send."""
+
+    pushes: list[alerts.Push] = field(default_factory=list)
+    mails: list[alert_mail.WaitingMail] = field(default_factory=list)
+    vapid: Any = None
+
+
+def _find_alert_work() -> AlertWork:
+    close_old_connections()
+    if access_closed():  # restore mode: nothing goes out until the operator finishes it
+        return AlertWork()
+    alerts.watch_lobbies()
+    work = AlertWork(alerts.take_pushes(), alert_mail.due_mail())
+    if work.pushes:
+        work.vapid = broker_vapid()
+    return work
+
+
+def _send_alert_work(work: AlertWork) -> tuple[list[alerts.Sent], list[int]]:
+    """The network half: no database here."""
+    sent = alerts.send_pushes(work.pushes, work.vapid)
+    mailed = [
+        pk for mail in work.mails if alert_mail.send_waiting_mail(mail) for pk in mail.alert_ids
+    ]
+    return sent, mailed
+
+
+def _record_alert_work(sent: list[alerts.Sent], mailed: list[int]) -> None:
+    alerts.record_sends(sent)
+    alert_mail.record_mailed(mailed)
+
+
+async def run_alerts() -> None:
+    """Every two seconds, in one process at a time: the owner's pushes and mail.
+
+    The database steps run where all database work runs (on SQLite, its one thread); the
+    pushes and mail go out on a thread of their own, so a slow push or mail service never
+    holds up requests, sockets or the dispatcher's timers. Its own lock, apart from the
+    dispatcher's.
+    """
+    leadership = Leadership(ALERTS_LOCK_KEY)
+    hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
+    find = database_sync_to_async(_find_alert_work, thread_sensitive=False)
+    record = database_sync_to_async(_record_alert_work, thread_sensitive=False)
+    loop = asyncio.get_running_loop()
+    sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alerts")
+    try:
+        while True:
+            try:
+                if await hold():
+                    work = await find()
+                    if work.pushes or work.mails:
+                        sent, mailed = await loop.run_in_executor(sender, _send_alert_work, work)
+                        await record(sent, mailed)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the owner's alerts pass failed; retrying")
+            await asyncio.sleep(ALERT_SECONDS)
+    finally:
+        leadership.release()
+        sender.shutdown(wait=False)
+
+
 def start_loops() -> list[asyncio.Task[None]]:
     """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
     SERVER_LOOP["loop"] = asyncio.get_running_loop()
-    return [asyncio.ensure_future(run_dispatcher()), asyncio.ensure_future(run_presence())]
+    return [
+        asyncio.ensure_future(run_dispatcher()),
+        asyncio.ensure_future(run_presence()),
+        asyncio.ensure_future(run_alerts()),
+    ]

@@ -53,6 +53,14 @@ if POCOLOBBY_DOMAIN:
 POCOLOBBY_SIGN_IN_FLOOR_SECONDS = float(os.environ.get("POCOLOBBY_SIGN_IN_FLOOR_SECONDS", "1.0"))
 POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS", "0"))
 
+# Push endpoints admitted although their host is private or loopback (`host:port`, commas):
+# for tests and private push services (board/push_endpoints.py).
+POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
+    item.strip().lower()
+    for item in os.environ.get("POCOLOBBY_PUSH_ENDPOINT_ALLOW", "").split(",")
+    if item.strip()
+)
+
 # Mail for sign-in codes: Postmark when POSTMARK_TOKEN is set (console/mail.py).
 POSTMARK_TOKEN = os.environ.get("POSTMARK_TOKEN", "")
 POCOLOBBY_MAIL_FROM = os.environ.get("POCOLOBBY_MAIL_FROM", "")

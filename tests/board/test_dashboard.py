@@ -89,7 +89,7 @@ def test_each_row_gives_the_agents_latest_activity_and_idle_time(
         html = operator_client().get("/my-team/parts/agents").content.decode()
     idle = dict(re.findall(r'data-agent="([^"]+)">.*?data-idle-seconds="(\d+)"', html, re.S))
     assert idle == {"backend": str(42 * 60), "lead": str(45 * 60)}
-    assert "idle 42 min" in html and "idle 45 min" in html
+    assert "last active 42 min ago" in html and "last active 45 min ago" in html
 
 
 def test_disabled_agents_have_no_row_and_no_waiting_item(
@@ -240,3 +240,16 @@ def test_each_row_names_its_transport_and_a_tmux_bridges_held_notices_escaped(
     assert "<script>alert" not in html and "pane busy &lt;script&gt;" in html
     # the chip keeps its precedence: held notices are a transport fact, not a state
     assert chips(html)["backend"] == chips(html)["lead"]
+
+
+def test_an_agent_without_a_bridge_reads_as_away_for_a_reason_not_idle(
+    lead: AgentClient, backend: AgentClient
+) -> None:
+    """Not "Away · idle 0 min · last seen 16 s ago": the row says why it is away and that it
+    was active just now."""
+    backend.send("lead", "sent over HTTP, no bridge", "r-away")
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    row = re.search(r'data-agent="backend">.*?</li>', html, re.S).group(0)
+    assert chips(html)["backend"] == "Away"
+    assert "no bridge connected" in row and "active just now" in row
+    assert "idle 0 min" not in row

@@ -47,7 +47,9 @@ def test_the_days_traffic_reads_newest_first_with_each_recipients_state(
     assert _ids(html) == [second, first]  # the 25-hour-old one is out of the window
     assert "&lt;b&gt;bold&lt;/b&gt; plan" in html and "<b>bold</b>" not in html
     seen = re.search(rf'data-message="{first}".*?</li>\s*</ul>', html, re.S).group(0)
-    assert 'data-recipient="backend"' in seen and '<span class="chip seen">seen</span>' in seen
+    assert (
+        'data-recipient="backend"' in seen and '<span class="chip seen">acknowledged</span>' in seen
+    )
     assert "<time" in seen.split('data-recipient="backend"')[1]
     held = re.search(rf'data-message="{second}".*?</li>\s*</ul>', html, re.S).group(0)
     assert "held: recipient disabled" in held and "chip important" in held
@@ -200,3 +202,44 @@ def test_a_bidi_override_in_a_message_is_isolated_to_that_message(lobby, lead, b
     assert '<p class="content"><bdi>invoice \u202egpj.exe</bdi></p>' in html
     assert re.search('<bdi class="opening">start \u202e', html)
     assert re.search('<p class="whole"><bdi>start \u202e', html)
+
+
+def test_each_copy_says_how_far_it_got(lobby, lead: AgentClient, backend: AgentClient, make_agent):
+    """Stored, sent to the bridge, at the bridge, pushed into the session or typed into the
+    pane: from the delivery's own transport facts, instead of "pending" for all."""
+    from lobbies import presence
+    from lobbies.models import Agent, Connection, Delivery
+
+    make_agent("designer")
+    make_agent("tester")
+    make_agent("paned")
+    ids = {
+        name: lead.send(name, f"to {name}", f"r-{name}")["message_id"]
+        for name in ("backend", "designer", "tester", "paned")
+    }
+    now = timezone.now()
+    Delivery.objects.filter(message_id=ids["designer"]).update(pushed_at=now, pushed_generation=1)
+    Delivery.objects.filter(message_id=ids["tester"]).update(pushed_at=now, adapter_received_at=now)
+    Delivery.objects.filter(message_id=ids["paned"]).update(
+        pushed_at=now, adapter_received_at=now, notified_generation=1
+    )
+    paned = Agent.objects.get(agent_id="paned")
+    presence.open_connection(paned.pk, paned.runtime_generation)
+    Connection.objects.filter(agent=paned).update(transport="tmux")
+    html = _page(operator_client())
+    chips = dict(
+        re.findall(
+            r'data-recipient="([\w-]+)"><span class="who">[^<]*</span>\s*'
+            r'<span class="chip \w+">([^<]*)</span>',
+            html,
+        )
+    )
+    assert chips == {
+        "backend": "stored",
+        "designer": "sent to the bridge",
+        "tester": "at the bridge",
+        "paned": "typed into the pane",
+    }
+    Connection.objects.filter(agent=paned).update(transport="channel")
+    html = _page(operator_client())
+    assert "pushed into the session" in html and 'chip pending">pending<' not in html

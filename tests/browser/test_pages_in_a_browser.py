@@ -145,7 +145,7 @@ def test_the_messages_page_filters_and_pages(hosted_broker, page: Page, look: st
     page.get_by_label("Text").fill("update 15:")
     page.get_by_role("button", name="Filter").click()
     expect(items).to_have_count(1)
-    expect(items.first.locator('[data-recipient="lead"] .chip')).to_have_text("pending")
+    expect(items.first.locator('[data-recipient="lead"] .chip')).to_have_text("stored")
     shoot(page, "filtered")
 
 
@@ -168,7 +168,7 @@ def test_axe_finds_nothing_serious_on_any_page(hosted_broker, page: Page, look: 
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/")
     found = {}
     base = hosted_broker.lobby_url(lobby)
-    for path in ("/", "/messages", "/tokens", "/settings", "/settings/activity"):
+    for path in ("/", "/messages", "/tokens", "/settings", "/activity"):
         page.goto(f"{base}{path}")
         page.wait_for_load_state()
         if path == "/":  # with a reply box open, as an owner answering sees it

@@ -111,8 +111,21 @@ def test_agent_list_and_status_show_the_agent(module_broker: Broker, tmp_path: P
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
     assert lines[0] == "lobby list-team"
-    assert "notification_attention_required" in lines[1]
+    assert lines[1].split() == [
+        "agent",
+        "on",
+        "conn",
+        "pending",
+        "imp",
+        "held",
+        "idle",
+        "attn",
+        "via",
+    ]
     assert [line.split()[0] for line in lines[2:]] == ["backend", "frontend"]
+    assert max(len(line) for line in lines) <= 100
+    wide = broker.cli("status", "list-team", "--wide").stdout.splitlines()
+    assert "notification_attention_required" in wide[1] and "runtime_id" in wide[1]
 
     everything = broker.cli("status", "--json")
     assert everything.returncode == 0, everything.stderr
@@ -312,11 +325,11 @@ def test_status_shows_each_agents_connection_and_pending_and_important_counts(
     assert status.returncode == 0, status.stderr
     header, *rows = status.stdout.splitlines()[1:]
     columns = header.split()
-    assert columns[:6] == ["agent_id", "enabled", "connected", "pending", "important", "held"]
+    assert columns[:6] == ["agent", "on", "conn", "pending", "imp", "held"]
     table = {row.split()[0]: dict(zip(columns, row.split(), strict=False)) for row in rows}
-    assert table["backend"]["connected"] == "False"
-    assert (table["backend"]["pending"], table["backend"]["important"]) == ("3", "2")
-    assert (table["lead"]["pending"], table["lead"]["important"]) == ("0", "0")
+    assert table["backend"]["conn"] == "no"
+    assert (table["backend"]["pending"], table["backend"]["imp"]) == ("3", "2")
+    assert (table["lead"]["pending"], table["lead"]["imp"]) == ("0", "0")
     as_json = json.loads(broker.cli("status", "count-team", "--json").stdout)
     backend = next(a for a in as_json["lobbies"][0]["agents"] if a["agent_id"] == "backend")
     assert (backend["connected"], backend["pending"], backend["important"]) == (False, 3, 2)
@@ -344,12 +357,14 @@ async def test_status_shows_each_transport_and_a_line_for_held_notices(
         status = module_broker.cli("status", "transport-team")
         assert status.returncode == 0, status.stderr
         lines = status.stdout.splitlines()
-        assert lines[1].split()[-1] == "transport"
+        assert lines[1].split()[-1] == "via"
         assert {line.split()[0]: line.split()[-1] for line in lines[2:5]} == {
             "paned": "tmux",
             "plain": "channel",
             "quiet": "none",
         }
+        held = {line.split()[0]: line.split()[5] for line in lines[2:5]}
+        assert held == {"paned": "0+notices", "plain": "0", "quiet": "0"}
         assert lines[5].startswith("  paned: tmux notices held since ")
         assert lines[5].endswith(": the agent is busy (no idle prompt)")
     finally:

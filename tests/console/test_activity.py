@@ -20,7 +20,7 @@ def test_events_read_as_sentences_with_the_accounts_email(lobby, lead):
         target="design",
         created_at=timezone.now() + timedelta(seconds=5),
     )
-    page = operator_browser().get("/my-team/settings/activity").content.decode()
+    page = operator_browser().get("/my-team/activity").content.decode()
     assert "alice@example.com archived room design" in page
     assert "The operator added agent lead" in page
     assert "Agent lead created room ops" in page
@@ -41,8 +41,39 @@ def test_activity_is_paginated_by_fifty_and_escaped(lobby):
         for n in range(60)
     )
     client = operator_browser()
-    first = client.get("/my-team/settings/activity").content.decode()
+    first = client.get("/my-team/activity").content.decode()
     assert first.count("added viewer") == 50 and "v59@example.com" in first
     assert "<b>x</b>" not in first and "&lt;b&gt;" in first
-    second = client.get("/my-team/settings/activity?page=2").content.decode()
+    second = client.get("/my-team/activity?page=2").content.decode()
     assert "v0@example.com" in second and "v59@example.com" not in second
+
+
+def test_the_old_address_under_settings_redirects_to_the_activity_page(lobby):
+    answer = operator_browser().get("/my-team/settings/activity?page=2")
+    assert answer.status_code == 301
+    assert answer["Location"] == "/my-team/activity?page=2"
+    page = operator_browser().get("/my-team/").content.decode()
+    assert 'href="/my-team/activity"' in page
+
+
+def test_every_lobby_shows_the_brokers_restores(lobby):
+    AuditEvent.objects.create(
+        actor_kind="operator",
+        action="restore_started",
+        target="incarnation",
+        detail={
+            "restored_from": "/backups/b1",
+            "backup_taken_at": "2026-12-01T03:15:00Z",
+            "new_tokens": 2,
+        },
+        created_at=timezone.now(),
+    )
+    AuditEvent.objects.create(
+        actor_kind="operator",
+        action="restore_finished",
+        target="incarnation",
+        created_at=timezone.now() + timedelta(seconds=1),
+    )
+    page = operator_browser().get("/my-team/activity").content.decode()
+    assert "The operator restored the broker from /backups/b1" in page
+    assert "The operator finished the restore: agents are admitted again" in page

@@ -117,7 +117,7 @@ def test_the_lobby_list_counts_what_an_operator_checks_first(admin_browser, lobb
     counts = (row.agent_count, row.connected_count, row.pending_count, row.important_count)
     assert counts == (2, 0, 2, 1) and row.today_count == 3
     body = page.content.decode()
-    for link in ("/my-team/", "/my-team/settings", "/my-team/settings/activity"):
+    for link in ("/my-team/", "/my-team/settings", "/my-team/activity"):
         assert f'href="http://127.0.0.1:8787{link}"' in body
 
 
