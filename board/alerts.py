@@ -3,12 +3,12 @@ when it is still waiting.
 
 Three steps, each run by the serve loop (pocolobby/loops.py), never by a request:
 `watch_lobbies` turns changes in the store (an owner request set or changed, an agent that
-needs attention, an owner reply that answers a message) into `OwnerAlert` rows and settles
-the ones answered; `take_pushes` decides, in one transaction, which pushes go out now (one
-per agent per minute, none in a person's quiet hours); `send_pushes` sends them after commit
-with pywebpush and drops a subscription the push service says is gone (404/410).
-The hooks (`notify_owner_of_waiting_handover`, `notify_owner_of_message`) let other
-features queue an alert from their own transaction.
+needs attention, a new conversation waiting for a hand over, an owner reply that answers a
+message) into `OwnerAlert` rows and settles the ones answered; `take_pushes` decides, in one
+transaction, which pushes go out now (one per agent per minute, none in a person's quiet
+hours); `send_pushes` sends them after commit with pywebpush and drops a subscription the
+push service says is gone (404/410).
+The hook `notify_owner_of_message` lets a send queue an alert from its own transaction.
 
 A push names the lobby, the agent and what waits (its owner-request line); it never carries
 a message body.
@@ -42,6 +42,7 @@ from board.models import (
 )
 from board.push_endpoints import EndpointRefused, check_endpoint
 from console.models import DashboardViewer, LobbyOwner
+from lobbies import presence
 from lobbies.hosts import account_origin, hosted
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
@@ -78,30 +79,6 @@ def _queue(
     )
 
 
-def notify_owner_of_waiting_handover(lobby: Lobby, agent_id: str, line: str = "") -> OwnerAlert:
-    """A new conversation waits to take over `agent_id`: queue a push (and the still-waiting
-    mail). Call it inside the hand-over record's own transaction; the loop sends after commit.
-    `settle_waiting_handover` ends the wait when the owner hands over or refuses."""
-    with transaction.atomic():
-        OwnerAlert.objects.filter(
-            lobby=lobby, agent_id=agent_id, reason=AlertReason.HANDOVER, settled_at__isnull=True
-        ).update(settled_at=timezone.now())
-        return _queue(
-            lobby,
-            agent_id,
-            AlertReason.HANDOVER,
-            line or "a new conversation waits to take over",
-            None,
-        )
-
-
-def settle_waiting_handover(lobby: Lobby, agent_id: str) -> int:
-    """The hand-over was answered: no more pushes or mail for it."""
-    return OwnerAlert.objects.filter(
-        lobby=lobby, agent_id=agent_id, reason=AlertReason.HANDOVER, settled_at__isnull=True
-    ).update(settled_at=timezone.now())
-
-
 def notify_owner_of_message(message: Message) -> OwnerAlert | None:
     """A message to `owner` that expects a reply: queue a push naming its sender (never its
     words). Settled when the owner replies to it or writes to its sender. Call inside the
@@ -128,26 +105,33 @@ def _watched_agents() -> Any:
             | Q(notification_attention_required=True)
             | Q(owner_watch__request_count__gt=0)
             | Q(owner_watch__attention=True)
+            | Q(waiting_runtime_id__isnull=False)
+            | ~Q(owner_watch__handover_runtime="")
         )
         .exclude(agent_id=OWNER_SENDER)
         .select_related("lobby", "owner_watch")
     )
 
 
-def _seen(agent: Agent) -> tuple[int, str, bool]:
-    """The facts the watch compares: request count and line, attention (enabled agents)."""
+Seen = tuple[int, str, bool, str]
+
+
+def _seen(agent: Agent, now: datetime) -> Seen:
+    """The facts the watch compares: request count and line, attention (enabled agents), the
+    runtime of a conversation waiting for a hand over."""
     count = agent.owner_request_count if agent.enabled else 0
     line = agent.owner_request_line if count else ""
-    return count, line, bool(agent.notification_attention_required and agent.enabled)
+    attention = bool(agent.notification_attention_required and agent.enabled)
+    return count, line, attention, presence.waiting_runtime(agent, now) or ""
 
 
-def _changed(agent: Agent) -> bool:
-    watch = getattr(agent, "owner_watch", None)
-    last = (watch.request_count, watch.request_line, watch.attention) if watch else (0, "", False)
-    return _seen(agent) != last
+def _last_seen(watch: AgentWatch | None) -> Seen:
+    if watch is None:
+        return 0, "", False, ""
+    return watch.request_count, watch.request_line, watch.attention, watch.handover_runtime
 
 
-def _anything_changed() -> bool:
+def _anything_changed(now: datetime) -> bool:
     """The cheap check every pass makes: plain values, no model instances."""
     rows = (
         _watched_agents()
@@ -156,16 +140,24 @@ def _anything_changed() -> bool:
             "owner_request_count",
             "owner_request_line",
             "notification_attention_required",
+            "waiting_runtime_id",
+            "waiting_since",
+            "waiting_seen_at",
             "owner_watch__request_count",
             "owner_watch__request_line",
             "owner_watch__attention",
+            "owner_watch__handover_runtime",
         )
         .order_by()
     )
-    for enabled, count, line, attention, seen_count, seen_line, seen_attention in rows:
+    for row in rows:
+        enabled, count, line, attention, waiting, since, seen_at = row[:7]
         count = count if enabled else 0
-        now_seen = (count, line if count else "", bool(attention and enabled))
-        if now_seen != (seen_count or 0, seen_line or "", bool(seen_attention)):
+        waiting = presence.still_waiting(waiting, since, seen_at, now) or ""
+        now_seen = (count, line if count else "", bool(attention and enabled), waiting)
+        seen_count, seen_line, seen_attention, seen_waiting = row[7:]
+        last = (seen_count or 0, seen_line or "", bool(seen_attention), seen_waiting or "")
+        if now_seen != last:
             return True
     return False
 
@@ -178,12 +170,12 @@ def watch_lobbies(now: datetime | None = None) -> int:
     waiting_messages = OwnerAlert.objects.filter(
         reason=AlertReason.MESSAGE, settled_at__isnull=True
     ).exists()
-    if not waiting_messages and not _anything_changed():
+    if not waiting_messages and not _anything_changed(now):
         return 0
     queued = 0
     with transaction.atomic():
         for agent in _watched_agents():
-            if _changed(agent):
+            if _seen(agent, now) != _last_seen(getattr(agent, "owner_watch", None)):
                 watch = getattr(agent, "owner_watch", None) or AgentWatch(agent=agent)
                 queued += _watch_agent(agent, watch, now)
         _settle_answered_messages(now)
@@ -198,7 +190,7 @@ def _settle(agent: Agent, reason: AlertReason, now: datetime) -> None:
 
 def _watch_agent(agent: Agent, watch: AgentWatch, now: datetime) -> int:
     queued = 0
-    count, line, attention = _seen(agent)
+    count, line, attention, waiting = _seen(agent, now)
     if (count, line) != (watch.request_count, watch.request_line):
         _settle(agent, AlertReason.OWNER_REQUEST, now)
         if count:
@@ -211,7 +203,14 @@ def _watch_agent(agent: Agent, watch: AgentWatch, now: datetime) -> int:
             said = "stopped taking notifications and needs your attention"
             _queue(agent.lobby, agent.agent_id, AlertReason.ATTENTION, said, None)
             queued += 1
+    if waiting != watch.handover_runtime:
+        _settle(agent, AlertReason.HANDOVER, now)
+        if waiting:
+            said = "a new conversation is waiting to take over: hand over or let it wait"
+            _queue(agent.lobby, agent.agent_id, AlertReason.HANDOVER, said, None)
+            queued += 1
     watch.request_count, watch.request_line, watch.attention = count, line, attention
+    watch.handover_runtime = waiting
     watch.save()
     return queued
 

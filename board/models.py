@@ -327,6 +327,8 @@ class AgentWatch(models.Model):
     request_count = models.PositiveSmallIntegerField(default=0)
     request_line = models.CharField(max_length=300, blank=True, default="")
     attention = models.BooleanField(default=False)
+    # The runtime of a new conversation waiting for the owner's hand over ("" when none).
+    handover_runtime = models.CharField(max_length=36, blank=True, default="")
     last_push_at = models.DateTimeField(null=True, blank=True)  # coalescing: one a minute
 
     def __str__(self) -> str:

@@ -104,9 +104,15 @@ WAITING_FRESH = timedelta(seconds=30)
 
 def waiting_runtime(agent: Agent, now: datetime) -> str | None:
     """The runtime of the new conversation waiting to take over the agent, if one still is."""
-    since, seen = agent.waiting_since, agent.waiting_seen_at
-    if agent.waiting_runtime_id is None or since is None or seen is None:
+    return still_waiting(agent.waiting_runtime_id, agent.waiting_since, agent.waiting_seen_at, now)
+
+
+def still_waiting(
+    runtime_id: str | None, since: datetime | None, seen: datetime | None, now: datetime
+) -> str | None:
+    """`waiting_runtime` on the columns themselves, for reads that fetch plain values."""
+    if runtime_id is None or since is None or seen is None:
         return None
     if seen - since < WAITING_CONFIRMED or now - seen > WAITING_FRESH:
         return None
-    return agent.waiting_runtime_id
+    return runtime_id

@@ -235,15 +235,26 @@ def test_an_agent_that_needs_attention_pushes_once(
     assert "needs your attention" in payload["body"]
 
 
-def test_the_hand_over_hook_queues_a_push(
+def test_a_conversation_waiting_for_a_hand_over_pushes_once_and_settles_when_gone(
     service: PushService, lobby: Lobby, backend: AgentClient
 ) -> None:
+    """A refused conversation that asked again (a real wait, not a health check's one ask)
+    pushes; when the wait ends (handed over, or it stopped asking) the alert is settled."""
     device = _subscribe(service)
-    alerts.notify_owner_of_waiting_handover(lobby, "backend")
-    alerts.push_pass()
+    now = timezone.now()
+    waiting = Agent.objects.filter(agent_id="backend")
+    waiting.update(waiting_runtime_id="r-new", waiting_since=now, waiting_seen_at=now)
+    alerts.push_pass(now)
+    assert _payloads(service, device) == []  # one ask is not a wait
+    waiting.update(waiting_seen_at=now + timedelta(seconds=3))
+    alerts.push_pass(now + timedelta(seconds=4))
     [payload] = _payloads(service, device)
     assert (payload["agent"], payload["reason"]) == ("backend", "handover")
-    assert alerts.settle_waiting_handover(lobby, "backend") == 1
+    assert "waiting to take over" in payload["body"]
+    alerts.push_pass(now + timedelta(seconds=5))
+    assert len(_payloads(service, device)) == 1
+    waiting.update(waiting_runtime_id=None, waiting_since=None, waiting_seen_at=None)
+    alerts.push_pass(now + timedelta(seconds=6))
     assert OwnerAlert.objects.get(reason=AlertReason.HANDOVER).settled_at is not None
 
 
