@@ -115,7 +115,7 @@ class HeaderDeadline(HttpToolsProtocol):
     body_seconds: float = 300.0
     _deadline: asyncio.TimerHandle | None = None
     _headers_since: float | None = None  # when the headers now arriving began
-    _header_size = 0  # bytes of those headers seen so far
+    _header_size = 0  # bytes received while those headers arrive
     _too_large = False
     _body_since: float | None = None  # when the body now arriving began
     _body_last = 0.0  # when a piece of it last arrived
@@ -234,21 +234,11 @@ class HeaderDeadline(HttpToolsProtocol):
         if self._headers_since is None:
             self._begin_headers()
 
-    def on_url(self, url: bytes) -> None:
-        self._count_header(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_header(len(name) + len(value) + 4)  # with ": " and CRLF
-        super().on_header(name, value)
-
-    def _count_header(self, size: int) -> None:
-        self._header_size += size
-        if self._header_size > self.header_bytes:
+    def on_headers_complete(self) -> None:
+        size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)  # ": ", CRLF
+        if size > self.header_bytes:
             self._too_large = True
             raise HeadersTooLarge  # the parser stops; send_400_response answers 431
-
-    def on_headers_complete(self) -> None:
         self._headers_since = None  # the timer, if it fires, finds nothing arriving
         self._body_since = self._body_last = self.loop.time()
         super().on_headers_complete()
