@@ -117,23 +117,31 @@ class Turn:
 
 
 def decide(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The scripted model: the content blocks to answer `body` with."""
+    """The scripted model: the content blocks to answer `body` with.
+
+    It acts on the latest bootstrap event of the conversation (a resumed conversation holds
+    earlier ones): get_context if it has not been called since that event, then ready with
+    its nonce, then a sentence. On a refusal event it calls get_context to learn why.
+    """
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
-    everything = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
-    called = _tool_uses(messages)
-    nonces = NONCE.findall(everything) if "PocoLobby bootstrap" in everything else []
-    names = [name for name, _ in called]
-    if nonces and f"{TOOL_PREFIX}get_context" in tools:
-        nonce = nonces[-1]
-        echoed = [args.get("nonce") for name, args in called if name == f"{TOOL_PREFIX}ready"]
-        if f"{TOOL_PREFIX}get_context" not in names:
-            return [_tool_use("get_context", {})]
+    texts = [_text(m.get("content")) if m.get("role") == "user" else "" for m in messages]
+    offered = [i for i, text in enumerate(texts) if "PocoLobby bootstrap" in text]
+    if offered and f"{TOOL_PREFIX}get_context" in tools:
+        latest = offered[-1]
+        nonce = NONCE.findall(texts[latest])[-1]
+        since = [name for name, _ in _tool_uses(messages[latest:])]
+        echoed = [a.get("nonce") for name, a in _tool_uses(messages) if name.endswith("ready")]
         if nonce not in echoed:
+            if f"{TOOL_PREFIX}get_context" not in since:
+                return [_tool_use("get_context", {})]
             return [_tool_use("ready", {"nonce": nonce})]
-        return [{"type": "text", "text": f"Bootstrap confirmed with nonce {nonce}."}]
-    if REFUSAL_EVENT in everything and f"{TOOL_PREFIX}get_context" in tools:
-        if f"{TOOL_PREFIX}get_context" not in names:  # as its description says: learn why
+        if f"{TOOL_PREFIX}ready" in since:
+            return [{"type": "text", "text": f"Bootstrap confirmed with nonce {nonce}."}]
+    refused = [i for i, text in enumerate(texts) if REFUSAL_EVENT in text]
+    if refused and f"{TOOL_PREFIX}get_context" in tools:
+        since = [name for name, _ in _tool_uses(messages[refused[-1] :])]
+        if f"{TOOL_PREFIX}get_context" not in since:  # as its description says: learn why
             return [_tool_use("get_context", {})]
         return [{"type": "text", "text": "This session is not connected to PocoLobby."}]
     return [{"type": "text", "text": "OK."}]
@@ -312,19 +320,18 @@ class MessagesAPI:
                 t for t in self.turns if any(b.get("name") == TOOL_PREFIX + tool for b in t.answer)
             ]
 
-    def of(self, session_id: str) -> list[Turn]:
+    def of(self, session_id: str, since: int = 0) -> list[Turn]:
+        """The turns of one conversation, from the `since`th turn of all (a resumed
+        conversation keeps its id: `since` tells its runs apart)."""
         with self.lock:
-            return [t for t in self.turns if t.session_id == session_id]
+            return [t for t in self.turns[since:] if t.session_id == session_id]
 
-    def confirmed(self, session_id: str) -> list[str]:
+    def confirmed(self, session_id: str, since: int = 0) -> list[str]:
         """The nonces `ready` confirmed in `session_id` (the broker answered ready: true)."""
-        with self.lock:
-            turns = [t for t in self.turns if t.session_id == session_id]
+        turns = self.of(session_id, since)
         nonces = []
         for turn in turns:
-            if '"ready":true' in turn.last_user_text.replace(" ", ""):
-                found = NONCE.findall(turn.last_user_text)
-                nonces.extend(found)
+            if any('"ready":true' in r.replace(" ", "") for r in turn.tool_results):
                 for block in turn.answer:
                     if block.get("type") == "text":
                         nonces.extend(re.findall(r"nonce ([0-9a-f]+)", block["text"]))
@@ -480,6 +487,7 @@ class ClaudeSession:
     session_id: str
     resumed: bool
     started_at: float = 0.0
+    first_turn: int = 0  # the stand-in's turn count when this run started
 
     @property
     def debug_log(self) -> Path:
@@ -500,7 +508,7 @@ class ClaudeSession:
         ]
         env_args = [f"{k}={v}" for k, v in ws.env().items()]
         shell = "exec env -i " + " ".join(shlex.quote(a) for a in [*env_args, *command])
-        if ws.tmux("has-session", "-t", "=main") == "" and not self._server_up():
+        if not self._server_up():  # a placeholder window keeps the tmux server up between runs
             ws.tmux(
                 "new-session",
                 "-d",
@@ -516,6 +524,8 @@ class ClaudeSession:
             )
         ws.tmux("new-window", "-d", "-t", "main", "-n", self.name, "-c", str(ws.project), shell)
         self.started_at = time.time()
+        with ws.api.lock:
+            self.first_turn = len(ws.api.turns)
         # The development-channels warning asks once per start; accept it.
         self.wait_for_screen(lambda s: "local development" in s or PROMPT in s, timeout)
         if "local development" in self.screen():
@@ -559,7 +569,7 @@ class ClaudeSession:
         """The nonce this session's `ready` confirmed (the broker answered ready: true)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            confirmed = self.workspace.api.confirmed(self.session_id)
+            confirmed = self.workspace.api.confirmed(self.session_id, self.first_turn)
             if confirmed:
                 return confirmed[-1]
             if not self.alive():
