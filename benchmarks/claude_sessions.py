@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,24 +32,16 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests.bridge.claude_code import MessagesAPI, Workspace, why_unavailable  # noqa: E402
+from tests.bridge.claude_code import (  # noqa: E402
+    MessagesAPI,
+    Workspace,
+    broker_admits_after_a_clean_end,
+    why_unavailable,
+)
 from tests.server import Broker  # noqa: E402
 
 LOBBY = "bench"
 AGENT = "coder"
-
-
-def clean_end_admission() -> bool:
-    """Whether this checkout's broker admits a new conversation after a clean end."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pocolobby", "agent", "--help"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    return "hand-over" in result.stdout
 
 
 def main() -> int:
@@ -67,7 +58,7 @@ def main() -> int:
         return 2
     admission = args.admission
     if admission == "auto":
-        admission = "clean-end" if clean_end_admission() else "owner-reset"
+        admission = "clean-end" if broker_admits_after_a_clean_end() else "owner-reset"
     root = args.keep or Path(tempfile.mkdtemp(prefix="claude-sessions-"))
     root.mkdir(parents=True, exist_ok=True)
     api = MessagesAPI().start()

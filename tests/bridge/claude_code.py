@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.server import AgentConfig, Broker, clean_env
+from tests.server import REPO_ROOT, AgentConfig, Broker, clean_env
 
 CLAUDE_VERSION_SPEC = "@anthropic-ai/claude-code@2"
 API_KEY = "sk-ant-api03-" + "x" * 80 + "-standinAA"
@@ -62,6 +62,22 @@ def why_unavailable() -> str | None:
             f"{CLAUDE_VERSION_SPEC}` (needs node and npm), or set POCOLOBBY_CLAUDE"
         )
     return None
+
+
+def broker_admits_after_a_clean_end() -> bool:
+    """Whether this checkout's broker admits a new conversation once the previous one ended
+    cleanly, with a hand over for a waiting one (issue 27's broker side): its CLI has
+    `agent hand-over`."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pocolobby", "agent", "--help"],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return "hand-over" in result.stdout
 
 
 # ------------------------------------------------------------------ the Messages API stand-in

@@ -21,7 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.bridge.claude_code import REFUSAL_EVENT, MessagesAPI, Workspace, why_unavailable
+from tests.bridge.claude_code import (
+    REFUSAL_EVENT,
+    MessagesAPI,
+    Workspace,
+    broker_admits_after_a_clean_end,
+    why_unavailable,
+)
 from tests.server import AgentConfig, Broker
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -140,3 +146,31 @@ def test_a_refused_conversation_shows_one_event_and_its_tools_start_with_it(
     events = [ln for ln in refused.screen().splitlines() if "← pocolobby:" in ln]
     assert len(events) == 1, events
     assert holder.alive() and REFUSAL_EVENT not in holder.screen()
+
+
+@pytest.mark.skipif(
+    _MISSING is None and not broker_admits_after_a_clean_end(),
+    reason="needs issue 27's broker side (a clean end admits a new conversation; hand over)",
+)
+def test_the_ordinary_day_of_a_claude_code_user(
+    workspace: Workspace, broker: Broker, configs: dict[str, AgentConfig]
+) -> None:
+    """Issue 27's sequence: every admitted session reaches ready with its own bootstrap."""
+    first = workspace.session("first").start()
+    nonces = [first.wait_ready()]
+    first.quit()
+    second = workspace.session("second").start()  # a fresh conversation, no owner
+    nonces.append(second.wait_ready())
+    second.quit()
+    resumed = workspace.session("first-resumed", resume=first.session_id).start()
+    nonces.append(resumed.wait_ready())
+    resumed.quit()
+    broker.restart()
+    after_restart = workspace.session("after-restart", resume=first.session_id).start()
+    nonces.append(after_restart.wait_ready())
+    # A fresh conversation while that one is live: refused, shown, then handed over.
+    waiting = workspace.session("waiting").start()
+    waiting.wait_for_screen(lambda s: REFUSAL_EVENT in s, 90)
+    broker.cli_ok("agent", "hand-over", "team", "coder")
+    nonces.append(waiting.wait_ready(timeout=90))
+    assert len(set(nonces)) == len(nonces), nonces
