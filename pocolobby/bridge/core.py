@@ -120,8 +120,7 @@ class Bridge:
         self._context_calls = 0
         self._repeater: asyncio.Task[None] | None = None
         self._repeater_nonce: str | None = None
-        # The host's signs of a session: its first tools/list answered, any tool call.
-        self.tools_listed = asyncio.Event()
+        # The host's signs of a session (see until_a_session).
         self.listing = False  # a tools/list is being answered
         self.tool_called = asyncio.Event()
         # The catalog.
@@ -160,11 +159,6 @@ class Bridge:
     @property
     def generation(self) -> int | None:
         return self.broker.generation
-
-    @property
-    def refused_at_start(self) -> bool:
-        """The broker refused this process before ever accepting it."""
-        return self.stop is not None and not self.welcomed
 
     def refusal(self, stop: Stop | None = None) -> str:
         """One sentence for the host's tool view: the refusal, then the fix."""
@@ -493,11 +487,6 @@ class Bridge:
     async def wait_for_catalog(self) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.catalog_attempted.wait(), CATALOG_WAIT_SECONDS)
-
-    async def wait_for_first_link(self) -> None:
-        """Until the first connection attempt ended, so a refusal at start shows in the list."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.link_attempted.wait(), LINK_WAIT_SECONDS)
 
     async def until_a_session(self, grace: float = CLAIM_AFTER_SECONDS) -> None:
         """Return once the host looks like a session rather than a health check.

@@ -67,7 +67,6 @@ def build_server(bridge: Bridge) -> Server[Any]:
             return types.ListToolsResult(tools=bridge.tools())
         finally:
             bridge.listing = False
-            bridge.tools_listed.set()
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await bridge.call_tool(params.name, params.arguments)
