@@ -54,6 +54,17 @@ LINK_WAIT_SECONDS = 5.0
 # How long tools/list waits for the first catalog before listing only the bridge's tools.
 CATALOG_WAIT_SECONDS = 5.0
 CATALOG_RETRY_DELAYS = (1.0, 2.0, 5.0, 15.0, 30.0)
+# A host that is still there this long after its handshake (and its first tools/list) is a
+# session, not a health check: only then is the agent's runtime claimed (see DECISIONS.md).
+CLAIM_AFTER_SECONDS = 1.0
+# The bootstrap is offered again after these pauses until `ready` echoes its nonce: a host may
+# drop an event that arrives before it listens, and a model may miss one.
+BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
+CONTEXT_FIRST_HINT = "If this session has not called get_context yet, call it first."
+CONTEXT_FIRST = (
+    "PocoLobby: this session has not loaded its context yet. Call get_context first (your "
+    "role, checkpoint and inbox), then ready with the bootstrap nonce it shows."
+)
 
 SendFrame = Callable[[dict[str, Any]], Awaitable[None]]
 ToolHandler = Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -104,10 +115,21 @@ class Bridge:
         self.acknowledged: set[int] = set()
         self.echoed_nonces: set[str] = set()
         self.ready_generation: int | None = None
+        self.context_loaded = False  # get_context answered in this process
+        # The latest bootstrap offered to the host (nonce, channel params) and its repeats.
+        self.bootstrap_offer: tuple[str, dict[str, Any]] | None = None
+        self._context_calls = 0
+        self._repeater: asyncio.Task[None] | None = None
+        self._repeater_nonce: str | None = None
+        # The host's signs of a session (see until_a_session).
+        self.listing = False  # a tools/list is being answered
+        self.tool_called = asyncio.Event()
         # The catalog.
         self.catalog: Catalog | None = None
         self.catalog_error: str | None = None
         self.catalog_attempted = asyncio.Event()
+        # The broker refused the token when the catalog was asked for (401/403).
+        self.catalog_refused: Stop | None = None
         self.seen_catalog: Catalog | None = None  # what the model was last shown
         # (catalog revision, refusal code) of the last tool list the host was answered; None
         # before the first list, and again once the host was told that list changed.
@@ -139,17 +161,13 @@ class Bridge:
     def generation(self) -> int | None:
         return self.broker.generation
 
-    @property
-    def refused_at_start(self) -> bool:
-        """The broker refused this process before ever accepting it."""
-        return self.stop is not None and not self.welcomed
-
-    def refusal(self) -> str:
+    def refusal(self, stop: Stop | None = None) -> str:
         """One sentence for the host's tool view: the refusal, then the fix."""
-        if self.stop is None:
+        stop = stop or self.stop
+        if stop is None:
             return ""
-        stop = self.stop
-        return f"PocoLobby refused this session ({stop.status} {stop.code}): {self.stopped_text()}"
+        said = stopped_text(stop, self.agent_id, self.lobby_id)
+        return f"PocoLobby refused this session ({stop.status} {stop.code}): {said}"
 
     @property
     def bootstrap_complete(self) -> bool:
@@ -231,7 +249,7 @@ class Bridge:
             "lobby_id": self.lobby_id,
         }
         payload = {"stopped": {"code": stop.code, "status": stop.status}}
-        content = f"PocoLobby bridge: not connected. {self.stopped_text()}\n{as_text(payload)}"
+        content = f"{self.stopped_sentence()}\n{as_text(payload)}"
         with contextlib.suppress(HostGone):
             await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
         await self.announce_list_change()
@@ -281,18 +299,53 @@ class Bridge:
         text = content if note is None else f"{content}\n\n{note}"
         if kind == "messages" and (named := attachments.attachments_note(_payload(content))):
             text = f"{text}\n\n{named}"
+        params = {"content": text, "meta": clean_meta(frame.get("meta"))}
         try:
-            await self.host.notify(
-                CHANNEL_METHOD, {"content": text, "meta": clean_meta(frame.get("meta"))}
-            )
+            await self.host.notify(CHANNEL_METHOD, params)
         except HostGone:
             log.warning("the host closed stdout; notice %s was not written", notice_id)
             return
         if kind == "bootstrap":
+            nonce = _payload(content).get("nonce")
+            if isinstance(nonce, str):
+                self.offer_bootstrap_again(nonce, params)
             self.seen_catalog = self.catalog
         elif shown is not None:
             self.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
+
+    def offer_bootstrap_again(self, nonce: str, params: dict[str, Any]) -> None:
+        """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
+        schedule ends, the host leaves, or the broker stops this process)."""
+        self.bootstrap_offer = (nonce, params)
+        if self._repeater is not None and not self._repeater.done():
+            if self._repeater_nonce == nonce:
+                return  # the broker sent it again: the schedule already runs
+            self._repeater.cancel()
+        self._repeater_nonce = nonce
+        self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params))
+
+    def _bootstrap_answered(self, nonce: str) -> bool:
+        return (
+            nonce in self.echoed_nonces
+            or self.stop is not None
+            or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
+        )
+
+    async def _repeat_bootstrap(self, nonce: str, params: dict[str, Any]) -> None:
+        calls = self._context_calls
+        for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
+            await asyncio.sleep(delay)
+            if self._bootstrap_answered(nonce):
+                return
+            if self._context_calls != calls:
+                calls = self._context_calls  # the model is acting on it: give it time
+                continue
+            try:
+                await self.host.notify(CHANNEL_METHOD, params)
+            except HostGone:
+                return
+            log.info("offered bootstrap %s again (offer %d): no ready for it yet", nonce, attempt)
 
     async def _type_notice(
         self,
@@ -391,6 +444,11 @@ class Bridge:
             self._wake_loader.clear()
             outcome = await self.broker.catalog()
             error = None
+            self.catalog_refused = None
+            if outcome.status in (401, 403):
+                self.catalog_refused = Stop(
+                    outcome.code or f"http_{outcome.status}", outcome.status, outcome.message or ""
+                )
             if outcome.ok:
                 try:
                     catalog = Catalog.parse(outcome.data)
@@ -449,10 +507,23 @@ class Bridge:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.catalog_attempted.wait(), CATALOG_WAIT_SECONDS)
 
-    async def wait_for_first_link(self) -> None:
-        """Until the first connection attempt ended, so a refusal at start shows in the list."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.link_attempted.wait(), LINK_WAIT_SECONDS)
+    async def until_a_session(self, grace: float = CLAIM_AFTER_SECONDS) -> None:
+        """Return once the host looks like a session rather than a health check.
+
+        `claude mcp list`/`get` send exactly what a session sends (initialize, initialized,
+        tools/list) and quit within a few hundred milliseconds of the tool list; a session
+        stays. So: a tool call, or the host still there `grace` after its handshake and after
+        its first tool list was answered. A host that leaves first never claims the agent.
+        """
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.tool_called.wait(), grace)
+            if self.tool_called.is_set() or not self.listing:
+                return
+            # The tool list is still being answered (the catalog is slow): the host registers
+            # its channel handler after it has the list, so wait for that, then the grace.
+            while self.listing and not self.tool_called.is_set():
+                await asyncio.sleep(0.05)
 
     def tools(self) -> list[types.Tool]:
         """The catalog's operations under their names, then the bridge's own tools.
@@ -481,6 +552,12 @@ class Bridge:
                 description = f"{current.description} {own.note}".strip()
                 schema = current.input_schema
             listed.append(types.Tool(name=own.name, description=description, input_schema=schema))
+        listed = [
+            t.model_copy(update={"description": f"{t.description or ''} {CONTEXT_FIRST_HINT}"})
+            if t.name not in ("get_context", "ready")
+            else t
+            for t in listed
+        ]
         if self.stop is not None:
             listed = [self._refused(tool) for tool in listed]
         elif self.pane_problem is not None:
@@ -513,12 +590,15 @@ class Bridge:
                 arguments = {}
             if not isinstance(arguments, dict):
                 return failure("arguments: must be an object of named arguments")
+            self.tool_called.set()
             if self.stop is not None:
-                return failure(self.stopped_text(), self.bridge_facts())
+                return failure(self.stopped_sentence(), self.bridge_facts())
             handler = self._handlers.get(name)
             if handler is not None:
-                return await handler(arguments)
-            return await self.run_operation(name, arguments)
+                result = await handler(arguments)
+            else:
+                result = await self.run_operation(name, arguments)
+            return self._context_first(name, result)
         except Exception as exc:
             log.exception("tool %s failed inside the bridge", name)
             return failure(
@@ -526,13 +606,20 @@ class Bridge:
                 f"is unknown. {retry_advice(arguments if isinstance(arguments, dict) else {})}"
             )
 
+    def _context_first(self, name: str, result: types.CallToolResult) -> types.CallToolResult:
+        """A model that missed every bootstrap push learns from its first tool result."""
+        if self.context_loaded or name in ("get_context", "ready") or self.stop is not None:
+            return result
+        said = types.TextContent(type="text", text=CONTEXT_FIRST)
+        return result.model_copy(update={"content": [said, *result.content]})
+
     async def _gate(self) -> types.CallToolResult | None:
         """A refusal when this process cannot act for the agent, else None."""
         if self.stop is None and self.generation is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.linked.wait(), LINK_WAIT_SECONDS)
         if self.stop is not None:
-            return failure(self.stopped_text(), self.bridge_facts())
+            return failure(self.stopped_sentence(), self.bridge_facts())
         if self.generation is None:
             return failure(
                 "Not sent: this bridge has not reached the PocoLobby broker at "
@@ -629,6 +716,13 @@ class Bridge:
             return ""
         return stopped_text(self.stop, self.agent_id, self.lobby_id)
 
+    def stopped_sentence(self) -> str:
+        """The refusal as the session's one event says it; every tool answer starts with it."""
+        if self.stop is None:
+            return ""
+        stop = self.stop
+        return f"PocoLobby bridge: not connected ({stop.status} {stop.code}). {self.stopped_text()}"
+
     def bridge_facts(self) -> dict[str, Any]:
         catalog = self.catalog
         facts: dict[str, Any] = {
@@ -645,6 +739,10 @@ class Bridge:
             "event_version": EVENT_VERSION,
             "broker_url": self.config.url,
         }
+        offer = self.bootstrap_offer
+        if offer is not None and not self.bootstrap_complete and offer[0] not in self.echoed_nonces:
+            facts["bootstrap_nonce"] = offer[0]
+            facts["next_step"] = f"call ready with nonce {offer[0]}"
         if self.stop is not None:
             facts["stopped"] = {
                 "code": self.stop.code,
@@ -721,6 +819,7 @@ class Bridge:
         return self.render("save_checkpoint", arguments, outcome)
 
     async def _get_context(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        self._context_calls += 1
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -729,6 +828,7 @@ class Bridge:
         if not outcome.ok or outcome.data is None:
             return self.render("get_context", arguments, outcome)
         self.seen_catalog = self.catalog or self.seen_catalog
+        self.context_loaded = True
         context = dict(outcome.data)
         context["bridge"] = self.bridge_facts()
         return success(context)
@@ -755,6 +855,7 @@ class Bridge:
         if self.catalog is not None:
             context["tool_guide"] = local_guide(self.catalog)
             self.seen_catalog = self.catalog
+        self.context_loaded = True
         context["bridge"] = self.bridge_facts()
         return success(context)
 

@@ -64,14 +64,19 @@ def build_server(bridge: Bridge) -> Server[Any]:
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if bridge.catalog is None:
-            await bridge.wait_for_catalog()
-        await bridge.wait_for_first_link()
-        if bridge.refused_at_start:
-            # A health check (`claude mcp list`/`get`) then shows "tools fetch failed" and this
-            # sentence, not a healthy server; tool calls still answer with the refusal.
-            raise MCPError(REFUSED_AT_START, bridge.refusal())
-        return types.ListToolsResult(tools=bridge.tools())
+        bridge.listing = True
+        try:
+            if bridge.catalog is None:
+                await bridge.wait_for_catalog()
+            if bridge.catalog_refused is not None and bridge.stop is None:
+                # The broker refused the token itself (a setup fault, learnt without claiming
+                # anything): a health check (`claude mcp list`) shows "tools fetch failed" and
+                # this sentence. A refusal of the stream (another conversation holds the agent)
+                # is no fault of the setup: the tools are listed, each saying it.
+                raise MCPError(REFUSED_AT_START, bridge.refusal(bridge.catalog_refused))
+            return types.ListToolsResult(tools=bridge.tools())
+        finally:
+            bridge.listing = False
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await bridge.call_tool(params.name, params.arguments)
@@ -134,9 +139,13 @@ async def serve(
     quit_requested = asyncio.Event()
     bridge.request_catalog()
 
-    async def link_after_initialized() -> None:
-        # Nothing is pushed before the host finished the handshake.
+    async def link_once_a_session() -> None:
+        # Claude Code listens for channel events only once it has the tool list, and a health
+        # check lists tools then quits: the agent is claimed (and its bootstrap pushed) only
+        # by a host still there after that (DECISIONS.md, "Claude Code's channel handler").
         await connection.initialized.wait()
+        await bridge.until_a_session()
+        log.info("the host is a session: connecting to the broker")
         await link.run()
 
     async def quit_on_signal(tasks: anyio.abc.TaskGroup) -> None:
@@ -158,7 +167,7 @@ async def serve(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, on_signal, signum)
             tasks.start_soon(host.pump, feed)
-            tasks.start_soon(link_after_initialized)
+            tasks.start_soon(link_once_a_session)
             tasks.start_soon(quit_on_signal, tasks)
             await serve_connection(
                 server,
