@@ -37,6 +37,7 @@ from tests.lobbies.test_scale_out import (  # noqa: F401 (fixtures, used by name
     PG_SERVER,
     REDIS_HOST,
     REDIS_PORT,
+    _admin_connection,
     database,
     redis_db,
 )
@@ -184,6 +185,21 @@ async def send_until_answered(client: httpx.AsyncClient, url: str, token: str, s
             await asyncio.sleep(0.1)
 
 
+def database_name(cluster: Deployment) -> str:
+    return cluster.broker.extra_env["DATABASE_URL"].rsplit("/", 1)[1]
+
+
+def stored_sends(dbname: str, lobby: str) -> Counter[str]:
+    """How many times each client_request_id is stored in the lobby."""
+    with _admin_connection(dbname) as connection:
+        rows = connection.execute(
+            "SELECT m.client_request_id FROM lobbies_message m JOIN lobbies_lobby l "
+            "ON l.id = m.lobby_id WHERE l.name = %s",
+            [lobby],
+        ).fetchall()
+    return Counter(str(row[0]) for row in rows)
+
+
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("loopback_names")
 async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_the_survivor(
@@ -219,6 +235,7 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
 
         sends: list[Sent] = []
         stop = asyncio.Event()
+        repushes = 0
 
         async def load(client: httpx.AsyncClient) -> None:
             i = 0
@@ -232,8 +249,8 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
         async with cluster.async_client() as client:
             flow = asyncio.create_task(load(client))
             await asyncio.sleep(3)
-            killed_at = time.perf_counter()
             await asyncio.to_thread(doomed.kill9)
+            killed_at = time.perf_counter()  # it is gone (SIGKILLed and reaped)
             # One message per bridge sent right after the kill: when each arrives, that
             # bridge is back (through Caddy, on the survivor).
             after = [Sent(name, f"after-kill-{name}") for name in AGENTS]
@@ -243,6 +260,7 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
                     for s in after
                 )
             )
+            answered = time.perf_counter()
             arrivals = await asyncio.gather(
                 *(
                     host.message_event(s.message_id, timeout=60)
@@ -256,26 +274,35 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
             await flow
         sends.extend(after)
 
+        # In the store: every answered send exactly once, nothing else (the chaos soak's check).
+        stored = await asyncio.to_thread(stored_sends, database_name(cluster), team.lobby)
+        assert stored == Counter({s.key: 1 for s in sends}), "a send lost or stored twice"
         for host, name in zip(hosts, AGENTS, strict=True):
             expected = {s.message_id for s in sends if s.to == name}
             for message_id in expected:
                 await host.message_event(message_id, timeout=30)
             await host.nothing_more(1.0)
-            pushed = Counter(
-                message_id
-                for event in host.events
-                if event.meta.get("scope") != "bootstrap"
-                for message_id in event.message_ids
-            )
-            lost = expected - set(pushed)
-            twice = {m: n for m, n in pushed.items() if n > 1}
-            strangers = set(pushed) - expected
-            carrying = [
-                (event.meta, event.headline, event.message_ids)
-                for event in host.events
-                if set(event.message_ids) & set(twice)
+            arrivals: dict[int, list[float]] = {}
+            for event in host.events:
+                if event.meta.get("scope") != "bootstrap":
+                    for message_id in event.message_ids:
+                        arrivals.setdefault(message_id, []).append(event.at)
+            lost = expected - set(arrivals)
+            strangers = set(arrivals) - expected
+            # A notice written to the host whose host_written the killed broker had not
+            # recorded is pushed again after the reconnect, by design (at least once): one
+            # arrival before the kill and one after. Anything else twice is a duplicate.
+            repushed = {
+                m for m, at in arrivals.items() if len(at) == 2 and at[0] < killed_at < at[1]
+            }
+            twice = {m: at for m, at in arrivals.items() if len(at) > 1 and m not in repushed}
+            detail = [
+                (round(e.at - killed_at, 3), e.meta.get("scope"), e.headline[:60], e.message_ids)
+                for e in host.events
+                if set(e.message_ids) & set(twice)
             ]
-            assert (lost, twice, strangers) == (set(), {}, set()), (name, lost, twice, carrying)
+            assert (lost, twice, strangers) == (set(), {}, set()), (name, lost, detail, strangers)
+            repushes += len(repushed)
             context = await host.ok("get_context")
             assert context["bridge"]["generation"] == 1  # a reconnect, not a new runtime
     finally:
@@ -284,7 +311,9 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
         if not doomed.running:
             await asyncio.to_thread(doomed.start)
     print(
-        f"{len(sends)} messages to {len(AGENTS)} bridges, 0 lost, 0 pushed twice; "
+        f"{len(sends)} messages to {len(AGENTS)} bridges, 0 lost, 0 stored twice, {repushes} "
+        "re-pushed across the kill (host_written unrecorded); "
         f"{sum(s.attempts > 1 for s in sends)} sends retried after the kill; every bridge "
-        f"had a message sent after the kill {reconnected - killed_at:.2f}s after it"
+        f"had a message sent after the kill {reconnected - killed_at:.2f}s after it (the sends "
+        f"were answered through Caddy {answered - killed_at:.2f}s after it)"
     )
