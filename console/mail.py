@@ -32,9 +32,11 @@ class MissingMailBackend(BaseEmailBackend):
         raise MailNotConfigured(MISSING)
 
 
-class PostmarkBackend(PostmarkerBackend):  # type: ignore[misc]
+class PostmarkBackend(PostmarkerBackend):
     """postmarker's Django backend, with Postmark's API address from settings.POSTMARK
     (ROOT_API_URL), which postmarker's own backend cannot be told."""
+
+    client: PostmarkClient | None
 
     def open(self) -> bool:
         if self.client is None:
