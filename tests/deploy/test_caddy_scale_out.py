@@ -75,6 +75,8 @@ def cluster(
         "DATABASE_URL": f"{PG_SERVER}/{database}",
         "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
         "POCOLOBBY_SECRET_KEY": secrets.token_urlsafe(32),
+        # One sender drives the load; the per-agent send limit is not what is tested here.
+        "POCOLOBBY_SENDS_PER_MINUTE": "100000",
     }
     brokers = [
         Broker(tmp_path_factory.mktemp(f"scale-{key}"), port=port, env=shared)
