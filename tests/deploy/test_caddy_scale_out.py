@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +164,8 @@ class Sent:
     key: str
     message_id: int | None = None
     attempts: int = 0
+    # Why each failed attempt failed, and after how long (for the printed figures).
+    failures: list[str] = field(default_factory=list)
 
 
 async def send_until_answered(client: httpx.AsyncClient, url: str, token: str, sent: Sent) -> None:
@@ -171,19 +173,22 @@ async def send_until_answered(client: httpx.AsyncClient, url: str, token: str, s
     answered (a retry of a stored one answers `duplicate: true` with the same id)."""
     while sent.message_id is None:
         sent.attempts += 1
+        began = time.perf_counter()
         try:
             response = await client.post(
                 f"{url}/v1/messages",
                 json={"to": sent.to, "content": sent.key, "client_request_id": sent.key},
                 headers={"Authorization": f"Bearer {token}"},
             )
-        except httpx.TransportError:
+        except httpx.TransportError as error:
+            sent.failures.append(f"{type(error).__name__} after {time.perf_counter() - began:.2f}s")
             await asyncio.sleep(0.1)
             continue
         if response.status_code == 200:
             sent.message_id = int(response.json()["message_id"])
         else:
             assert response.status_code in (502, 503, 504), response.text
+            sent.failures.append(f"{response.status_code} after {time.perf_counter() - began:.2f}s")
             await asyncio.sleep(0.1)
 
 
@@ -318,4 +323,5 @@ async def test_a_broker_killed_under_load_loses_nothing_and_its_bridges_move_to_
         f"{sum(s.attempts > 1 for s in sends)} sends retried after the kill; every bridge "
         f"had a message sent after the kill {reconnected - killed_at:.2f}s after it (the sends "
         f"were answered through Caddy {answered - killed_at:.2f}s after it)"
+        f"; failed attempts: {[f for s in sends for f in s.failures]}"
     )
