@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.core.mail import EmailMessage, send_mail
 from django.core.mail.backends.base import BaseEmailBackend
+from postmarker.core import PostmarkClient
+from postmarker.django import EmailBackend as PostmarkerBackend
 
 MISSING = "mail is not configured: set POSTMARK_TOKEN and POCOLOBBY_MAIL_FROM"
 
@@ -30,12 +32,30 @@ class MissingMailBackend(BaseEmailBackend):
         raise MailNotConfigured(MISSING)
 
 
+class PostmarkBackend(PostmarkerBackend):
+    """postmarker's Django backend, with Postmark's API address from settings.POSTMARK
+    (ROOT_API_URL), which postmarker's own backend cannot be told."""
+
+    client: PostmarkClient | None
+
+    def open(self) -> bool:
+        if self.client is None:
+            self.client = PostmarkClient(
+                server_token=self.server_token,
+                verbosity=self.get_option("VERBOSITY"),
+                root_api_url=self.get_option("ROOT_API_URL") or "https://api.postmarkapp.com/",
+            )
+            return True
+        return False
+
+
 def mail_problem() -> str:
     """What stops sign-in mail from going out, or "" when it can."""
     backend = settings.EMAIL_BACKEND
     if backend == "console.mail.MissingMailBackend":
         return MISSING
-    if backend.startswith("postmarker.") and not settings.POCOLOBBY_MAIL_FROM:
+    uses_postmark = backend.startswith("postmarker.") or backend == "console.mail.PostmarkBackend"
+    if uses_postmark and not settings.POCOLOBBY_MAIL_FROM:
         return MISSING
     return ""
 

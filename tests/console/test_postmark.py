@@ -108,3 +108,17 @@ def test_a_bad_server_token_is_shown_plainly(postmark):
 def test_an_unknown_address_reaches_no_mail_service(postmark):
     answer = post_json(browser_at(ACCOUNT_HOST), "/sign-in", {"email": "nobody@example.com"})
     assert answer.status_code == 200 and postmark.seen == []
+
+
+def test_the_configured_api_url_is_where_our_backend_sends(postmark, settings):
+    settings.EMAIL_BACKEND = "console.mail.PostmarkBackend"
+    settings.POSTMARK = {**settings.POSTMARK, "ROOT_API_URL": "https://mail-relay.internal/"}
+    postmark.status, postmark.answer = (
+        200,
+        [{"ErrorCode": 0, "Message": "OK", "MessageID": "m-1", "To": "ann@example.com"}],
+    )
+    answer = post_json(browser_at(ACCOUNT_HOST), "/sign-in", {"email": "ann@example.com"})
+    assert answer.status_code == 200, answer.content
+    (request,) = postmark.seen
+    assert request.url == "https://mail-relay.internal/email/batch"
+    assert request.headers["X-Postmark-Server-Token"] == "server-token"
