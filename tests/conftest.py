@@ -113,13 +113,14 @@ TESTS = Path(__file__).resolve().parent
 # - vendor_neutral: cannot depend on the database vendor, so the PostgreSQL pass deselects it:
 #   tests/browser/, tests/docs/, tests/bridge/ (the bridge imports no Django, and the brokers
 #   it talks to run the embedded SQLite store whatever DATABASE_URL says, tests/server.py),
+#   tests/deploy/ (its brokers pick their own store: SQLite, or PostgreSQL for scale-out),
 #   and in tests/cli/ whatever does not use the test database (parsing, and the CLI against
 #   such brokers). Everything with the test database elsewhere stays in both passes.
 SERVER_FIXTURES = frozenset({"broker", "broker_factory", "module_broker"})
 DATABASE_FIXTURES = frozenset(
     {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
 )
-VENDOR_NEUTRAL_FOLDERS = frozenset({"browser", "docs", "bridge"})
+VENDOR_NEUTRAL_FOLDERS = frozenset({"browser", "docs", "bridge", "deploy"})
 
 
 def _folder(item: pytest.Item) -> str:
@@ -135,9 +136,10 @@ def _uses_the_test_database(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by where it lives (before `-m` selects), then put the browser tests
-    last: Playwright's sync API keeps an event loop running in the main thread until the
-    session ends, and Django refuses database calls from such a thread."""
+    """Mark each test by where it lives (before `-m` selects), then put the tests that drive
+    Chromium (tests/browser, tests/deploy) last: Playwright's sync API keeps an event loop
+    running in the main thread until the session ends, and Django refuses database calls from
+    such a thread."""
     for item in items:
         folder = _folder(item)
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -157,7 +159,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             folder == "cli" and not _uses_the_test_database(item)
         ):
             item.add_marker(pytest.mark.vendor_neutral)
-    items.sort(key=lambda item: _folder(item) == "browser")
+    items.sort(key=lambda item: _folder(item) in {"browser", "deploy"})
 
 
 @pytest.fixture
