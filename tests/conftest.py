@@ -134,12 +134,13 @@ def _uses_the_test_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(fixtures & DATABASE_FIXTURES)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by where it lives (before `-m` selects), then put the tests that drive
-    Chromium (tests/browser, tests/deploy) last: Playwright's sync API keeps an event loop
-    running in the main thread until the session ends, and Django refuses database calls from
-    such a thread."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Mark each test by where it lives before any other hook runs (so before `-m` selects);
+    after them all (pytest-django's ordering among them), put the tests that drive Chromium
+    (tests/browser, tests/deploy) last: Playwright's sync API keeps an event loop running in
+    the main thread until the session ends, and Django refuses database calls from such a
+    thread."""
     for item in items:
         folder = _folder(item)
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -159,6 +160,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             folder == "cli" and not _uses_the_test_database(item)
         ):
             item.add_marker(pytest.mark.vendor_neutral)
+
+    yield
     items.sort(key=lambda item: _folder(item) in {"browser", "deploy"})
 
 
