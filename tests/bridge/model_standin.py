@@ -51,14 +51,14 @@ def decide(user_text: str, called: list[tuple[str, str]], tools: list[str]) -> d
     done = [name for name, _ in called]
     if not tools:  # a host's side request (Codex CLI titles a thread): plain text only
         return {"text": "Lobby notice"}
-    if "[pocolobby]" in user_text and "bootstrap" in user_text:
+    if "# pocolobby:" in user_text and "bootstrap" in user_text:
         nonce = re.search(r"nonce ([A-Za-z0-9_-]+)", user_text)
         if not any(n.endswith("get_context") for n in done):
             return {"call": tool("get_context"), "args": {}}
         if nonce and not any(n.endswith("__ready") or n == "ready" for n in done):
             return {"call": tool("ready"), "args": {"nonce": nonce.group(1)}}
         return {"text": "Bootstrapped."}
-    ids = re.search(r"\[pocolobby\].* ids ([0-9,]+)", user_text)
+    ids = re.search(r"# pocolobby:.* ids ([0-9,]+)", user_text)
     if ids:
         message_ids = [int(i) for i in ids.group(1).split(",")]
         if not any(n.endswith("get_messages") for n in done):

@@ -89,7 +89,7 @@ class Session:
         """When the stand-in first saw a turn whose user text is the notice naming the id."""
         for record in self.records("requests.jsonl"):
             user = record.get("user", "")
-            if "[pocolobby]" in user and str(message_id) in _ids(user):
+            if "# pocolobby:" in user and str(message_id) in _ids(user):
                 return float(record["t"])
         return None
 
@@ -194,12 +194,12 @@ def host_session(
     )  # fmt: skip
     session = Session(socket, "", model_log, [standin])
     session.pane = session.tmux("list-panes", "-F", "#{pane_id}").strip()
-    pane_pid = int(session.tmux("display-message", "-p", "-t", session.pane, "#{pane_pid}"))
+    pids = [int(session.tmux("display-message", "-p", "-t", session.pane, "#{pane_pid}"))]
     try:
-        yield session, {"broker": module_broker, "configs": configs, "host": host}
+        yield session, {"broker": module_broker, "configs": configs, "host": host, "pids": pids}
     finally:
         # The hosts outlive a closed terminal (Gemini CLI ignores SIGHUP): end the pane's tree.
-        tree = [pane_pid, *_descendants(pane_pid)]
+        tree = [p for pane_pid in pids for p in (pane_pid, *_descendants(pane_pid))]
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -250,6 +250,7 @@ async def test_a_real_host_turns_notices_into_tool_calls_and_is_never_typed_into
     session, facts = host_session
     try:
         await _exchange(session, facts)
+        await _restart(session, facts)
     except AssertionError:
         print(f"the pane:\n{session.screen()}\nthe stand-in's last requests:")
         print(*session.records("requests.jsonl")[-6:], sep="\n")
@@ -318,4 +319,69 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
         f"model request -> broker acknowledged {_figures(to_ack)}; "
         f"{BUSY_MESSAGES} mid-turn ({WORK_SECONDS:g} s turns): send -> acknowledged "
         f"{_figures(held)}"
+    )
+
+
+def _bridges(pane_pid: int) -> list[int]:
+    """The bridge processes the host in the pane started."""
+    found = []
+    for pid in _descendants(pane_pid):
+        with contextlib.suppress(OSError):
+            if b"pocolobby" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+async def _restart(session: Session, facts: dict[str, Any]) -> None:
+    """The owner quits the host the normal way and starts it again in the same pane: the
+    quitting host's bridge releases the agent, the new one is admitted without
+    reset-runtime, and the first notice it types is the bootstrap."""
+    broker: Broker = facts["broker"]
+    host: str = facts["host"]
+    lead = facts["configs"]["lead"].token
+    agent = facts["configs"][host].token
+    pane_pid = facts["pids"][-1]
+    bridges = _bridges(pane_pid)
+    assert bridges, "no bridge under the host"
+    session.tmux("set-option", "-p", "-t", session.pane, "remain-on-exit", "on")
+    if host == "codex":
+        for _ in range(2):
+            session.tmux("send-keys", "-t", session.pane, "C-c")
+            await asyncio.sleep(0.5)
+    else:
+        session.type("/quit")
+    await _until(
+        lambda: (
+            session.tmux("display-message", "-p", "-t", session.pane, "#{pane_dead}").strip() == "1"
+        ),
+        30,
+        f"{host} quitting",
+    )
+    await _until(
+        lambda: not any(Path(f"/proc/{pid}").exists() for pid in bridges), 10, "the bridge ending"
+    )
+    readies = len(session.calls("ready"))
+    requests = len(session.records("requests.jsonl"))
+    restarted_at = time.time()
+    session.tmux("respawn-pane", "-t", session.pane)
+    facts["pids"].append(
+        int(session.tmux("display-message", "-p", "-t", session.pane, "#{pane_pid}"))
+    )
+    ready = await _until(
+        lambda: session.calls("ready")[readies:], 120, f"{host}'s bootstrap after the restart"
+    )
+    notices = [
+        r["user"]
+        for r in session.records("requests.jsonl")[requests:]
+        if "# pocolobby:" in r.get("user", "")
+    ]
+    assert notices and "bootstrap" in notices[0], notices[:1]
+    message_id = await send_message(broker.url, lead, host, "after the restart", "restarted")
+    acked_at = await _acknowledged(broker, agent, message_id, 90)
+    assert any(
+        message_id in c["args"]["message_ids"] for c in session.calls("acknowledge_messages")
+    )
+    print(
+        f"\n{host}: restart -> admitted (ready) {ready[0]['t'] - restarted_at:.1f} s; "
+        f"restart -> next message acknowledged {acked_at - restarted_at:.1f} s"
     )
