@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pocolobby.bridge.pane import is_idle
+from pocolobby.bridge.pane import MARKER, is_idle
 from tests.bridge_client import send_message
 from tests.server import REPO_ROOT, Broker, clean_env
 
@@ -26,7 +26,6 @@ pytestmark = [
     pytest.mark.asyncio,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-MARKER = "[pocolobby]"
 IPYTHON = Path(sys.executable).with_name("ipython")
 
 
