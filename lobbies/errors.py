@@ -131,6 +131,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "checkpoint_conflict",
         "stale_checkpoint",
         "runtime_conflict",
+        "nothing_waiting",
         "runtime_retired",
         "runtime_required",
         "not_in_restore_mode",

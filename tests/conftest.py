@@ -138,9 +138,10 @@ def _uses_the_test_database(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     """Mark each test by where it lives before any other hook runs (so before `-m` selects);
     after them all (pytest-django's ordering among them), put the tests that drive Chromium
-    (tests/browser, tests/deploy) last: Playwright's sync API keeps an event loop running in
-    the main thread until the session ends, and Django refuses database calls from such a
-    thread."""
+    last, tests/deploy before tests/browser: pytest-playwright's session keeps a sync
+    Playwright (an event loop running in the main thread) until the session ends, and after
+    it Django refuses database calls and pytest-asyncio cannot start a loop. tests/deploy's
+    async tests and its own `sync_playwright()` must therefore come before that session."""
     for item in items:
         folder = _folder(item)
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -162,7 +163,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
             item.add_marker(pytest.mark.vendor_neutral)
 
     yield
-    items.sort(key=lambda item: _folder(item) in {"browser", "deploy"})
+    items.sort(key=lambda item: {"deploy": 1, "browser": 2}.get(_folder(item), 0))
 
 
 @pytest.fixture

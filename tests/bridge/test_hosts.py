@@ -187,9 +187,10 @@ def host_session(
     _codex_approvals(home) if host == "codex" else _gemini_approvals(project)
     command = f"{executable} --no-daemon" if host == "codex" else str(executable)
     socket = root / "tmux"
+    # remain-on-exit: a host that exits early leaves its last screen to read (and to print).
     subprocess.run(
-        ["tmux", "-S", str(socket), "new-session", "-d", "-x", "150", "-y", "45", "-c",
-         str(project), command],
+        ["tmux", "-S", str(socket), "start-server", ";", "set-option", "-g", "remain-on-exit",
+         "on", ";", "new-session", "-d", "-x", "150", "-y", "45", "-c", str(project), command],
         env=clean_env({**env, "TMUX": ""}), check=True, timeout=10,
     )  # fmt: skip
     session = Session(socket, "", model_log, [standin])
