@@ -32,6 +32,10 @@ class IncompatibleStore(Exception):
 
 # The PostgreSQL identity: made beside the schema steps, never by one (see the module doc).
 IDENTITY_TABLE = "pocolobby_identity"
+# Made by `pocolobby restore` on PostgreSQL before pg_restore replaces the store, dropped in
+# the transaction that puts the restored store into restore mode; never in a backup. While it
+# exists, the store is refused (pocolobby/restore.py).
+RESTORE_PENDING_TABLE = "pocolobby_restore_pending"
 
 
 @dataclass(frozen=True)
@@ -130,9 +134,10 @@ def _refuse_unknown_steps(store: str, applied: set[tuple[str, str]]) -> set[tupl
     return known
 
 
-def diagnose_postgres() -> Diagnosis:
+def diagnose_postgres(*, restoring: bool = False) -> Diagnosis:
     """Decide, without writing, whether the configured PostgreSQL database may be opened,
-    initialised or upgraded (the SQLite rules, read from the identity row)."""
+    initialised or upgraded (the SQLite rules, read from the identity row). A database a
+    restore did not finish is refused too, except by the restore itself (`restoring`)."""
     store = f"the PostgreSQL database {connection.settings_dict['NAME']}"
     with transaction.atomic(), connection.cursor() as cursor:
         tables = set(connection.introspection.table_names(cursor))
@@ -144,6 +149,31 @@ def diagnose_postgres() -> Diagnosis:
         if "django_migrations" in tables:
             cursor.execute("SELECT app, name FROM django_migrations")
             applied = {(str(app), str(name)) for app, name in cursor.fetchall()}
+        pending: list[tuple[str, str, str]] = []
+        if RESTORE_PENDING_TABLE in tables and not restoring:
+            cursor.execute(
+                "SELECT source, pre_restore, began_at::text FROM pocolobby_restore_pending"
+            )
+            pending = [(str(s), str(p), str(b)) for s, p, b in cursor.fetchall()]
+    if RESTORE_PENDING_TABLE in tables and not restoring:
+        source, before, began = pending[0] if pending else ("the backup", "", "?")
+        raise IncompatibleStore(
+            f"a restore into {store} from {source} (begun {began}) did not finish, so the "
+            f"store may be the restored one without its restore mode; run `pocolobby restore "
+            f"{source}` again"
+            + (f" (the store as it was before that restore is in {before})" if before else "")
+        )
+    return judge_postgres(store, tables - {RESTORE_PENDING_TABLE}, identity, applied)
+
+
+def judge_postgres(
+    store: str,
+    tables: set[str],
+    identity: list[tuple[int, int]],
+    applied: set[tuple[str, str]],
+) -> Diagnosis:
+    """The PostgreSQL rules, from what a database (or a pg_dump archive of one) holds: its
+    tables, the identity table's rows and the schema steps recorded."""
     if not identity and not tables:
         return Diagnosis("new")
     if not identity:
@@ -272,10 +302,11 @@ def _prepare_postgres(diagnosis: Diagnosis) -> str:
     return f"upgraded {store} ({len(diagnosis.unapplied)} schema steps)"
 
 
-def prepare_store() -> str:
-    """Check, then initialise or upgrade, the configured database. Returns what was done."""
+def prepare_store(*, restoring: bool = False) -> str:
+    """Check, then initialise or upgrade, the configured database. Returns what was done.
+    `restoring`: the restore itself, on PostgreSQL, before it finishes (diagnose_postgres)."""
     if connection.vendor == "postgresql":
-        return _prepare_postgres(diagnose_postgres())
+        return _prepare_postgres(diagnose_postgres(restoring=restoring))
     if connection.vendor != "sqlite":
         raise IncompatibleStore(
             f"PocoLobby stores live in SQLite or PostgreSQL, not {connection.vendor}"

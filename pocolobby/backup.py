@@ -1,6 +1,7 @@
 """`pocolobby backup` and the file side of `pocolobby restore`.
 
-A backup is a directory `pocolobby-backup-<UTC time>` holding `store.sqlite3` (SQLite's online
+A backup is a directory `pocolobby-backup-<UTC time>` holding `store.sqlite3` (on PostgreSQL
+`store.dump`, see pocolobby/pg_backup.py) (SQLite's online
 backup API, one step, so one read snapshot: every commit before it, no part of any later one),
 `attachments/` when the data directory has one (copied after the snapshot: attachments are
 written before the rows naming them, so every one the copy names is there), and
@@ -28,6 +29,7 @@ from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
 
 STORE_NAME = "pocolobby.sqlite3"
 BACKUP_STORE = "store.sqlite3"
+BACKUP_DUMP = "store.dump"  # on PostgreSQL (pocolobby/pg_backup.py)
 MANIFEST = "manifest.json"
 ATTACHMENTS = "attachments"
 PREFIX = "pocolobby-backup-"
@@ -107,13 +109,14 @@ class BackupReport:
     lobbies: dict[str, int]
     last_message_id: int
     removed: list[Path]
+    check: str = "integrity_check ok"
 
     def lines(self) -> str:
         sequences = ", ".join(f"{name} {seq}" for name, seq in self.lobbies.items()) or "none"
         text = (
             f"backup {self.path}: {self.bytes} bytes (store {self.store_bytes}, "
             f"{self.attachment_files} attachment files) in {self.seconds:.2f} s; "
-            f"integrity_check ok\n"
+            f"{self.check}\n"
             f"last message sequence per lobby: {sequences}; last message id {self.last_message_id}"
         )
         for old in self.removed:
@@ -152,11 +155,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
                 dst.close()
         finally:
             src.close()
-        attachments = data_dir / ATTACHMENTS
-        files = 0
-        if attachments.is_dir():
-            shutil.copytree(attachments, temp / ATTACHMENTS)
-            files = sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
+        files = copy_attachments(data_dir, temp)
         verdict = integrity(store)
         if verdict != "ok":
             raise BackupFailed(f"the copy failed its integrity check: {verdict}")
@@ -164,7 +163,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
         manifest = {
             "format": "pocolobby-backup",
             "store_format": FORMAT_VERSION,
-            "taken_at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "taken_at": now_iso(),
             "store_bytes": store.stat().st_size,
             "attachment_files": files,
             "lobbies": held["lobbies"],
@@ -172,11 +171,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
             "messages": held["messages"],
             "integrity_check": verdict,
         }
-        with open(temp / MANIFEST, "x", opener=_private_opener) as handle:
-            handle.write(json.dumps(manifest, indent=2) + "\n")
-        _fsync_tree(temp)
-        os.replace(temp, final)
-        _fsync_path(destination)
+        seal(temp, final, manifest)
     except BaseException as exc:
         shutil.rmtree(temp, ignore_errors=True)
         if isinstance(exc, sqlite3.Error | OSError):
@@ -197,6 +192,28 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
     )
 
 
+def seal(temp: Path, final: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest (0600), fsync everything, rename the backup into place."""
+    with open(temp / MANIFEST, "x", opener=_private_opener) as handle:
+        handle.write(json.dumps(manifest, indent=2) + "\n")
+    _fsync_tree(temp)
+    os.replace(temp, final)
+    _fsync_path(final.parent)
+
+
+def copy_attachments(data_dir: Path, temp: Path) -> int:
+    """Copy the data directory's attachments (if any) into the backup; how many files."""
+    attachments = data_dir / ATTACHMENTS
+    if not attachments.is_dir():
+        return 0
+    shutil.copytree(attachments, temp / ATTACHMENTS)
+    return sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def rotate(destination: Path, keep: int) -> list[Path]:
     """Remove all but the newest `keep` complete backups (their names sort by time)."""
     complete = sorted(p for p in destination.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
@@ -204,20 +221,6 @@ def rotate(destination: Path, keep: int) -> list[Path]:
     for path in old:
         shutil.rmtree(path)
     return old
-
-
-def pg_dump_command(url: str, destination: Path) -> str:
-    """The command an operator runs instead on PostgreSQL (password left out of the URL)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    safe = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-    target = destination / "pocolobby-$(date -u +%Y%m%dT%H%M%SZ).dump"
-    return f"pg_dump --format=custom --file={target} '{safe}'"
 
 
 # ---------------------------------------------------------------- restore (file side)
@@ -230,24 +233,41 @@ class Source:
     store: Path
     attachments: Path | None
     taken_at: datetime | None
+    kind: str = "sqlite"  # or "postgresql": a pg_dump custom-format archive
+
+
+# A pg_dump custom-format archive begins with these bytes.
+PG_DUMP_MAGIC = b"PGDMP"
+
+
+def _kind(path: Path) -> str:
+    with contextlib.suppress(OSError), path.open("rb") as handle:
+        if handle.read(len(PG_DUMP_MAGIC)) == PG_DUMP_MAGIC:
+            return "postgresql"
+    return "sqlite"
 
 
 def locate(raw: str) -> Source:
-    """A backup directory (with manifest) or a bare store file (for example a `.backup` copy)."""
+    """A backup directory (with manifest) or a bare store file (for example a `.backup` copy,
+    or a `pg_dump --format=custom` archive)."""
     path = Path(raw).expanduser().resolve()
     if path.is_dir():
         store = path / BACKUP_STORE
+        if not store.is_file() and (path / BACKUP_DUMP).is_file():
+            store = path / BACKUP_DUMP
         if not store.is_file():
-            raise BackupFailed(f"{path} holds no {BACKUP_STORE}; it is not a PocoLobby backup")
+            raise BackupFailed(
+                f"{path} holds no {BACKUP_STORE} or {BACKUP_DUMP}; it is not a PocoLobby backup"
+            )
         taken = None
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             stamp = json.loads((path / MANIFEST).read_text())["taken_at"]
             taken = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         attachments = path / ATTACHMENTS
-        return Source(store, attachments if attachments.is_dir() else None, taken)
+        return Source(store, attachments if attachments.is_dir() else None, taken, _kind(store))
     if path.is_file():
         taken = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        return Source(path, None, taken)
+        return Source(path, None, taken, _kind(path))
     raise BackupFailed(f"{path} does not exist")
 
 

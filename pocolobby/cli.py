@@ -680,17 +680,17 @@ def backup_cmd(args: argparse.Namespace) -> int:
 
     url = os.environ.get("DATABASE_URL", "")
     destination = Path(args.to).expanduser().resolve() if args.to else None
-    if url and not url.startswith("sqlite"):
-        command = backup.pg_dump_command(url, destination or Path("."))
-        raise CliError(
-            "this broker's store is PostgreSQL: back it up with pg_dump (the password comes from "
-            f"PGPASSWORD or ~/.pgpass): {command}"
-        )
     if args.keep is not None and args.keep < 1:
         raise CliError("--keep must be at least 1")
     data_dir = config.data_dir()
+    take = backup.take_backup
+    if url and not url.startswith("sqlite"):
+        _setup_django()  # the connection settings, parsed as the broker parses them
+        from pocolobby import pg_backup
+
+        take = pg_backup.take_backup
     try:
-        report = backup.take_backup(data_dir, destination or data_dir / "backups", args.keep)
+        report = take(data_dir, destination or data_dir / "backups", args.keep)
     except backup.BackupFailed as exc:
         raise CliError(str(exc)) from None
     print(report.lines())
@@ -711,13 +711,15 @@ def restore_cmd(args: argparse.Namespace) -> int:
         raise CliError("name the BACKUP to restore, or pass --finish")
     os.umask(0o077)  # the restored store, its attachments and configurations are private
     _setup_django()
-    from pocolobby.restore import RestoreRefused, restore
+    from pocolobby.restore import RestoreFailed, RestoreRefused, restore
 
     configs = Path(args.configs_dir or config.data_dir() / "restored-configs").expanduser()
     try:
         report = restore(args.backup, configs.resolve(), _broker_url())
     except RestoreRefused as exc:
         raise CliError(f"restore refused, nothing changed: {exc}") from None
+    except RestoreFailed as exc:
+        raise CliError(f"restore failed: {exc}") from None
     print(report.lines())
     return 0
 

@@ -1,8 +1,19 @@
-"""`pocolobby restore BACKUP`: check a backup, prepare it in restore mode, then swap it in.
+"""`pocolobby restore BACKUP`: check a backup, prepare it in restore mode, then put it in place.
 
-The live store is not touched until the restored copy is complete, migrated, in restore mode
-and every replacement configuration is written: a refusal or a crash before then leaves the
-broker's data as it was. The swap itself is covered by a marker file (pocolobby/backup.py).
+One set of rules for both stores: the store's lock held exclusive (no broker serves it), no
+broker answering at POCOLOBBY_URL, the backup checked against the store's rules before the
+live store is touched, and the restored store closed (`enter_restore_mode`, with every
+replacement configuration written) before any broker may open it.
+
+SQLite: the live store is not touched until the restored copy is complete, migrated, in
+restore mode and every replacement configuration is written. The swap itself is covered by a
+marker file (pocolobby/backup.py).
+
+PostgreSQL: the live store is first copied aside (pg_dump, `pocolobby-pre-restore-<time>`),
+then a marker table (lobbies/storage.py, RESTORE_PENDING_TABLE) is made, pg_restore replaces
+the store in one transaction, the schema steps run, and one transaction enters restore mode,
+writes the configurations and drops the marker. A crash in between leaves the marker, and every
+broker refuses the store until a restore finishes.
 """
 
 from __future__ import annotations
@@ -21,6 +32,11 @@ from pocolobby import backup, store_lock
 
 class RestoreRefused(Exception):
     """The backup or the situation does not allow a restore; nothing was changed."""
+
+
+class RestoreFailed(Exception):
+    """A PostgreSQL restore failed after pg_restore replaced the store: the store stays
+    refused (its marker) until a restore finishes; the message says where the old one is."""
 
 
 @dataclass(frozen=True)
@@ -64,15 +80,12 @@ def _write_config(directory: Path, url: str, lobby: str, agent: str, token: str)
 
 
 def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
-    """Refuse, or restore `raw_source` into this data directory in restore mode."""
+    """Refuse, or restore `raw_source` into this broker's store in restore mode."""
     # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
     from django.db import connection
 
-    if connection.vendor != "sqlite":
-        raise RestoreRefused(
-            "this broker uses PostgreSQL: restore it with pg_restore (docs/OPERATIONS.md), then "
-            "rotate every agent token before reopening access (docs/OPERATIONS.md)"
-        )
+    if connection.vendor == "postgresql":
+        return _restore_postgres(raw_source, configs_dir, url)
     # The store's lock first: a broker serving this store holds it, whatever port it listens
     # on, and no broker starts on the store while this one prepares and swaps.
     live = Path(connection.settings_dict["NAME"])
@@ -87,20 +100,44 @@ def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
         store_lock.release(live)
 
 
-def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
-    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
-    from django.conf import settings
-    from django.db import connection
-
-    from lobbies.actions.restore import broker_state, enter_restore_mode
-    from lobbies.storage import IncompatibleStore, diagnose, prepare_store
-
+def _source(raw_source: str, url: str, vendor: str) -> backup.Source:
+    """The backup to restore, once nothing serves the store; RestoreRefused otherwise."""
     if broker_answers(url):
         raise RestoreRefused(f"a broker answers at {url}; stop it before restoring")
     try:
         source = backup.locate(raw_source)
     except backup.BackupFailed as exc:
         raise RestoreRefused(str(exc)) from None
+    if source.kind != vendor:
+        made_by = "pg_dump (PostgreSQL)" if source.kind == "postgresql" else "SQLite"
+        raise RestoreRefused(
+            f"{source.store} is a {made_by} backup, and this broker's store is {vendor}; "
+            "a backup is restored into the kind of store it was taken from"
+        )
+    return source
+
+
+def _close_the_store(
+    raw_source: str, source: backup.Source, configs_dir: Path, url: str
+) -> tuple[str, list[Path]]:
+    """Restore mode on the restored store (the one Django's connection names now), and every
+    replacement configuration written; in the caller's transaction, if any."""
+    from lobbies.actions.restore import broker_state, enter_restore_mode  # local: as above
+
+    replacements = enter_restore_mode(str(raw_source), source.taken_at)
+    incarnation = str(broker_state().incarnation)
+    configs = [_write_config(configs_dir, url, r.lobby, r.agent, r.token) for r in replacements]
+    return incarnation, configs
+
+
+def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
+    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    from django.conf import settings
+    from django.db import connection
+
+    from lobbies.storage import IncompatibleStore, diagnose, prepare_store
+
+    source = _source(raw_source, url, "sqlite")
     try:
         if diagnose(source.store).state != "ours":
             raise RestoreRefused(f"{source.store} is not a PocoLobby store (it is empty)")
@@ -125,10 +162,8 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         connection.close()
         connection.settings_dict["NAME"] = str(staged)
         prepare_store()
-        replacements = enter_restore_mode(str(raw_source), source.taken_at)
-        incarnation = str(broker_state().incarnation)
+        incarnation, configs = _close_the_store(raw_source, source, configs_dir, url)
         connection.close()
-        configs = [_write_config(configs_dir, url, r.lobby, r.agent, r.token) for r in replacements]
     except BaseException:
         connection.close()
         for suffix in ("", "-wal", "-shm"):
@@ -139,3 +174,117 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
     backup.write_marker(data_dir, staged, staged_attachments)
     swap = backup.complete_swap(data_dir) or ""
     return RestoreReport(source.store, incarnation, configs, swap)
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def _restore_postgres(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
+    lock = store_lock.PostgresStoreLock("restore")
+    try:
+        lock.take_exclusive()
+    except store_lock.StoreInUse as exc:
+        raise RestoreRefused(f"{exc}; stop it before restoring") from None
+    except OSError as exc:  # PostgreSQL unreachable (ConnectionError)
+        raise RestoreRefused(f"cannot take the store's lock ({exc})") from None
+    try:
+        return _restore_postgres_holding_the_lock(raw_source, configs_dir, url)
+    finally:
+        lock.release()
+
+
+def _restore_postgres_holding_the_lock(
+    raw_source: str, configs_dir: Path, url: str
+) -> RestoreReport:
+    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    from lobbies.storage import (
+        RESTORE_PENDING_TABLE,
+        IncompatibleStore,
+        diagnose_postgres,
+        judge_postgres,
+        prepare_store,
+    )
+    from pocolobby import pg_backup
+
+    source = _source(raw_source, url, "postgresql")
+    database = str(connection.settings_dict["NAME"])
+    try:
+        session = pg_backup.connect("restore")
+        try:
+            major = pg_backup.server_major(session)
+        finally:
+            session.close()
+        pg_restore = pg_backup.find_tool("pg_restore", major)
+        archive = pg_backup.read_archive(pg_restore, source.store)
+    except backup.BackupFailed as exc:
+        raise RestoreRefused(f"{source.store}: {exc}") from None
+    try:
+        verdict = judge_postgres(
+            str(source.store), archive.tables, archive.identity, archive.applied
+        )
+        if verdict.state != "ours":
+            raise RestoreRefused(f"{source.store} holds no PocoLobby store (it is empty)")
+        live = diagnose_postgres(restoring=True)
+    except IncompatibleStore as exc:
+        raise RestoreRefused(str(exc)) from None
+    with connection.cursor() as cursor:
+        live_tables = set(connection.introspection.table_names(cursor))
+    extra = sorted(live_tables - archive.tables - {RESTORE_PENDING_TABLE})
+    if extra:
+        raise RestoreRefused(
+            f"the database {database} holds tables the backup does not ({', '.join(extra[:5])}"
+            f"{', ...' if len(extra) > 5 else ''}: a later release made them); restore into an "
+            "empty database instead (docs/OPERATIONS.md, Restore on PostgreSQL)"
+        )
+
+    data_dir = Path(settings.DATA_DIR)
+    configs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    before = ""
+    if live.state == "ours":  # the store as it is, kept: nothing is lost silently
+        try:
+            aside = pg_backup.take_backup(
+                data_dir, data_dir / "backups", None, prefix=pg_backup.PRE_RESTORE_PREFIX
+            )
+        except backup.BackupFailed as exc:
+            raise RestoreRefused(f"the live store could not be copied aside first: {exc}") from None
+        before = str(aside.path)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS pocolobby_restore_pending "
+            "(source text NOT NULL, pre_restore text NOT NULL, began_at timestamptz NOT NULL)"
+        )
+        cursor.execute("DELETE FROM pocolobby_restore_pending")
+        cursor.execute(
+            "INSERT INTO pocolobby_restore_pending VALUES (%s, %s, now())",
+            [str(raw_source), before],
+        )
+    connection.close()
+    try:
+        pg_backup.restore_archive(pg_restore, source.store, database)
+    except backup.BackupFailed as exc:
+        # pg_restore's one transaction rolled back: the store is as it was; unmark it.
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS pocolobby_restore_pending")
+        raise RestoreRefused(str(exc)) from None
+
+    kept = f" (the store as it was is in {before})" if before else ""
+    try:
+        prepare_store(restoring=True)
+        with transaction.atomic():
+            incarnation, configs = _close_the_store(raw_source, source, configs_dir, url)
+            with connection.cursor() as cursor:
+                cursor.execute("DROP TABLE pocolobby_restore_pending")
+    except Exception as exc:
+        raise RestoreFailed(
+            f"{source.store} was restored into {database} but could not be put into restore "
+            f"mode ({exc}); every broker refuses the store until `pocolobby restore` is run "
+            f"again{kept}"
+        ) from None
+    finally:
+        connection.close()
+    placed = f"restored into the PostgreSQL database {database} with pg_restore{kept}"
+    return RestoreReport(source.store, incarnation, configs, placed)
