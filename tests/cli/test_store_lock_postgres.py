@@ -2,8 +2,9 @@
 it, `init` and `manage` need it alone; and a database that is not ours, or from a newer
 release, is refused and left unchanged.
 
-Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password); skipped when unreachable.
-Each test creates a uniquely named database and drops it at the end.
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password); skipped when unreachable
+unless POCOLOBBY_REQUIRE_POSTGRES=1 (tests/postgres.py). Each test creates a uniquely named
+database and drops it at the end.
 """
 
 from __future__ import annotations
@@ -14,90 +15,26 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from psycopg import sql
 
 from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
 from pocolobby.store_lock import STORE_LOCK_KEY
+from tests.postgres import PG_SERVER, admin, cli, own_database, snapshot
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytestmark = pytest.mark.slow
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
-
-
-def _admin(dbname: str = "postgres") -> psycopg.Connection:
-    return psycopg.connect(f"{PG_SERVER}/{dbname}", autocommit=True, connect_timeout=3)
-
-
 @pytest.fixture
 def database() -> Iterator[str]:
-    try:
-        admin = _admin()
-    except psycopg.Error as exc:
-        pytest.skip(f"PostgreSQL is not reachable at {PG_SERVER}: {exc}")
-    name = f"pocolobby_lock_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with _admin() as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name]
-        )
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-
-
-def cli(database: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pocolobby", *args],
-        cwd=REPO_ROOT,
-        env=clean_env(
-            {"DATABASE_URL": f"{PG_SERVER}/{database}", "POCOLOBBY_DATA_DIR": str(data_dir)}
-        ),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def snapshot(database: str) -> dict[str, object]:
-    """What a refused command could have changed: every table's columns, the schema steps
-    recorded, the identity row, and the row count of every table."""
-    with _admin(database) as conn:
-        columns = conn.execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'public' ORDER BY 1, 2"
-        ).fetchall()
-        tables = sorted({table for table, _, _ in columns})
-        counts = {
-            t: conn.execute(
-                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))
-            ).fetchone()[0]
-            for t in tables
-        }
-        steps = (
-            conn.execute("SELECT app, name FROM django_migrations ORDER BY 1, 2").fetchall()
-            if "django_migrations" in tables
-            else []
-        )
-        identity = (
-            conn.execute("SELECT * FROM pocolobby_identity").fetchall()
-            if "pocolobby_identity" in tables
-            else []
-        )
-    return {"columns": columns, "counts": counts, "steps": steps, "identity": identity}
+    yield from own_database("pocolobby_lock")
 
 
 def store_lock_modes(database: str) -> list[str]:
-    with _admin(database) as conn:
+    with admin(database) as conn:
         rows = conn.execute(
             "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND granted "
             "AND database = (SELECT oid FROM pg_database WHERE datname = %s) "
@@ -186,7 +123,7 @@ def test_a_serve_is_refused_while_init_holds_the_lock_alone(database: str, tmp_p
 def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
     database: str, tmp_path: Path
 ):
-    with _admin(database) as conn:
+    with admin(database) as conn:
         conn.execute("CREATE TABLE notes (body text)")
         conn.execute("INSERT INTO notes VALUES ('keep me')")
     before = snapshot(database)
@@ -194,7 +131,7 @@ def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
     assert foreign.returncode == 2, foreign.stdout + foreign.stderr
     assert "holds tables (notes) but no PocoLobby identity" in foreign.stderr
     assert snapshot(database) == before
-    with _admin(database) as conn:
+    with admin(database) as conn:
         conn.execute("DROP TABLE notes")
 
     initialised = cli(database, tmp_path, "init")
@@ -221,7 +158,7 @@ def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
             "belongs to another application (pocolobby_identity holds 0x43415338",
         ),
     ]:
-        with _admin(database) as conn:
+        with admin(database) as conn:
             conn.execute(*change)
         before = snapshot(database)
         for command in (("init",), ("serve", "--port", "9"), ("manage", "migrate")):
@@ -229,11 +166,11 @@ def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
             assert result.returncode == 2, (command, result.stdout, result.stderr)
             assert expected in result.stderr and "Traceback" not in result.stderr, command
             assert snapshot(database) == before, command
-        with _admin(database) as conn:
+        with admin(database) as conn:
             conn.execute(*undo)
 
     # A store this broker made before the identity row existed is ours: stamped, not refused.
-    with _admin(database) as conn:
+    with admin(database) as conn:
         conn.execute("DROP TABLE pocolobby_identity")
     adopted = cli(database, tmp_path, "init")
     assert adopted.returncode == 0, adopted.stderr
