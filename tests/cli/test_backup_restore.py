@@ -127,9 +127,11 @@ def test_backup_rotates_and_fails_loudly_without_a_store_or_on_postgresql(tmp_pa
     missing = cli(tmp_path / "nothing-here", "backup")
     assert missing.returncode == 1 and "no store at" in missing.stderr
 
-    pg = cli(data, "backup", env={"DATABASE_URL": "postgres://ops:secret@db:5432/poco"})
-    assert pg.returncode == 1
-    assert "pg_dump --format=custom" in pg.stderr and "'postgres://ops@db:5432/poco'" in pg.stderr
+    # On PostgreSQL it runs pg_dump (tests/cli/test_backup_restore_postgres.py); a server
+    # that does not answer is one line, without the password.
+    pg = cli(data, "backup", env={"DATABASE_URL": "postgres://ops:secret@127.0.0.1:9/poco"})
+    assert pg.returncode == 1, pg.stderr
+    assert "cannot connect to PostgreSQL" in pg.stderr and "Traceback" not in pg.stderr
     assert "secret" not in pg.stderr
 
 
