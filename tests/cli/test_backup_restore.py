@@ -301,7 +301,10 @@ def _modes_seen_while(work, root: Path) -> dict[str, set[int]]:
     done = threading.Event()
 
     def watch() -> None:
-        while not done.is_set():
+        finished = False
+        while not finished:
+            finished = done.is_set()  # one more look after the work, so a loaded machine that
+            # ran no look while a file existed still sees it
             try:
                 for path in root.rglob("*"):
                     with contextlib.suppress(FileNotFoundError):
