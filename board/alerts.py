@@ -8,7 +8,8 @@ message) into `OwnerAlert` rows and settles the ones answered; `take_pushes` dec
 transaction, which pushes go out now (one per agent per minute, none in a person's quiet
 hours); `send_pushes` sends them after commit with pywebpush and drops a subscription the
 push service says is gone (404/410).
-The hook `notify_owner_of_message` lets a send queue an alert from its own transaction.
+A message to `owner` that expects a reply queues its alert from the send's own transaction:
+`notify_owner_of_message`, registered with lobbies/hooks.py by board/apps.py.
 
 A push names the lobby, the agent and what waits (its owner-request line); it never carries
 a message body.
@@ -81,9 +82,9 @@ def _queue(
 
 def notify_owner_of_message(message: Message) -> OwnerAlert | None:
     """A message to `owner` that expects a reply: queue a push naming its sender (never its
-    words). Settled when the owner replies to it or writes to its sender. Call inside the
-    send's transaction; today the send action refuses `owner` as a recipient, so nothing
-    calls it yet."""
+    words). Settled when the owner replies to it or writes to its sender. The send action
+    calls it inside its transaction (lobbies.hooks.message_to_owner), so a send that rolls
+    back queues nothing."""
     if not message.reply_expected or message.sender is None:
         return None
     return _queue(

@@ -210,6 +210,13 @@ def _phrase(event: AuditEvent) -> str:
             return "ended its conversation cleanly"
         case "runtime_handed_over":
             return f"handed agent {t} over to the conversation waiting for it"
+        case "runtime_waiting":
+            holder = str(d.get("holder") or "")
+            held = f" from runtime {holder[:8]}" if holder else ""
+            return (
+                f"started a new conversation (runtime {t[:8]}) that waits to take over{held}; "
+                "the owner can hand it over"
+            )
         case "role_set":
             return f"set agent {t or agent}'s role"
         case "room_created":

@@ -625,6 +625,7 @@ class AuditAction(models.TextChoices):
     RUNTIME_TAKEN_OVER = "runtime_taken_over"
     RUNTIME_RELEASED = "runtime_released"
     RUNTIME_HANDED_OVER = "runtime_handed_over"
+    RUNTIME_WAITING = "runtime_waiting"
     ROLE_SET = "role_set"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"

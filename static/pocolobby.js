@@ -68,6 +68,12 @@
       if (form.dataset.reload !== undefined) {
         // Say what was saved across the reload, once.
         sessionStorage.setItem("pocolobby-saved", result.data.message || "Saved.");
+        // The folded section the form sits in stays open across the reload.
+        var open = [];
+        for (var d = form.closest("details[id]"); d; d = d.parentElement.closest("details[id]")) {
+          open.push(d.id);
+        }
+        sessionStorage.setItem("pocolobby-open", JSON.stringify(open));
         window.location.reload();
         return;
       }
@@ -91,6 +97,21 @@
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     return String(Date.now()) + "-" + String(Math.random()).slice(2);
   }
+
+  // Reopen what was open before a save's reload, and a folded section a link points at.
+  function openFolds() {
+    var ids = [];
+    try { ids = JSON.parse(sessionStorage.getItem("pocolobby-open") || "[]"); } catch (e) { ids = []; }
+    sessionStorage.removeItem("pocolobby-open");
+    if (window.location.hash.length > 1) ids.push(decodeURIComponent(window.location.hash.slice(1)));
+    ids.forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && el.tagName === "DETAILS") el.open = true;
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", openFolds);
+  else openFolds();
+  window.addEventListener("hashchange", openFolds);
 
   var saved = sessionStorage.getItem("pocolobby-saved");
   if (saved) {

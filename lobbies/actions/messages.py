@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from lobbies import capacity, store
+from lobbies import capacity, hooks, store
 from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, fence
@@ -25,6 +25,7 @@ from lobbies.models import (
     DeliveryState,
     HeldReason,
     Kind,
+    Lobby,
     Message,
     Room,
     RoomMember,
@@ -78,13 +79,35 @@ class Addressing:
     addressed_to: tuple[str, ...] = ()
 
 
+def owner_agent(lobby: Lobby) -> Agent:
+    """The lobby's `owner` row, made on first use (the owner's first reply, or an agent's
+    first message to the owner). It is never enabled, never holds a token, never joins a
+    room and is never listed; it holds `broadcast`, so the owner's broadcast passes the
+    agents' own check (docs/DECISIONS.md "The owner as a sender")."""
+    agent, _ = Agent.objects.get_or_create(
+        lobby=lobby,
+        agent_id=OWNER_SENDER,
+        defaults={
+            "enabled": False,
+            "broadcast": True,
+            "description": "The lobby's human owner, answering from the dashboard",
+            "created_at": timezone.now(),
+        },
+    )
+    if not agent.broadcast:  # a row made before the owner could broadcast
+        Agent.objects.filter(pk=agent.pk).update(broadcast=True)
+        agent.broadcast = True
+    agent.lobby = lobby
+    return agent
+
+
 def address_direct(sender: Agent, name: str) -> Addressing:
     if name == OWNER_SENDER:
-        raise bad_request(
-            "'owner' is the lobby's human owner, not an agent: tell them what you wait on with "
-            "set_owner_requests; nothing was sent",
-            code="reserved_name",
-        )
+        if sender.agent_id == OWNER_SENDER:
+            raise bad_request("the owner does not write to itself", code="reserved_name")
+        # The lobby's human owner: stored for the Messages page, a push if it expects a
+        # reply (lobbies/hooks.py); its copy stays pending, since no session reads it.
+        return Addressing(Scope.DIRECT, [owner_agent(sender.lobby)])
     recipient = store.select(Agent, "t.lobby_id = %s AND t.agent_id = %s", [sender.lobby_id, name])
     if recipient is None:
         raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
@@ -413,9 +436,16 @@ def _accept(
                 "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
                 [store.as_db_time(now), sender.pk],
             )
+        to_owner = any(r.agent_id == OWNER_SENDER for r in addressing.recipients)
+        if to_owner:
+            hooks.message_to_owner(message)
         if not scheduled:
             wake_recipients_on_commit(
-                [(r.pk, args.priority) for r in addressing.recipients if r.pk != sender.pk]
+                [
+                    (r.pk, args.priority)
+                    for r in addressing.recipients
+                    if r.pk != sender.pk and r.agent_id != OWNER_SENDER
+                ]
             )
     for delivery, recipient in zip(deliveries, addressing.recipients, strict=True):
         delivery.recipient = recipient
@@ -425,6 +455,12 @@ def _accept(
 def send_message(
     sender: Agent, args: SendMessage, runtime: RuntimeCaller | None = None
 ) -> SendOutcome:
+    if args.to == OWNER_SENDER and args.deliver_at is not None:
+        raise bad_request(
+            "a message to 'owner' goes now: the owner is told when it arrives, so leave "
+            "deliver_at out; nothing was sent",
+            code="invalid_deliver_at",
+        )
     return send(sender, args, lambda: address_direct(sender, args.to), runtime)
 
 

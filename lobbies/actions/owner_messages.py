@@ -8,10 +8,15 @@ idempotency and transaction as every agent's send (docs/DECISIONS.md "The owner 
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
-from lobbies.actions.messages import SendOutcome, address_direct, broadcast, send
+from lobbies.actions.messages import (
+    SendOutcome,
+    address_direct,
+    broadcast,
+    owner_agent,
+    send,
+)
 from lobbies.catalog import parse_arguments
 from lobbies.models import ActorKind, Agent, AuditAction, Lobby
 from lobbies.names import OWNER_SENDER
@@ -19,25 +24,8 @@ from lobbies.schemas import Broadcast, SendMessage
 
 
 def owner_sender(lobby: Lobby) -> Agent:
-    """The lobby's `owner` row, made on the first reply; call inside a transaction.
-
-    It holds the `broadcast` permission, so the owner's broadcast passes the agents' own
-    check; the row never authenticates, so no agent can use it."""
-    agent, _ = Agent.objects.get_or_create(
-        lobby=lobby,
-        agent_id=OWNER_SENDER,
-        defaults={
-            "enabled": False,
-            "broadcast": True,
-            "description": "The lobby's human owner, answering from the dashboard",
-            "created_at": timezone.now(),
-        },
-    )
-    if not agent.broadcast:  # a row made before the owner could broadcast
-        Agent.objects.filter(pk=agent.pk).update(broadcast=True)
-        agent.broadcast = True
-    agent.lobby = lobby
-    return agent
+    """The lobby's `owner` row, made on the first reply; call inside a transaction."""
+    return owner_agent(lobby)
 
 
 def send_owner_message(

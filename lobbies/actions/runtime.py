@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -28,12 +29,13 @@ from lobbies.models import (
     ActorKind,
     Agent,
     AuditAction,
+    AuditEvent,
     Checkpoint,
     Connection,
     Lobby,
     Transport,
 )
-from lobbies.presence import WAITING_FRESH, live_connections
+from lobbies.presence import WAITING_CONFIRMED, WAITING_FRESH, live_connections
 from lobbies.wire import HELD_REASON_CHARS, iso
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -232,19 +234,58 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
 def wait_for_hand_over(refused: RuntimeConflict) -> None:
     """Record the refused conversation as waiting to take over the agent (or that it still
     is): the owner sees it and may hand the agent over to it. The latest conversation to ask
-    is the one waiting; nothing is recorded for one that holds the agent meanwhile."""
+    is the one waiting; nothing is recorded for one that holds the agent meanwhile.
+
+    Once the wait is real (the conversation asked again, WAITING_CONFIRMED after its first
+    ask: a health check's throwaway conversation asks once), it is audited, once per wait,
+    in the same transaction: the Activity page says a conversation waited."""
     now = timezone.now()
-    Agent.objects.filter(pk=refused.agent_pk).exclude(runtime_id=refused.runtime_id).update(
-        waiting_since=Case(
-            When(
-                waiting_runtime_id=refused.runtime_id,
-                waiting_seen_at__gte=now - WAITING_FRESH,
-                then=F("waiting_since"),
+    with transaction.atomic():
+        waited = Agent.objects.filter(pk=refused.agent_pk).exclude(runtime_id=refused.runtime_id)
+        changed = waited.update(
+            waiting_since=Case(
+                When(
+                    waiting_runtime_id=refused.runtime_id,
+                    waiting_seen_at__gte=now - WAITING_FRESH,
+                    then=F("waiting_since"),
+                ),
+                default=Value(now),
             ),
-            default=Value(now),
-        ),
-        waiting_runtime_id=refused.runtime_id,
-        waiting_seen_at=now,
+            waiting_runtime_id=refused.runtime_id,
+            waiting_seen_at=now,
+        )
+        if changed:
+            _audit_confirmed_wait(refused, now)
+
+
+def _audit_confirmed_wait(refused: RuntimeConflict, now: datetime) -> None:
+    agent = (
+        Agent.objects.filter(pk=refused.agent_pk)
+        .values("agent_id", "lobby__name", "runtime_id", "waiting_since")
+        .first()
+    )
+    if agent is None or agent["waiting_since"] is None:
+        return
+    since = agent["waiting_since"]
+    if now - since < WAITING_CONFIRMED:
+        return
+    lobby_name, agent_id = agent["lobby__name"], agent["agent_id"]
+    recorded = AuditEvent.objects.filter(
+        lobby_name=lobby_name,
+        agent_id=agent_id,
+        action=AuditAction.RUNTIME_WAITING,
+        target=refused.runtime_id,
+        created_at__gte=since,
+    ).exists()
+    if recorded:
+        return
+    record_audit(
+        ActorKind.AGENT,
+        AuditAction.RUNTIME_WAITING,
+        lobby_name=lobby_name,
+        agent_id=agent_id,
+        target=refused.runtime_id,
+        detail={"since": iso(since), "holder": agent["runtime_id"] or ""},
     )
 
 

@@ -472,17 +472,23 @@ def test_a_message_to_the_owner_pushes_its_sender_not_its_words_until_the_owner_
     from lobbies.models import Message
 
     device = _subscribe(service)
-    sent = backend.send("lead", "the secret plan", "r-1", kind="question")
+    sent = backend.send("owner", "the secret plan", "r-1", kind="question")
     message = Message.objects.get(pk=sent["message_id"])
-    assert message.reply_expected
-    alerts.notify_owner_of_message(message)
-    alerts.push_pass()
-    [payload] = _payloads(service, device)
-    assert (payload["agent"], payload["reason"], payload["place"]) == (
+    assert message.reply_expected and sent["recipients"][0]["agent_id"] == "owner"
+    backend.send("owner", "the secret plan", "r-1", kind="question")  # a retry queues nothing
+    assert alerts.push_pass() == {"sent": 1, "dropped": 0, "failed": 0, "refused": 0}
+    [push] = service.received
+    claims = verify_vapid(push.headers["authorization"], vapid.public_key(), service.origin)
+    assert claims["sub"].startswith("mailto:")
+    payload = device.decrypt(push.body)
+    assert payload["title"] == "my-team: backend waits on you"
+    assert (payload["lobby"], payload["agent"], payload["reason"], payload["place"]) == (
+        "my-team",
         "backend",
         "message",
         "messages",
     )
+    assert payload["body"] == f"message {message.pk} expects your reply"
     assert "secret plan" not in json.dumps(payload)
     reply_to_agent(
         Actor.operator(),
@@ -494,6 +500,34 @@ def test_a_message_to_the_owner_pushes_its_sender_not_its_words_until_the_owner_
     )
     alerts.watch_lobbies()
     assert OwnerAlert.objects.get(reason=AlertReason.MESSAGE).settled_at is not None
+
+
+def test_a_message_to_the_owner_that_expects_no_reply_does_not_push(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    _subscribe(service)
+    sent = backend.send("owner", "tests are green", "r-1", kind="report")
+    assert sent["status"] == "stored"
+    assert alerts.push_pass()["sent"] == 0
+    assert service.received == [] and not OwnerAlert.objects.exists()
+
+
+def test_a_refused_message_to_the_owner_queues_no_push(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    _subscribe(service)
+    later = (timezone.now() + timedelta(hours=1)).isoformat()
+    status, body = backend.call(
+        "send_message",
+        to="owner",
+        content="later",
+        client_request_id="r-1",
+        kind="question",
+        deliver_at=later,
+    )
+    assert (status, body["error"]["code"]) == (400, "invalid_deliver_at")
+    assert "owner" in body["error"]["message"]
+    assert alerts.push_pass()["sent"] == 0 and not OwnerAlert.objects.exists()
 
 
 def test_settled_alerts_leave_with_the_retention_sweep(

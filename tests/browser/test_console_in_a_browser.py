@@ -49,7 +49,8 @@ def test_an_owner_signs_in_changes_visibility_and_signs_out(
         and cookies["__Host-pocolobby-lobby"]["httpOnly"]
     )
 
-    # Change a setting; the page reloads showing it stored.
+    # Change a setting; the page reloads showing it stored, its folded section still open.
+    page.locator("#visibility > summary").click()
     page.locator("#visibility input[value=public]").check()
     with (
         page.expect_navigation(),  # the form reloads the page once the answer is in
@@ -58,6 +59,7 @@ def test_an_owner_signs_in_changes_visibility_and_signs_out(
         page.get_by_role("button", name="Save visibility").click()
     assert saved.value.ok, saved.value.text()
     expect(page.locator("#visibility input[value=public]")).to_be_checked()
+    expect(page.locator("#visibility input[value=public]")).to_be_visible()
     page.reload()
     expect(page.locator("#visibility input[value=public]")).to_be_checked()
     shoot(page, "4-changed")

@@ -85,6 +85,7 @@ def test_a_public_dashboard_needs_no_sign_in_and_shows_no_email(
     lobby, owner = f"open-{look}", f"open-{look}@example.com"
     _seed(hosted_broker, lobby, owner)
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
+    page.locator("#visibility > summary").click()  # folded until asked for
     page.locator("#visibility input[value=public]").check()
     with (
         page.expect_navigation(),  # the form reloads the page once the answer is in

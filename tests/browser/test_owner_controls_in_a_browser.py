@@ -82,6 +82,7 @@ def test_the_owner_controls_agents_and_delivery_from_settings(
     _save(page, "Rest backend", "backend is resting: nothing is pushed to it")
     expect(page.get_by_role("button", name="Resume backend")).to_be_visible()
     backend = page.locator('[data-agent-controls="backend"]')
+    backend.get_by_text("Permissions of backend: none").click()  # folded until asked for
     backend.get_by_label("broadcast: send to every agent").check()
     _save(page, "Save permissions of backend", "saved the permissions of backend: broadcast")
     expect(backend.get_by_label("broadcast: send to every agent")).to_be_checked()
@@ -118,6 +119,7 @@ def test_the_owner_writes_to_every_agent_and_a_viewer_cannot(
     ).start()
     try:
         sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
+        page.locator("#viewers > summary").click()  # folded until asked for
         page.locator("#viewer-email").fill(viewer)
         _save(page, "Add viewer", "viewer added")
         page.get_by_role("link", name="Dashboard").click()

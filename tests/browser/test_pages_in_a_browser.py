@@ -96,6 +96,7 @@ def test_a_viewer_sees_the_request_but_no_reply_box(hosted_broker, page: Page, l
     lobby, owner, viewer = f"look-{look}", f"own-{look}@example.com", f"see-{look}@example.com"
     _seed(hosted_broker, lobby, owner, viewer)
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
+    page.locator("#viewers > summary").click()  # folded until asked for
     page.locator("#viewer-email").fill(viewer)
     with page.expect_navigation():
         page.get_by_role("button", name="Add viewer").click()
@@ -175,6 +176,10 @@ def test_axe_finds_nothing_serious_on_any_page(hosted_broker, page: Page, look: 
             page.locator("details[data-reply]").first.evaluate("d => d.open = true")
         found[path] = _serious(axe.run(page))
         shoot(page, path.strip("/").replace("/", "-") or "dashboard")
+        if path == "/settings":  # and every folded section open, as an owner changing it
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            found["/settings unfolded"] = _serious(axe.run(page))
+            shoot(page, "settings-unfolded")
     page.goto(hosted_broker.account_url + "/")
     page.wait_for_load_state()
     found["account home"] = _serious(axe.run(page))
@@ -188,3 +193,33 @@ def test_axe_finds_nothing_serious_on_any_page(hosted_broker, page: Page, look: 
     page.keyboard.press("Tab")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")
+
+
+def test_settings_put_notifications_and_delivery_first_and_fold_the_rest(
+    hosted_broker, page: Page, look: str, shoot
+):
+    """Issue 32: on a phone the owner finds notifications (push, quiet hours, the mail
+    opt-in) and the delivery controls first and open; every other section is a closed
+    details that opens with a tap, no script needed."""
+    lobby, owner = f"fold-{look}", f"fold-{look}@example.com"
+    _seed(hosted_broker, lobby, owner)
+    sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
+    expect(page.get_by_label("Mail me when something still waits")).to_be_visible()
+    expect(page.get_by_role("button", name="Pause all delivery")).to_be_visible()
+    expect(page.get_by_role("button", name="Rest backend")).to_be_visible()
+    order = page.evaluate(
+        "[...document.querySelectorAll('main > section, main > details')].map(e => e.id)"
+    )
+    assert order[:3] == ["notifications", "notification-settings", "controls"], order
+    folds = page.locator("main > details.fold")
+    assert set(order[3:]) == set(folds.evaluate_all("ds => ds.map(d => d.id)"))
+    assert folds.evaluate_all("ds => ds.every(d => !d.open)")
+    expect(page.locator("#viewer-email")).to_be_hidden()
+    folded = page.evaluate("document.documentElement.scrollHeight")
+    _no_sideways_scroll(page)
+    shoot(page, "folded")
+    page.locator("#viewers > summary").click()
+    expect(page.locator("#viewer-email")).to_be_visible()
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert page.evaluate("document.documentElement.scrollHeight") > folded * 1.5
+    _no_sideways_scroll(page)

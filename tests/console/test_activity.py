@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
-from lobbies.models import AuditEvent
+from lobbies.actions import operator, restore
+from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
+from lobbies.models import ActorKind, Agent, AuditEvent
+from lobbies.presence import WAITING_CONFIRMED
 from tests.console.test_local_operator import operator_browser
 
 
@@ -77,3 +81,46 @@ def test_every_lobby_shows_the_brokers_restores(lobby):
     page = operator_browser().get("/my-team/activity").content.decode()
     assert "The operator restored the broker from /backups/b1" in page
     assert "The operator finished the restore: agents are admitted again" in page
+
+
+def test_the_restore_actions_write_their_events_and_every_lobby_shows_them(lobby, lead):
+    restore.enter_restore_mode("/backups/<b>b7</b>", timezone.now() - timedelta(hours=2))
+    restore.finish_restore()
+    page = operator_browser().get("/my-team/activity").content.decode()
+    assert "The operator restored the broker from /backups/&lt;b&gt;b7&lt;/b&gt;" in page
+    assert "agents need the new tokens (1 issued)" in page
+    assert "The operator finished the restore: agents are admitted again" in page
+    assert "<b>b7</b>" not in page
+    assert page.index("finished the restore") < page.index("restored the broker from")
+
+
+def _ask(agent: Agent, runtime: str) -> None:
+    """A new conversation's bridge asks for the agent another conversation holds."""
+    with pytest.raises(RuntimeConflict) as refused:
+        claim_runtime(agent, runtime, None)
+    wait_for_hand_over(refused.value)
+
+
+def test_a_conversation_that_waited_and_the_owners_hand_over_are_on_the_page(lobby, backend):
+    holder, waiting = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    claim_runtime(backend.agent, holder, None)
+    Agent.objects.filter(pk=backend.agent.pk).update(runtime_first_ready_at=timezone.now())
+    _ask(backend.agent, waiting)
+    Agent.objects.filter(pk=backend.agent.pk).update(
+        waiting_since=timezone.now() - WAITING_CONFIRMED - timedelta(seconds=1)
+    )
+    _ask(backend.agent, waiting)
+    operator.hand_over(
+        "my-team", "backend", actor_kind=ActorKind.ACCOUNT, account="<i>boss</i>@example.com"
+    )
+    page = operator_browser().get("/my-team/activity").content.decode()
+    assert (
+        "Agent backend started a new conversation (runtime 22222222) that waits to take over "
+        "from runtime 11111111; the owner can hand it over" in page
+    )
+    assert (
+        "&lt;i&gt;boss&lt;/i&gt;@example.com handed agent backend over to the conversation "
+        "waiting for it" in page
+    )
+    assert "<i>boss</i>" not in page
+    assert page.index("handed agent backend over") < page.index("waits to take over")

@@ -286,3 +286,35 @@ async def test_a_waiting_conversation_is_admitted_when_the_holder_then_ends_clea
         None,
     )
     await admitted.disconnect()
+
+
+async def test_a_real_wait_is_audited_once_and_a_single_ask_is_not(backend):
+    """The Activity page's hand-over events: a conversation that waited (once it asked
+    again, not a health check's one ask; once per wait however often it asks), then the
+    owner's hand over."""
+    stream, runtime, _ = await _holding(backend)
+    waiting = new_runtime()
+    await _refused(backend, waiting)
+    assert "runtime_waiting" not in await sync(_actions)()  # one ask is not a wait
+    await sync(_first_ask_earlier)(backend, WAITING_CONFIRMED.total_seconds() + 1)
+    await _refused(backend, waiting)
+    await _refused(backend, waiting)
+    waits = await sync(
+        lambda: list(
+            AuditEvent.objects.filter(action="runtime_waiting").values(
+                "actor_kind", "agent_id", "lobby_name", "target", "detail"
+            )
+        )
+    )()
+    assert len(waits) == 1
+    (wait,) = waits
+    assert (wait["actor_kind"], wait["agent_id"], wait["lobby_name"]) == (
+        "agent",
+        "backend",
+        "my-team",
+    )
+    assert (wait["target"], wait["detail"]["holder"]) == (waiting, runtime)
+    await sync(operator.hand_over)("my-team", "backend", account="boss@example.com")
+    actions = await sync(_actions)()
+    assert actions.index("runtime_waiting") < actions.index("runtime_handed_over")
+    await stream.disconnect()

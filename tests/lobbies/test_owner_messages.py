@@ -37,16 +37,31 @@ def test_no_agent_can_take_the_name_owner(lobby):
     assert not Agent.objects.filter(agent_id="owner").exists()
 
 
-def test_an_agent_cannot_send_as_the_owner_or_to_it(lobby, lead: AgentClient, backend):
+def test_an_agent_cannot_send_as_the_owner(lobby, lead: AgentClient, backend):
     forged = {"from": "owner"}
     status, body = lead.call(
         "send_message", to="backend", content="ship it", client_request_id="r-1", **forged
     )
     assert status == 400 and "from" in body["error"]["message"]
-    _reply(lobby, "lead", "hello", "k-1")  # the owner's row now exists
-    status, body = lead.call("send_message", to="owner", content="hi", client_request_id="r-2")
-    assert (status, body["error"]["code"]) == (400, "reserved_name")
     assert Message.objects.filter(sender__agent_id="lead").count() == 0
+
+
+def test_an_agent_writes_to_the_owner_and_the_copy_waits_for_the_owner(
+    lobby, lead: AgentClient, backend
+):
+    """Issue 32: a message to `owner` is stored like any direct message (the Messages page
+    shows it; a push goes out if it expects a reply), its copy pending on the owner's row,
+    which is made for it and stays disabled and unlisted."""
+    sent = lead.send("owner", "may I ship?", "r-2", kind="question")
+    assert [r["agent_id"] for r in sent["recipients"]] == ["owner"]
+    message = Message.objects.get(pk=sent["message_id"])
+    assert message.reply_expected and message.deliveries.get().state == "pending"
+    owner = Agent.objects.get(lobby=lobby, agent_id="owner")
+    assert not owner.enabled and not Credential.objects.filter(agent=owner).exists()
+    listed = lead.ok("list_agents")["agents"]
+    assert "owner" not in [a["agent_id"] for a in listed]
+    again = lead.send("owner", "may I ship?", "r-2", kind="question")  # a retry
+    assert (again["message_id"], again["duplicate"]) == (sent["message_id"], True)
 
 
 def test_the_owner_row_never_holds_a_token_nor_joins_a_room(lobby, lead: AgentClient):
