@@ -16,6 +16,7 @@ from lobbies.models import AuditEvent, Lobby
 from tests.console.conftest import ACCOUNT_HOST, LOCAL_HOST, browser_at, post_json, sign_in
 
 OPERATOR = "op@example.com"
+RIGHT = "right-password"
 
 
 @pytest.fixture
@@ -115,9 +116,6 @@ def test_the_admins_log_out_ends_the_operators_account_session(operator_account)
 @pytest.fixture
 def superuser(db):
     return get_user_model().objects.create_superuser("rescue", "r@example.com", RIGHT)
-
-
-RIGHT = "right-password"
 
 
 def log_in(browser: Client, password: str = RIGHT):
