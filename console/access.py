@@ -2,7 +2,8 @@
 
 Hosted: the account area's session names an account; a lobby host's session (from a
 hand-off) names an account for that one lobby, which is its owner, a listed viewer, or
-nobody any more. Local: the operator's in-memory session opens every lobby.
+nobody any more. Local: the operator's in-memory session opens every lobby. The Django
+admin takes its identity from the same sessions (OperatorAdmin).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from console import local
+from console.actions.sign_in import end_session
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
 from console.web import clear_host_cookie, digest, host_cookie
 from lobbies.hosts import hosted
@@ -113,18 +117,50 @@ def visitor_of(
 LOCAL_OPERATOR_USERNAME = "local-operator"
 
 
-def local_operator_user() -> Any:
-    """A staff identity that exists only in this process: no user row, no password."""
-    user = get_user_model()(
-        username=LOCAL_OPERATOR_USERNAME, is_active=True, is_staff=True, is_superuser=True
-    )
+def staff_identity(username: str) -> Any:
+    """A staff identity that exists only for this request: no user row, no password."""
+    user = get_user_model()(username=username, is_active=True, is_staff=True, is_superuser=True)
     user.set_unusable_password()
     return user
 
 
-class LocalOperatorAdmin:
-    """On a local broker, the session `pocolobby settings` opened is also an admin session,
-    with the same 12-hour life, so `/admin/` needs no `createsuperuser`.
+def local_operator_user() -> Any:
+    return staff_identity(LOCAL_OPERATOR_USERNAME)
+
+
+def admin_password_allowed() -> bool:
+    """Whether the admin's password form and a Django user's session count: always on a local
+    broker (beside the ticket), on a hosted one only in recovery (docs/OPERATIONS.md)."""
+    return not hosted() or bool(settings.POCOLOBBY_ADMIN_PASSWORD_RECOVERY)
+
+
+def operator_account(request: HttpRequest) -> Account | None:
+    """Hosted: the account-area session's account when the operator marked it as one."""
+    account = account_of(request)
+    return account if account is not None and account.operator else None
+
+
+def admin_identity(request: HttpRequest) -> Any | None:
+    """Who an /admin/ request is, from our own sessions, read again on every request: the
+    local operator's ticket session, or a hosted account-area session of an account marked
+    operator (unmarking or disabling it applies to its next request). Anonymous when a hosted
+    broker is not in password recovery, so no Django password session is honoured; None
+    leaves Django's user as it is."""
+    if operator_signed_in(request):
+        return local_operator_user()
+    if not hosted():
+        return None
+    account = operator_account(request)
+    if account is not None:
+        return staff_identity(account.email)
+    return None if admin_password_allowed() else AnonymousUser()
+
+
+class OperatorAdmin:
+    """The Django admin's identity comes from the console's own sign-ins: on a local broker
+    the session `pocolobby settings` opened (same 12-hour life, no `createsuperuser`), on a
+    hosted one the email-code session of an account marked operator (docs/DECISIONS.md,
+    "One person sign-in on a hosted broker").
 
     Async-capable: one sync-only middleware would put every page request of the process
     through Django's single sync thread (pocolobby/middleware.py says why that matters).
@@ -142,27 +178,34 @@ class LocalOperatorAdmin:
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
-        if not (request.path.startswith("/admin/") and operator_signed_in(request)):
+        if not request.path.startswith("/admin/"):
             return self.get_response(request)
-        request.user = local_operator_user()
+        identity = admin_identity(request)
+        if identity is not None:
+            request.user = identity
         response = self.get_response(request)
         self._after(request, response)
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
-        if not request.path.startswith("/admin/") or not await sync_to_async(
-            operator_signed_in
-        )(request):
+        if not request.path.startswith("/admin/"):
             response: HttpResponse = await self.get_response(request)
             return response
-        request.user = local_operator_user()
+        identity = await sync_to_async(admin_identity)(request)
+        if identity is not None:
+            request.user = identity
         response = await self.get_response(request)
         await sync_to_async(self._after)(request, response)
         return response
 
     @staticmethod
     def _after(request: HttpRequest, response: HttpResponse) -> None:
-        if request.path == "/admin/logout/" and request.method == "POST":
-            # One sign-in, one sign-out: the admin's "log out" ends the operator's session.
+        if not (request.path == "/admin/logout/" and request.method == "POST"):
+            return
+        # One sign-in, one sign-out: the admin's "log out" ends the session that let it in.
+        if operator_signed_in(request):
             local.end_operator_session(host_cookie(request, OPERATOR_COOKIE))
             clear_host_cookie(response, OPERATOR_COOKIE)
+        elif hosted() and operator_account(request) is not None:
+            end_session(host_cookie(request, ACCOUNT_COOKIE), SessionPlace.ACCOUNT)
+            clear_host_cookie(response, ACCOUNT_COOKIE)

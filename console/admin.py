@@ -161,17 +161,20 @@ class LobbyAdmin(AuditedAdmin):
 
 @admin.register(Account)
 class AccountAdmin(AuditedAdmin):
-    list_display = ("email", "enabled", "may_create_lobbies", "created_at")
-    list_filter = ("enabled", "may_create_lobbies")
+    list_display = ("email", "enabled", "may_create_lobbies", "operator", "created_at")
+    list_filter = ("enabled", "may_create_lobbies", "operator")
     search_fields = ("email",)
-    fields = ("email", "enabled", "may_create_lobbies")
+    fields = ("email", "enabled", "may_create_lobbies", "operator")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return ("email",) if obj is not None else ()
 
     def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
         saved, _ = accounts.save_account(
-            obj.email, enabled=obj.enabled, may_create_lobbies=obj.may_create_lobbies
+            obj.email,
+            enabled=obj.enabled,
+            may_create_lobbies=obj.may_create_lobbies,
+            operator=obj.operator,
         )
         obj.pk = saved.pk
         obj.created_at = saved.created_at

@@ -24,6 +24,11 @@ class Account(models.Model):
     enabled = models.BooleanField(default=True)
     # The operator's allowance: this account may create up to three lobbies itself.
     may_create_lobbies = models.BooleanField(default=False)
+    # The operator's mark: this account's email-code sign-in also opens the Django admin on a
+    # hosted broker (console/access.py, OperatorAdmin).
+    operator = models.BooleanField(
+        default=False, help_text="Its email-code sign-in opens this admin on a hosted broker."
+    )
     created_at = models.DateTimeField()
 
     class Meta:

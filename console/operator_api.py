@@ -26,6 +26,7 @@ class SaveAccount(Operation):
     email: Annotated[str, bounded_text(254)]
     enabled: bool | None = None
     may_create_lobbies: bool | None = None
+    operator: bool | None = None
 
 
 class SetOwner(Operation):
@@ -41,16 +42,21 @@ def _account_entry(account: Account) -> dict[str, Any]:
         "email": account.email,
         "enabled": account.enabled,
         "may_create_lobbies": account.may_create_lobbies,
+        "operator": account.operator,
     }
 
 
 @api_view(("POST",), admin("POST", answers.AccountAnswer, SaveAccount, statuses=(200, 201)))
 def accounts(request: HttpRequest) -> JsonResponse:
-    """Create an account or change it; disabling ends its sessions and hand-offs."""
+    """Create an account or change it; disabling ends its sessions and hand-offs; `operator`
+    lets its email-code sign-in open the Django admin (hosted)."""
     require_operator(request)
     args = parse_arguments(SaveAccount, json_body(request))
     account, created = account_actions.save_account(
-        args.email, enabled=args.enabled, may_create_lobbies=args.may_create_lobbies
+        args.email,
+        enabled=args.enabled,
+        may_create_lobbies=args.may_create_lobbies,
+        operator=args.operator,
     )
     return JsonResponse(
         {**_account_entry(account), "created": created}, status=201 if created else 200

@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 
 from console import local, mail, selectors
-from console.access import ACCOUNT_COOKIE, OPERATOR_COOKIE
+from console.access import ACCOUNT_COOKIE, OPERATOR_COOKIE, account_of, admin_password_allowed
 from console.actions import accounts, handoff, sign_in
 from console.clients import client_address, client_bucket
 from console.forms import CodeForm, CreateLobbyForm, EmailForm, EmptyForm, TicketForm
@@ -44,6 +44,9 @@ PENDING_OPEN = re.compile(
     r"^/open/[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?\?verifier_hash=[0-9a-f]{64}"
     r"&next=(?:settings|dashboard)$"
 )
+# An admin page an operator asked for before signing in (its path only, never a query).
+PENDING_ADMIN = re.compile(r"^/admin/(?:[a-z0-9_-]+/)*$")
+ADMIN_DOORS = ("/admin/login/", "/admin/logout/")  # never a place to come back to
 CODE_SENT = "if that address may sign in, a code is on its way"
 
 
@@ -69,7 +72,7 @@ def _hosted_only() -> None:
 
 
 def _pending(value: str) -> str:
-    return value if PENDING_OPEN.match(value) else ""
+    return value if PENDING_OPEN.match(value) or PENDING_ADMIN.match(value) else ""
 
 
 def _with_facts(entries: list[tuple[str, Any]]) -> list[tuple[Any, str, LobbyFacts]]:
@@ -218,7 +221,31 @@ def redeem_ticket(request: HttpRequest, account: Account | None) -> JsonResponse
 
 
 def admin_login(request: HttpRequest) -> HttpResponse:
-    """The Django admin's login under sign-in's limits: per network, and per (user, network)
+    """The Django admin's login. Hosted, operators sign in with the console's email code and
+    the password form is off unless the broker is in password recovery (docs/OPERATIONS.md);
+    elsewhere Django's form under sign-in's limits."""
+    if not admin_password_allowed():
+        return _admin_by_email_code(request)
+    return _admin_by_password(request)
+
+
+def _admin_by_email_code(request: HttpRequest) -> HttpResponse:
+    """Send the browser through the console's sign-in and back to the admin page it asked for;
+    an account not marked operator is told so, plainly."""
+    if request.method != "GET":
+        return render(request, "console/admin_refused.html", {"password": True}, status=403)
+    asked = request.GET.get("next", "")
+    target = asked if PENDING_ADMIN.match(asked) and asked not in ADMIN_DOORS else "/admin/"
+    account = account_of(request)
+    if account is None:
+        return HttpResponseRedirect(f"/sign-in?{urlencode({'next': target})}")
+    if account.operator:
+        return HttpResponseRedirect(target)
+    return render(request, "console/admin_refused.html", {"account": account}, status=403)
+
+
+def _admin_by_password(request: HttpRequest) -> HttpResponse:
+    """Django's password login under sign-in's limits: per network, and per (user, network)
     for wrong passwords, so a guesser elsewhere cannot lock the operator out."""
     if request.method != "POST":
         return admin.site.login(request)

@@ -36,8 +36,9 @@ RECIPIENTS_SHOWN = 8
 
 
 def admin_actor(request: HttpRequest) -> str:
-    """Who an admin change is audited as: the signed-in admin user, never a bare 'operator'."""
-    return f"admin:{request.user.get_username()}"
+    """Who an admin change is audited as: the signed-in admin user (on a hosted broker the
+    operator account's email), never a bare 'operator'; clipped to the audit column."""
+    return f"admin:{request.user.get_username()}"[:254]
 
 
 class AuditedAdmin(admin.ModelAdmin):

@@ -581,6 +581,7 @@ class AccountAnswer(Answer):
     email: str
     enabled: bool
     may_create_lobbies: bool
+    operator: bool
     created: bool
 
 

@@ -541,6 +541,29 @@ def _narrow(agent: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _choice(value: str | None) -> bool | None:
+    return None if value is None else value == "yes"
+
+
+def account_cmd(args: argparse.Namespace) -> int:
+    """Create or change a hosted broker's account through the serving broker (which holds the
+    store's lock): enabled, may create lobbies, operator (its email code opens /admin/)."""
+    body = {
+        "email": args.email,
+        "enabled": _choice(args.enabled),
+        "may_create_lobbies": _choice(args.may_create_lobbies),
+        "operator": _choice(args.operator),
+    }
+    data = _call("POST", "/accounts", body)
+    print(
+        f"{'created' if data['created'] else 'changed'} account {data['email']}: enabled "
+        f"{_yes(data['enabled'])}, may create lobbies {_yes(data['may_create_lobbies'])}, "
+        f"operator {_yes(data['operator'])}"
+        + ("; its email-code sign-in opens /admin/" if data["operator"] else "")
+    )
+    return 0
+
+
 def status_cmd(args: argparse.Namespace) -> int:
     data = _call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
     if args.json:
@@ -851,6 +874,23 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("lobby")
         q.add_argument("name")
     p.set_defaults(func=agent_cmd)
+
+    p = sub.add_parser("account", help="a hosted broker's accounts: who may sign in, and as what")
+    acsub = p.add_subparsers(dest="account_command", required=True)
+    aset = acsub.add_parser(
+        "set", help="create or change an account (unnamed options stay as they are)"
+    )
+    aset.add_argument("email")
+    aset.add_argument(
+        "--operator",
+        choices=("yes", "no"),
+        help="yes: its email-code sign-in opens the Django admin (/admin/) on a hosted broker",
+    )
+    aset.add_argument("--enabled", choices=("yes", "no"), help="no: it cannot sign in")
+    aset.add_argument(
+        "--may-create-lobbies", choices=("yes", "no"), help="yes: it may create up to 3 lobbies"
+    )
+    p.set_defaults(func=account_cmd)
 
     p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
     p.add_argument("lobby")

@@ -52,6 +52,10 @@ if POCOLOBBY_DOMAIN:
 # limits read X-Forwarded-For only behind this many trusted proxies (console/clients.py).
 POCOLOBBY_SIGN_IN_FLOOR_SECONDS = float(os.environ.get("POCOLOBBY_SIGN_IN_FLOOR_SECONDS", "1.0"))
 POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS", "0"))
+# Hosted: operators sign in to the Django admin with the console's email code (accounts marked
+# operator). A `createsuperuser` password opens it only while this is 1: recovery, for the
+# time it takes (docs/OPERATIONS.md, "The Django admin on a hosted broker").
+POCOLOBBY_ADMIN_PASSWORD_RECOVERY = os.environ.get("POCOLOBBY_ADMIN_PASSWORD_RECOVERY") == "1"
 
 # Push endpoints admitted although their host is private or loopback (`host:port`, commas):
 # for tests and private push services (board/push_endpoints.py).
@@ -107,7 +111,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "console.access.LocalOperatorAdmin",
+    "console.access.OperatorAdmin",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

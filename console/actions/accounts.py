@@ -40,9 +40,14 @@ def checked_repository(value: str) -> str:
 
 
 def save_account(
-    email: str, *, enabled: bool | None = None, may_create_lobbies: bool | None = None
+    email: str,
+    *,
+    enabled: bool | None = None,
+    may_create_lobbies: bool | None = None,
+    operator: bool | None = None,
 ) -> tuple[Account, bool]:
-    """Create or change an account; disabling deletes its sessions and hand-offs."""
+    """Create or change an account; disabling deletes its sessions and hand-offs. `operator`
+    marks (or unmarks) the account as one whose sign-in opens the Django admin when hosted."""
     email = checked_email(email)
     with transaction.atomic():
         account = Account.objects.select_for_update().filter(email=email).first()
@@ -52,12 +57,15 @@ def save_account(
                 email=email,
                 enabled=True if enabled is None else enabled,
                 may_create_lobbies=bool(may_create_lobbies),
+                operator=bool(operator),
                 created_at=timezone.now(),
             )
             record_audit(ActorKind.OPERATOR, AuditAction.ACCOUNT_CREATED, target=email)
         else:
             if may_create_lobbies is not None:
                 account.may_create_lobbies = may_create_lobbies
+            if operator is not None:
+                account.operator = operator
             if enabled is not None and enabled != account.enabled:
                 account.enabled = enabled
                 record_audit(
@@ -65,7 +73,7 @@ def save_account(
                     AuditAction.ACCOUNT_ENABLED if enabled else AuditAction.ACCOUNT_DISABLED,
                     target=email,
                 )
-            account.save(update_fields=["enabled", "may_create_lobbies"])
+            account.save(update_fields=["enabled", "may_create_lobbies", "operator"])
         if not account.enabled:
             WebSession.objects.filter(account=account).delete()
             Handoff.objects.filter(account=account).delete()

@@ -1,5 +1,6 @@
 """The local operator, signed in by `pocolobby settings`'s ticket, disables and re-enables an
-agent from the Django admin and reads the messages list, in Chromium at phone width."""
+agent from the Django admin and reads the messages list, in Chromium at phone width; a hosted
+broker's operator signs in to the admin with an emailed code."""
 
 from __future__ import annotations
 
@@ -121,3 +122,26 @@ def test_the_operator_disables_and_enables_an_agent_at_phone_width(local_broker,
     expect(page.locator("#result_list b")).to_have_count(0)
     shoot(page, "3-messages")
     assert not refused, refused
+
+
+def test_a_hosted_operator_signs_in_to_the_admin_with_an_emailed_code(
+    hosted_broker, page: Page, shoot
+):
+    email = "operator@example.com"
+    hosted_broker.admin("POST", "/accounts", {"email": email, "operator": True})
+    account_url = hosted_broker.account_url
+
+    page.goto(f"{account_url}/admin/")
+    expect(page).to_have_url(f"{account_url}/sign-in?next=%2Fadmin%2F")
+    page.wait_for_load_state()
+    page.locator("input[name=email]").fill(email)
+    page.get_by_role("button", name="Send me a code").click()
+    page.wait_for_url(re.compile(r".*/sign-in/code.*"))
+    page.wait_for_load_state()
+    page.locator("input[name=code]").fill(hosted_broker.latest_code(email))
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page).to_have_url(f"{account_url}/admin/")
+    expect(page.get_by_text(email).first).to_be_visible()
+    expect(page.get_by_role("link", name="Lobbies", exact=True)).to_be_visible()
+    shoot(page, "hosted-admin")

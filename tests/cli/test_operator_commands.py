@@ -246,6 +246,25 @@ def test_lobby_delete_and_the_name_stays_retired(module_broker: Broker, tmp_path
     assert_one_line_error(gone, "unknown_lobby")
 
 
+def test_account_set_marks_an_operator_and_keeps_what_it_does_not_name(module_broker: Broker):
+    broker = module_broker
+    made = broker.cli("account", "set", " Op@Example.com", "--operator", "yes")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == (
+        "created account op@example.com: enabled yes, may create lobbies no, operator yes; "
+        "its email-code sign-in opens /admin/\n"
+    )
+    changed = broker.cli("account", "set", "op@example.com", "--may-create-lobbies", "yes")
+    assert changed.stdout.startswith(
+        "changed account op@example.com: enabled yes, may create lobbies yes, operator yes"
+    )
+    unmarked = broker.cli("account", "set", "op@example.com", "--operator", "no")
+    assert unmarked.stdout.rstrip().endswith("operator no")
+    assert_one_line_error(
+        broker.cli("account", "set", "not-an-address", "--operator", "yes"), "invalid_email"
+    )
+
+
 def test_duplicate_lobby_and_agent_are_refused(module_broker: Broker, tmp_path: Path):
     broker = module_broker
     assert broker.cli("lobby", "create", "twice-team").returncode == 0

@@ -29,12 +29,23 @@ def test_accounts_are_created_changed_and_disabled(db):
         "email": "ann@example.com",
         "enabled": True,
         "may_create_lobbies": True,
+        "operator": False,
         "created": True,
     }
     changed = call("post", "/accounts", {"email": "ann@example.com", "enabled": False})
     assert changed.status_code == 200 and changed.json()["enabled"] is False
     assert Account.objects.get().may_create_lobbies is True
     assert AuditEvent.objects.filter(action="account_disabled", target="ann@example.com").exists()
+
+
+def test_an_account_is_marked_and_unmarked_as_an_operator(db):
+    marked = call("post", "/accounts", {"email": "op@example.com", "operator": True})
+    assert marked.status_code == 201 and marked.json()["operator"] is True
+    kept = call("post", "/accounts", {"email": "op@example.com", "may_create_lobbies": True})
+    assert kept.json()["operator"] is True
+    unmarked = call("post", "/accounts", {"email": "op@example.com", "operator": False})
+    assert unmarked.json()["operator"] is False and not Account.objects.get().operator
+    assert call("post", "/accounts", {"email": "a@example.com", "operator": "x"}).status_code == 400
 
 
 def test_disabling_deletes_sessions_and_hand_offs(lobby, make_account):
