@@ -1,8 +1,10 @@
 """The lobby's human owner answering an agent: the agents' own send, with sender `owner`.
 
 The owner is a reserved per-lobby agent row named `owner` that is never enabled, never holds
-a token, is never a recipient and never listed, so a reply gets the same validation, bounds,
-idempotency and transaction as every agent's send (docs/DECISIONS.md "The owner as a sender").
+a token and is never listed, so a reply gets the same validation, bounds, idempotency and
+transaction as every agent's send (docs/DECISIONS.md "The owner as a sender"). Agents' messages
+to `owner` wait on that row until the owner answers their sender: the answer acknowledges them
+(their senders get the read receipts they asked for), so they never fill the row's queue.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from lobbies.actions.messages import (
     owner_agent,
     send,
 )
+from lobbies.actions.receipts import acknowledge_in_transaction
 from lobbies.catalog import parse_arguments
-from lobbies.models import ActorKind, Agent, AuditAction, Lobby
+from lobbies.models import ActorKind, Agent, AuditAction, Delivery, DeliveryState, Lobby
 from lobbies.names import OWNER_SENDER
 from lobbies.schemas import Broadcast, SendMessage
 
@@ -26,6 +29,18 @@ from lobbies.schemas import Broadcast, SendMessage
 def owner_sender(lobby: Lobby) -> Agent:
     """The lobby's `owner` row, made on the first reply; call inside a transaction."""
     return owner_agent(lobby)
+
+
+def _answered(owner: Agent, sender_name: str | None) -> None:
+    """The owner wrote to `sender_name` (None: to every agent): what that agent (every agent)
+    wrote to the owner is answered, so acknowledged. Inside the reply's transaction."""
+    owner = Agent.objects.select_for_update().get(pk=owner.pk)
+    waiting = Delivery.objects.filter(recipient=owner, state=DeliveryState.PENDING)
+    if sender_name is not None:
+        waiting = waiting.filter(message__sender__agent_id=sender_name)
+    ids = list(waiting.values_list("message_id", flat=True))
+    if ids:
+        acknowledge_in_transaction(owner, ids)
 
 
 def send_owner_message(
@@ -55,6 +70,7 @@ def send_owner_message(
     with transaction.atomic():
         sender = owner_sender(lobby)
         outcome = send(sender, args, lambda: address_direct(sender, args.to))
+        _answered(sender, args.to)
         _audit(outcome, lobby, actor_kind, account, target=to, priority=args.priority)
     return outcome
 
@@ -79,7 +95,9 @@ def send_owner_broadcast(
         },
     )
     with transaction.atomic():
-        outcome = broadcast(owner_sender(lobby), args)
+        sender = owner_sender(lobby)
+        outcome = broadcast(sender, args)
+        _answered(sender, None)
         _audit(
             outcome,
             lobby,

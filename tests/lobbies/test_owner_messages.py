@@ -12,7 +12,15 @@ from channels.layers import get_channel_layer
 from lobbies.actions import operator
 from lobbies.actions.owner_messages import send_owner_message
 from lobbies.errors import BrokerError
-from lobbies.models import ActorKind, Agent, AuditEvent, Credential, Lobby, Message
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditEvent,
+    Credential,
+    Lobby,
+    Message,
+    SeenReceipt,
+)
 from lobbies.presentation import OWNER_SENTENCE
 from tests.conftest import AgentClient
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, sync
@@ -62,6 +70,27 @@ def test_an_agent_writes_to_the_owner_and_the_copy_waits_for_the_owner(
     assert "owner" not in [a["agent_id"] for a in listed]
     again = lead.send("owner", "may I ship?", "r-2", kind="question")  # a retry
     assert (again["message_id"], again["duplicate"]) == (sent["message_id"], True)
+
+
+def test_the_owners_answer_acknowledges_what_its_agent_wrote_to_the_owner_and_nothing_else(
+    lobby, lead: AgentClient, backend
+):
+    """What an agent wrote to `owner` waits until the owner answers that agent: the answer
+    acknowledges it (a receipt for the sender who asked), so the owner's row never fills its
+    queue; another agent's message to the owner still waits."""
+    asked = lead.send("owner", "may I ship?", "r-1", kind="question", notify_when_seen=True)
+    other = backend.send("owner", "the build is red", "r-2")
+    _reply(lobby, "lead", "yes, ship it", "k-1")
+    state = {
+        m: Message.objects.get(pk=m).deliveries.get().state
+        for m in (asked["message_id"], other["message_id"])
+    }
+    assert state == {asked["message_id"]: "seen", other["message_id"]: "pending"}
+    owner = Agent.objects.get(lobby=lobby, agent_id="owner")
+    assert SeenReceipt.objects.filter(message_id=asked["message_id"], seen_by="owner").exists()
+    assert owner.receipt_sequence == 1
+    _reply(lobby, "lead", "and tag it", "k-2")  # nothing left to answer: nothing changes
+    assert Agent.objects.get(pk=owner.pk).receipt_sequence == 1
 
 
 def test_the_owner_row_never_holds_a_token_nor_joins_a_room(lobby, lead: AgentClient):
