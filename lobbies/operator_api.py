@@ -13,7 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from lobbies import answers, attachment_selectors, selectors
-from lobbies.actions import continuity, operator, owner, restore, rooms
+from lobbies.actions import continuity, operator, owner, restore, restore_commands, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import Documented, JsonAnswer, api_view, bearer_token, json_body
@@ -331,4 +331,4 @@ def status(request: HttpRequest) -> JsonAnswer:
 def restore_finish(request: HttpRequest) -> JsonAnswer:
     """`pocolobby restore --finish`: reopen a restored store to agents."""
     require_operator(request)
-    return JsonAnswer(restore.finish_restore())
+    return JsonAnswer(restore_commands.finish_restore())

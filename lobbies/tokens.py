@@ -7,6 +7,7 @@ import hmac
 import secrets
 
 from lobbies import store
+from lobbies.actions.restore import check_open
 from lobbies.errors import BrokerError
 from lobbies.models import Agent
 
@@ -41,8 +42,5 @@ def agent_for_token(token: str) -> Agent:
         )
     if not agent.enabled:
         raise BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
-    # Local: restore imports the operator's actions, which import this module.
-    from lobbies.actions.restore import check_open
-
     check_open()
     return agent

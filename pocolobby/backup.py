@@ -9,7 +9,7 @@ written before the rows naming them, so every one the copy names is there), and
 
 A restore prepares the restored store beside the live one, in restore mode, before anything
 is replaced; a marker file then covers the two renames, and the next `serve`/`init`
-finishes an interrupted swap (lobbies/actions/restore.py says what restore mode is).
+finishes an interrupted swap (lobbies/actions/restore_commands.py says what restore mode is).
 """
 
 from __future__ import annotations

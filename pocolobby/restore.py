@@ -122,7 +122,9 @@ def _close_the_store(
 ) -> tuple[str, list[Path]]:
     """Restore mode on the restored store (the one Django's connection names now), and every
     replacement configuration written; in the caller's transaction, if any."""
-    from lobbies.actions.restore import broker_state, enter_restore_mode  # local: as above
+    # Local: models are usable only after the caller's django.setup().
+    from lobbies.actions.restore import broker_state
+    from lobbies.actions.restore_commands import enter_restore_mode
 
     replacements = enter_restore_mode(str(raw_source), source.taken_at)
     incarnation = str(broker_state().incarnation)

@@ -105,7 +105,7 @@ def _locked(agent: Agent) -> Agent:
     return Agent.objects.select_for_update(of=("self",)).select_related("lobby").get(pk=agent.pk)
 
 
-def _issue_credential(agent: Agent) -> str:
+def issue_credential(agent: Agent) -> str:
     token, digest = new_token()
     Credential.objects.create(agent=agent, token_hash=digest, created_at=timezone.now())
     return token
@@ -135,7 +135,7 @@ def add_agent(
             broadcast=broadcast,
             created_at=timezone.now(),
         )
-        token = _issue_credential(agent)
+        token = issue_credential(agent)
         record_audit(
             OPERATOR,
             AuditAction.AGENT_ADDED,
@@ -155,7 +155,7 @@ def rotate_credential(lobby_name: str, agent_id: str, *, account: str = "") -> s
         revoked = Credential.objects.filter(agent=agent, revoked_at__isnull=True).update(
             revoked_at=now
         )
-        token = _issue_credential(agent)
+        token = issue_credential(agent)
         Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
         close_sockets_on_commit(agent.pk, "token_revoked", "the owner rotated this agent's token")
         record_audit(
@@ -170,7 +170,7 @@ def rotate_credential(lobby_name: str, agent_id: str, *, account: str = "") -> s
     return token
 
 
-def _retire_runtime(agent: Agent) -> str | None:
+def retire_runtime(agent: Agent) -> str | None:
     """Retire the bound runtime for good and clear what it claimed (owner requests)."""
     retired = agent.runtime_id
     if retired:
@@ -191,7 +191,7 @@ def _retire_runtime(agent: Agent) -> str | None:
 def reset_runtime(lobby_name: str, agent_id: str, *, account: str = "") -> str | None:
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
-        retired = _retire_runtime(agent)
+        retired = retire_runtime(agent)
         close_sockets_on_commit(agent.pk, "runtime_retired", "the owner reset this agent's runtime")
         record_audit(
             OPERATOR,
@@ -233,7 +233,7 @@ def hand_over(
                 f"asks for the agent every few seconds, and `pocolobby status {lobby_name}` "
                 "shows it waiting), then hand over",
             )
-        retired = _retire_runtime(agent)
+        retired = retire_runtime(agent)
         Agent.objects.filter(pk=agent.pk).update(
             runtime_id=waiting,
             runtime_first_ready_at=None,
@@ -271,7 +271,7 @@ def disable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> int:
             state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
         )
         Agent.objects.filter(pk=agent.pk).update(enabled=False)
-        _retire_runtime(agent)
+        retire_runtime(agent)
         close_sockets_on_commit(agent.pk, "agent_disabled", "the owner disabled this agent")
         record_audit(
             OPERATOR,

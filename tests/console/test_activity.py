@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from lobbies.actions import operator, restore
+from lobbies.actions import operator, restore_commands
 from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
 from lobbies.models import ActorKind, Agent, AuditEvent
 from lobbies.presence import WAITING_CONFIRMED
@@ -84,8 +84,8 @@ def test_every_lobby_shows_the_brokers_restores(lobby):
 
 
 def test_the_restore_actions_write_their_events_and_every_lobby_shows_them(lobby, lead):
-    restore.enter_restore_mode("/backups/<b>b7</b>", timezone.now() - timedelta(hours=2))
-    restore.finish_restore()
+    restore_commands.enter_restore_mode("/backups/<b>b7</b>", timezone.now() - timedelta(hours=2))
+    restore_commands.finish_restore()
     page = operator_browser().get("/my-team/activity").content.decode()
     assert "The operator restored the broker from /backups/&lt;b&gt;b7&lt;/b&gt;" in page
     assert "agents need the new tokens (1 issued)" in page

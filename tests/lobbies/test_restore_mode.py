@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from lobbies import timers
-from lobbies.actions import restore
+from lobbies.actions import restore, restore_commands
 from lobbies.models import Agent, AuditEvent, Credential, Delivery, RetiredRuntime
 from lobbies.secret_files import admin_token
 from lobbies.tokens import hash_token
@@ -33,7 +33,7 @@ def test_entering_restore_mode_replaces_every_token_and_retires_every_binding(le
     bind(backend.agent, runtime)
     before = restore.broker_state().incarnation
 
-    replacements = restore.enter_restore_mode("/backups/b1", None)
+    replacements = restore_commands.enter_restore_mode("/backups/b1", None)
 
     assert sorted((r.lobby, r.agent) for r in replacements) == [
         ("my-team", "backend"),
@@ -61,12 +61,12 @@ def test_timers_wait_for_finish_then_catch_up_and_pending_work_is_uncertain(lead
     later = (timezone.now() + timedelta(minutes=5)).isoformat()
     waiting = lead.send("backend", "already pending", "r-1")["message_id"]
     scheduled = lead.send("backend", "later", "r-2", deliver_at=later)["message_id"]
-    replacements = restore.enter_restore_mode("/backups/b2", timezone.now())
+    replacements = restore_commands.enter_restore_mode("/backups/b2", timezone.now())
 
     timers.tick(timezone.now() + timedelta(minutes=10))
     assert Delivery.objects.get(message_id=scheduled).state == "held"
 
-    answer = restore.finish_restore()
+    answer = restore_commands.finish_restore()
 
     # finish_restore let the overdue timer catch up only at "now"; the scheduled one is not
     # due yet, so only the pending copy is uncertain.
@@ -113,7 +113,7 @@ def test_health_answers_get_and_head_and_refuses_other_methods_with_405():
 
 def test_health_reads_the_store_and_names_restore_mode(lead):
     assert Client().get("/v1/health").json()["restore_mode"] is False
-    restore.enter_restore_mode("/backups/b3", None)
+    restore_commands.enter_restore_mode("/backups/b3", None)
     answer = Client().get("/v1/health")
     assert answer.status_code == 200
     assert answer.json()["restore_mode"] is True
