@@ -455,6 +455,7 @@ def record_sends(results: list[Sent]) -> dict[str, int]:
 
 def push_pass(now: datetime | None = None) -> dict[str, int]:
     """Watch, decide (committed), send, record: the loop's steps in one call."""
+    # local: py_vapid and the broker's keys load only in the loop that sends
     from board.vapid import broker_vapid
 
     watch_lobbies(now)

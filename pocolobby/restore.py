@@ -81,7 +81,7 @@ def _write_config(directory: Path, url: str, lobby: str, agent: str, token: str)
 
 def restore(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
     """Refuse, or restore `raw_source` into this broker's store in restore mode."""
-    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    # Local: Django is set up by the caller (pocolobby.cli.common.setup_django) before this runs.
     from django.db import connection
 
     if connection.vendor == "postgresql":
@@ -133,7 +133,7 @@ def _close_the_store(
 
 
 def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
-    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    # Local: Django is set up by the caller (pocolobby.cli.common.setup_django) before this runs.
     from django.conf import settings
     from django.db import connection
 
@@ -198,7 +198,7 @@ def _restore_postgres(raw_source: str, configs_dir: Path, url: str) -> RestoreRe
 def _restore_postgres_holding_the_lock(
     raw_source: str, configs_dir: Path, url: str
 ) -> RestoreReport:
-    # Local: Django is set up by the caller (pocolobby.cli._setup_django) before this runs.
+    # Local: Django is set up by the caller (pocolobby.cli.common.setup_django) before this runs.
     from django.conf import settings
     from django.db import connection, transaction
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lobbies import secret_files
-from pocolobby import cli
+from pocolobby.cli.broker import NEXT_STEPS
 from tests.lobbies.test_storage import embedded_env, make_sqlite
 from tests.server import Broker
 
@@ -71,7 +71,7 @@ def test_serve_keeps_the_store_and_its_wal_and_shm_private(tmp_path):
         names = set(_modes(data))
         assert {"pocolobby.sqlite3-wal", "pocolobby.sqlite3-shm", "secret-key"} <= names
         assert_private(data)
-        assert cli.NEXT_STEPS in broker.log_text()  # what README.md says (tests/docs)
+        assert NEXT_STEPS in broker.log_text()  # what README.md says (tests/docs)
     finally:
         broker.stop()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pocolobby.cli import NEXT_STEPS
+from pocolobby.cli.broker import NEXT_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -1,0 +1,395 @@
+"""The operator's commands over the admin API: lobbies, agents, accounts, attachments, status
+and the settings link."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from lobbies.wire import for_terminal as shown
+from pocolobby import config
+from pocolobby.cli.admin_client import (
+    ConfigFile,
+    broker_url,
+    call,
+    issue_into,
+    read_role,
+    segment,
+    table,
+)
+
+
+def lobby_cmd(args: argparse.Namespace) -> int:
+    if args.lobby_command == "create":
+        call("POST", "/lobbies", {"name": args.name})
+        print(f"created lobby {args.name}")
+    elif args.lobby_command in ("pause", "resume"):
+        paused = args.lobby_command == "pause"
+        call("POST", f"/lobbies/{segment(args.name)}/delivery", {"paused": paused})
+        print(
+            f"delivery in {args.name} paused: sends queue, nothing is pushed until resume"
+            if paused
+            else f"delivery in {args.name} resumed"
+        )
+    elif args.lobby_command == "cancel-scheduled":
+        data = call(
+            "POST",
+            f"/lobbies/{segment(args.name)}/cancel-scheduled",
+            {"message_id": args.message_id},
+        )
+        print(f"scheduled message {data['message_id']}: {data['status']}")
+    elif args.lobby_command == "delete":
+        call("DELETE", f"/lobbies/{segment(args.name)}")
+        print(f"deleted lobby {args.name} and everything in it")
+    else:
+        data = call("GET", "/lobbies")
+        print(
+            json.dumps(data, indent=2)
+            if args.json
+            else table(data["lobbies"], ["name", "created_at"])
+        )
+    return 0
+
+
+AGENT_COLUMNS = ["agent_id", "enabled", "pending", "held", "last_message_at", "runtime_id"]
+
+
+def agent_cmd(args: argparse.Namespace) -> int:
+    command = args.agent_command
+    base = f"/lobbies/{segment(args.lobby)}/agents"
+    if command == "list":
+        data = call("GET", base)
+        print(json.dumps(data, indent=2) if args.json else table(data["agents"], AGENT_COLUMNS))
+        return 0
+    target = f"{base}/{segment(args.name)}"
+    if command == "add":
+        role = read_role(args.role_file) if args.role_file else ""
+        config_file = ConfigFile(args.config, replace=False)
+        issue_into(
+            config_file,
+            "POST",
+            base,
+            {
+                "agent_id": args.name,
+                "description": args.description,
+                "role": role,
+                "manage_rooms": args.manage_rooms,
+                "broadcast": args.broadcast,
+            },
+        )
+        print(
+            f"added {args.name} to {args.lobby}; its configuration is in {config_file.path} "
+            "(mode 0600)"
+        )
+    elif command == "rotate":
+        config_file = ConfigFile(args.config, replace=True)
+        issue_into(config_file, "POST", f"{target}/rotate")
+        print(
+            f"rotated {args.name}'s token; earlier tokens are revoked; new configuration in "
+            f"{config_file.path} (mode 0600)"
+        )
+    elif command == "set-role":
+        role = read_role(args.role_file)
+        call("POST", f"{target}/role", {"role": role})
+        print(f"set {args.name}'s role ({len(role)} characters); its next get_context shows it")
+    elif command == "permissions":
+        body = {
+            "broadcast": None if args.broadcast is None else args.broadcast == "yes",
+            "manage_rooms": None if args.manage_rooms is None else args.manage_rooms == "yes",
+        }
+        data = call("POST", f"{target}/permissions", body)
+        print(
+            f"{args.name}: broadcast {'yes' if data['broadcast'] else 'no'}, "
+            f"manage_rooms {'yes' if data['manage_rooms'] else 'no'}"
+        )
+    elif command == "remove":
+        call("DELETE", target)
+        print(f"removed {args.name} from {args.lobby}")
+    elif command == "hand-over":
+        data = call("POST", f"{target}/hand-over")
+        print(
+            f"handed {args.name} over to the waiting conversation (runtime "
+            f"{data['runtime_id']}); it is admitted and bootstraps within seconds. The "
+            f"conversation that held it (runtime {data['retired_runtime_id'] or 'none'}) "
+            "is retired and can no longer act for the agent."
+        )
+    else:
+        data = call("POST", f"{target}/{command}")
+        print(f"{command}: {args.name} " + json.dumps(data))
+    return 0
+
+
+# Each agent's connection and its pending and important (pending, priority important) counts.
+STATUS_COLUMNS = [
+    "agent_id",
+    "enabled",
+    "connected",
+    "pending",
+    "important",
+    "held",
+    "last_message_at",
+    "runtime_id",
+    "loaded_checkpoint_revision",
+    "idle_seconds",
+    "notification_attention_required",
+    "transport",
+]
+
+
+# The default view fits 100 columns: short headings, idle as a duration, held notices in
+# the held column; `--wide` shows STATUS_COLUMNS as the API names them.
+NARROW_COLUMNS = ["agent", "on", "conn", "pending", "imp", "held", "idle", "attn", "via"]
+AGENT_CHARS = 30
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def _narrow(agent: dict[str, Any]) -> dict[str, str]:
+    """One agent's row of the default view; held counts held messages and says when the
+    agent's notices are held too."""
+    name = str(agent["agent_id"])
+    if len(name) > AGENT_CHARS:
+        name = name[: AGENT_CHARS - 1] + "…"
+    held = str(agent.get("held") or 0)
+    if agent.get("notices_held"):
+        held += "+notices"
+    return {
+        "agent": name,
+        "on": _yes(agent.get("enabled")),
+        "conn": _yes(agent.get("connected")),
+        "pending": str(agent.get("pending") or 0),
+        "imp": str(agent.get("important") or 0),
+        "held": held,
+        "idle": _duration(agent.get("idle_seconds")),
+        "attn": "YES" if agent.get("notification_attention_required") else "-",
+        "via": str(agent.get("transport") or "-"),
+    }
+
+
+def _choice(value: str | None) -> bool | None:
+    return None if value is None else value == "yes"
+
+
+def account_cmd(args: argparse.Namespace) -> int:
+    """Create or change a hosted broker's account through the serving broker (which holds the
+    store's lock): enabled, may create lobbies, operator (its email code opens /admin/)."""
+    body = {
+        "email": args.email,
+        "enabled": _choice(args.enabled),
+        "may_create_lobbies": _choice(args.may_create_lobbies),
+        "operator": _choice(args.operator),
+    }
+    data = call("POST", "/accounts", body)
+    print(
+        f"{'created' if data['created'] else 'changed'} account {data['email']}: enabled "
+        f"{_yes(data['enabled'])}, may create lobbies {_yes(data['may_create_lobbies'])}, "
+        f"operator {_yes(data['operator'])}"
+        + ("; its email-code sign-in opens /admin/" if data["operator"] else "")
+    )
+    return 0
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    data = call("GET", "/status" + (f"?lobby={quote(args.lobby)}" if args.lobby else ""))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    broker = data.get("broker") or {}
+    if broker.get("restore_mode"):
+        print(
+            f"RESTORE MODE since {shown(broker['restored_at'])} "
+            f"(from {shown(broker['restored_from'])}): "
+            "agents are refused and dispatch is paused until `pocolobby restore --finish`"
+        )
+    for lobby in data["lobbies"]:
+        print(f"lobby {shown(lobby['name'])}")
+        if args.wide:
+            print(table(lobby["agents"], STATUS_COLUMNS))
+        else:
+            print(table([_narrow(a) for a in lobby["agents"]], NARROW_COLUMNS))
+        for agent in lobby["agents"]:
+            waiting = agent.get("waiting")
+            if waiting:
+                print(
+                    f"  a new conversation is waiting to take over {agent['agent_id']} since "
+                    f"{shown(waiting['since'])} (runtime {shown(waiting['runtime_id'])}): "
+                    f"pocolobby agent hand-over {lobby['name']} {agent['agent_id']}"
+                )
+            elif agent.get("runtime_released_at"):
+                print(
+                    f"  {agent['agent_id']}: its conversation ended at "
+                    f"{agent['runtime_released_at']}; the next conversation takes it"
+                )
+            held = agent.get("notices_held")
+            if held:  # the reason is the bridge's words, often a tmux error
+                print(
+                    f"  {shown(agent['agent_id'])}: {shown(agent['transport'])} notices held "
+                    f"since {shown(held['since'])}: {shown(held['reason'] or 'no reason given')}"
+                )
+    return 0
+
+
+ATTACHMENT_COLUMNS = ["id", "name", "media_type", "size", "uploader", "messages", "expired_at"]
+
+
+def attachments_cmd(args: argparse.Namespace) -> int:
+    """The lobby's attachments, metadata and usage only: no command downloads content."""
+    data = call("GET", f"/lobbies/{segment(args.lobby)}/attachments")
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    usage = data["usage"]
+    print(
+        f"lobby {shown(data['lobby'])}: {usage['content_bytes']} of {usage['quota_bytes']} "
+        f"bytes of distinct content; {usage['attachments']} live, {usage['expired']} expired, "
+        f"{usage['pending_uploads']} pending uploads"
+    )
+    print(table(data["attachments"], ATTACHMENT_COLUMNS))
+    return 0
+
+
+def settings_cmd(args: argparse.Namespace) -> int:
+    """Print a one-minute, single-use link that opens this broker's pages as its operator.
+
+    Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
+    its command line, which every local user can read (docs/DECISIONS.md).
+    """
+    ticket = call("POST", "/settings-ticket")["ticket"]
+    parts = urlsplit(broker_url())
+    port = parts.port or config.DEFAULT_PORT
+    print(
+        "Open this link in a browser on this machine; it works once, for one minute "
+        "(run `pocolobby settings` again for another):"
+    )
+    print(f"http://127.0.0.1:{port}/#ticket={ticket}")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """`lobby`, `agent`, `account`, `attachments`, `status` and `settings`."""
+    _lobby_parser(sub)
+    _agent_parser(sub)
+    _account_parser(sub)
+    _attachments_parser(sub)
+    _status_parser(sub)
+    _settings_parser(sub)
+
+
+def _lobby_parser(sub: Any) -> None:
+    p = sub.add_parser("lobby", help="create, list or delete lobbies")
+    lsub = p.add_subparsers(dest="lobby_command", required=True)
+    lsub.add_parser("create").add_argument("name")
+    lsub.add_parser("delete").add_argument("name")
+    lsub.add_parser("list").add_argument("--json", action="store_true")
+    lsub.add_parser("pause", help="pause every push in the lobby (sends still queue)").add_argument(
+        "name"
+    )
+    lsub.add_parser("resume", help="resume the lobby's pushes").add_argument("name")
+    cancel = lsub.add_parser("cancel-scheduled", help="cancel any scheduled message by id")
+    cancel.add_argument("name")
+    cancel.add_argument("message_id", type=int)
+    p.set_defaults(func=lobby_cmd)
+
+
+def _agent_parser(sub: Any) -> None:
+    p = sub.add_parser("agent", help="provision and manage agents")
+    asub = p.add_subparsers(dest="agent_command", required=True)
+    add = asub.add_parser("add", help="admit an agent and write its configuration file")
+    add.add_argument("lobby")
+    add.add_argument("name")
+    add.add_argument("--config", required=True, help="where to write the agent's JSON (0600)")
+    add.add_argument("--description", default="")
+    add.add_argument("--role-file", help="a file with the agent's role instructions")
+    add.add_argument("--manage-rooms", action="store_true")
+    add.add_argument("--broadcast", action="store_true")
+    lst = asub.add_parser("list")
+    lst.add_argument("lobby")
+    lst.add_argument("--json", action="store_true")
+    rot = asub.add_parser("rotate", help="revoke the agent's tokens and write a new configuration")
+    rot.add_argument("lobby")
+    rot.add_argument("name")
+    rot.add_argument("--config", required=True)
+    role = asub.add_parser("set-role", help="replace the agent's role instructions from a file")
+    role.add_argument("lobby")
+    role.add_argument("name")
+    role.add_argument("--role-file", required=True)
+    perms = asub.add_parser("permissions", help="grant or withdraw broadcast / manage_rooms")
+    perms.add_argument("lobby")
+    perms.add_argument("name")
+    perms.add_argument("--broadcast", choices=("yes", "no"))
+    perms.add_argument("--manage-rooms", choices=("yes", "no"))
+    for name in (
+        "disable",
+        "enable",
+        "reset-runtime",
+        "hand-over",
+        "remove",
+        "rest",
+        "resume",
+        "retry-notifications",
+        "cancel-scheduled",
+    ):
+        q = asub.add_parser(name)
+        q.add_argument("lobby")
+        q.add_argument("name")
+    p.set_defaults(func=agent_cmd)
+
+
+def _account_parser(sub: Any) -> None:
+    p = sub.add_parser("account", help="a hosted broker's accounts: who may sign in, and as what")
+    acsub = p.add_subparsers(dest="account_command", required=True)
+    aset = acsub.add_parser(
+        "set", help="create or change an account (unnamed options stay as they are)"
+    )
+    aset.add_argument("email")
+    aset.add_argument(
+        "--operator",
+        choices=("yes", "no"),
+        help="yes: its email-code sign-in opens the Django admin (/admin/) on a hosted broker",
+    )
+    aset.add_argument("--enabled", choices=("yes", "no"), help="no: it cannot sign in")
+    aset.add_argument(
+        "--may-create-lobbies", choices=("yes", "no"), help="yes: it may create up to 3 lobbies"
+    )
+    p.set_defaults(func=account_cmd)
+
+
+def _attachments_parser(sub: Any) -> None:
+    p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
+    p.add_argument("lobby")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=attachments_cmd)
+
+
+def _status_parser(sub: Any) -> None:
+    p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
+    p.add_argument("lobby", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--wide", action="store_true", help="every column, as the API names them (over 100)"
+    )
+    p.set_defaults(func=status_cmd)
+
+
+def _settings_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "settings", help="print a one-minute link to this broker's dashboards and settings"
+    )
+    p.add_argument("--print", dest="print_only", action="store_true", help="(the default)")
+    p.set_defaults(func=settings_cmd)
