@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pocolobby.bridge.core import CONTEXT_FIRST, CONTEXT_FIRST_HINT
+from pocolobby.bridge.core import CONTEXT_FIRST
+from pocolobby.bridge.listing import CONTEXT_FIRST_HINT
 from tests.bridge.host import Host
 from tests.bridge.test_bridge import host_for, owner_status, provision, session_id
 from tests.bridge_client import send_message

@@ -19,7 +19,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from pocolobby.bridge import core, link
+from pocolobby.bridge import core, link, listing, notices
 from pocolobby.bridge.broker import Outcome
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
 from pocolobby.bridge.config import (
@@ -30,9 +30,12 @@ from pocolobby.bridge.config import (
     load_config,
     runtime_for,
 )
-from pocolobby.bridge.core import Bridge, Stop, clean_meta
+from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostGone
+from pocolobby.bridge.notices import clean_meta
+from pocolobby.bridge.results import Stop
 from pocolobby.bridge.server import TerminalSafeFormatter
+from pocolobby.bridge.tools import OWN_TOOLS
 from tests.server import REPO_ROOT
 
 BROKER_RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -238,7 +241,7 @@ class FakeHost:
         self.written.append((method, params))
 
     def channel(self) -> list[dict[str, Any]]:
-        return [p for m, p in self.written if m == core.CHANNEL_METHOD and p is not None]
+        return [p for m, p in self.written if m == notices.CHANNEL_METHOD and p is not None]
 
 
 class FakeBroker:
@@ -359,7 +362,7 @@ async def test_a_bootstrap_whose_nonce_was_echoed_is_not_written_again():
 
 @pytest.mark.asyncio
 async def test_a_catalog_change_is_told_once_after_bootstrap_and_never_for_wording(monkeypatch):
-    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    monkeypatch.setattr(listing, "CATALOG_RETRY_DELAYS", ())
     v1 = Outcome(data={"revision": "r1", "tools": [_tool("send_message", "to")]})
     reworded = Outcome(
         data={"revision": "r2", "tools": [_tool("send_message", "to", description="Reworded.")]}
@@ -405,7 +408,7 @@ async def test_a_catalog_change_is_told_once_after_bootstrap_and_never_for_wordi
 async def test_tools_list_changed_only_after_the_host_listed_and_only_on_a_new_revision(
     monkeypatch,
 ):
-    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    monkeypatch.setattr(listing, "CATALOG_RETRY_DELAYS", ())
     first = Outcome(data={"revision": "r1", "tools": [_tool("a", "x")]})
     broker = FakeBroker([first])
     bridge, host, _ = make_bridge(broker)
@@ -430,7 +433,7 @@ async def test_tools_list_changed_only_after_the_host_listed_and_only_on_a_new_r
 
 @pytest.mark.asyncio
 async def test_own_tools_take_the_catalogs_schema_when_the_broker_lists_the_name(monkeypatch):
-    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    monkeypatch.setattr(listing, "CATALOG_RETRY_DELAYS", ())
     ready_schema = _tool("ready", "nonce", "checkpoint_revision")
     broker = FakeBroker([Outcome(data={"revision": "r", "tools": [ready_schema]})])
     bridge, _, _ = make_bridge(broker)
@@ -438,7 +441,7 @@ async def test_own_tools_take_the_catalogs_schema_when_the_broker_lists_the_name
     tools = {t.name: t for t in bridge.tools()}
     assert list(tools["ready"].input_schema["properties"]) == ["nonce", "checkpoint_revision"]
     assert list(tools["get_context"].input_schema["properties"]) == ["cursor"]
-    assert len(tools) == len(core.OWN_TOOLS)
+    assert len(tools) == len(OWN_TOOLS)
 
 
 @pytest.mark.asyncio
@@ -642,7 +645,7 @@ async def test_the_link_sends_a_heartbeat_frame_on_schedule(monkeypatch):
 
 @pytest.mark.asyncio
 async def test_an_older_broker_without_continuity_gets_a_local_context(monkeypatch):
-    monkeypatch.setattr(core, "CATALOG_RETRY_DELAYS", ())
+    monkeypatch.setattr(listing, "CATALOG_RETRY_DELAYS", ())
     missing = Outcome(status=404, code="unknown_tool", message="no operation named it")
     broker = FakeBroker([Outcome(data={"revision": "r", "tools": [_tool("send_message", "to")]})])
     broker.answers = {

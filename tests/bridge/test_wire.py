@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from lobbies import consumers, credentials, push, selectors, wire
-from pocolobby.bridge import broker, core, link, results
+from pocolobby.bridge import broker, link, notices, results, state
 from tests.server import REPO_ROOT
 
 SHARED = (
@@ -31,7 +31,7 @@ SHARED = (
 
 
 def test_both_sides_hold_the_wire_modules_own_objects():
-    for module in (consumers, push, selectors, core, link, results):
+    for module in (consumers, push, selectors, state, link, results):
         assert module.EVENT_VERSION is wire.EVENT_VERSION, module.__name__
     for module in (link, broker):
         assert module.RUNTIME_HEADER is wire.RUNTIME_HEADER
@@ -41,8 +41,8 @@ def test_both_sides_hold_the_wire_modules_own_objects():
     for name in frames:
         assert getattr(link, name) is getattr(wire, name)
     assert consumers.FRAME_CATALOG is wire.FRAME_CATALOG
-    assert core.FRAME_RECEIVED is wire.FRAME_RECEIVED
-    assert core.FRAME_HOST_WRITTEN is wire.FRAME_HOST_WRITTEN
+    assert notices.FRAME_RECEIVED is wire.FRAME_RECEIVED
+    assert notices.FRAME_HOST_WRITTEN is wire.FRAME_HOST_WRITTEN
 
 
 def _assigned_names(path: Path) -> set[str]:

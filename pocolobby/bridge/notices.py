@@ -1,0 +1,238 @@
+"""Notices the broker pushes, written to the host: received, filtered, then written to the
+session's channel or typed into its tmux pane, and confirmed (`host_written`) once written.
+A bootstrap is offered again until `ready` echoes its nonce; with `--deliver tmux` this
+process also reports its delivery facts (held or not, and why) to the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lobbies.wire import (
+    FRAME_DELIVERY,
+    FRAME_HOST_WRITTEN,
+    FRAME_RECEIVED,
+    HELD_REASON_CHARS,
+    PARSE_DEPTH,
+    TRANSPORT_CHANNEL,
+    TRANSPORT_TMUX,
+    load_json,
+)
+from pocolobby.bridge import attachments
+from pocolobby.bridge.host import HostGone
+from pocolobby.bridge.listing import Listing
+from pocolobby.bridge.pane import PaneDelivery, notice_line
+from pocolobby.bridge.state import SendFrame, log
+
+CHANNEL_METHOD = "notifications/claude/channel"
+META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The bootstrap is offered again after these pauses until `ready` echoes its nonce: a host may
+# drop an event that arrives before it listens, and a model may miss one.
+BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
+
+
+def clean_meta(raw: Any) -> dict[str, str]:
+    """Channel attributes: identifier keys with string values only; anything else is dropped."""
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        k: v
+        for k, v in raw.items()
+        if isinstance(k, str) and META_KEY.match(k) and isinstance(v, str)
+    }
+
+
+def _payload(content: str) -> dict[str, Any]:
+    """The JSON object after a notice's headline, or {} when there is none."""
+    _, _, rest = content.partition("\n")
+    try:
+        payload = load_json(rest, PARSE_DEPTH, "the notice")
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One notice frame as the bridge reads it (lobbies/push.py builds it)."""
+
+    notice_id: str
+    kind: str  # bootstrap, messages, hint, ...
+    content: str  # a headline, then a JSON payload
+    message_ids: list[int]
+    meta: dict[str, str]
+
+    @classmethod
+    def parse(cls, notice_id: str, frame: dict[str, Any]) -> Notice | None:
+        """The notice, or None when it has no content to write."""
+        content = frame.get("content")
+        if not isinstance(content, str):
+            return None
+        raw_ids = frame.get("message_ids")
+        ids = [i for i in raw_ids if isinstance(i, int)] if isinstance(raw_ids, list) else []
+        kind = str(frame.get("notice_kind"))
+        return cls(notice_id, kind, content, ids, clean_meta(frame.get("meta")))
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return _payload(self.content)
+
+    @property
+    def nonce(self) -> str | None:
+        """A bootstrap's nonce (what `ready` echoes); None for any other notice."""
+        nonce = self.payload.get("nonce") if self.kind == "bootstrap" else None
+        return nonce if isinstance(nonce, str) else None
+
+    @property
+    def about_messages(self) -> bool:
+        return self.kind in ("messages", "hint") and bool(self.message_ids)
+
+
+class Notices(Listing):
+    """Pushes to the host, on top of the catalog and the tool list."""
+
+    async def on_notice(self, frame: dict[str, Any], send: SendFrame) -> None:
+        """Receipt, filter, write to the host, and confirm the write to the broker."""
+        notice_id = frame.get("notice_id")
+        if not isinstance(notice_id, str):
+            log.warning("ignored a notice without a notice_id")
+            return
+        await send({"type": FRAME_RECEIVED, "notice_id": notice_id})
+        notice = Notice.parse(notice_id, frame)
+        if notice is None:
+            log.warning("ignored notice %s without content", notice_id)
+            return
+        if self._already_answered(notice):
+            return
+        if self.pane_problem is not None:
+            log.warning("notice %s not delivered: %s", notice_id, self.pane_problem)
+            return
+        if self.pane is not None:
+            line = notice_line(notice.kind, notice.message_ids, notice.nonce)
+            # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
+            self.spawn(self._type_notice(self.pane, notice, line, send))
+            return
+        await self._write_to_channel(notice, send)
+
+    def _already_answered(self, notice: Notice) -> bool:
+        """A bootstrap whose nonce `ready` echoed, or messages this session acknowledged."""
+        if notice.kind == "bootstrap":
+            if notice.nonce is not None and notice.nonce in self.echoed_nonces:
+                log.info(
+                    "dropped bootstrap notice %s: its nonce was already echoed", notice.notice_id
+                )
+                return True
+            return False
+        if notice.about_messages and all(i in self.acknowledged for i in notice.message_ids):
+            log.info(
+                "dropped %s notice %s: this session acknowledged its messages",
+                notice.kind,
+                notice.notice_id,
+            )
+            return True
+        return False
+
+    async def _write_to_channel(self, notice: Notice, send: SendFrame) -> None:
+        """The notice as a channel event (with the catalog's news), then `host_written`."""
+        note, shown = (None, None) if notice.kind == "bootstrap" else self._catalog_note()
+        text = notice.content if note is None else f"{notice.content}\n\n{note}"
+        if notice.kind == "messages" and (named := attachments.attachments_note(notice.payload)):
+            text = f"{text}\n\n{named}"
+        params = {"content": text, "meta": notice.meta}
+        try:
+            await self.host.notify(CHANNEL_METHOD, params)
+        except HostGone:
+            log.warning("the host closed stdout; notice %s was not written", notice.notice_id)
+            return
+        if notice.kind == "bootstrap":
+            if notice.nonce is not None:
+                self.offer_bootstrap_again(notice.nonce, params)
+            self.seen_catalog = self.catalog
+        elif shown is not None:
+            self.seen_catalog = shown
+        await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
+
+    def offer_bootstrap_again(self, nonce: str, params: dict[str, Any]) -> None:
+        """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
+        schedule ends, the host leaves, or the broker stops this process)."""
+        self.bootstrap_offer = (nonce, params)
+        if self._repeater is not None and not self._repeater.done():
+            if self._repeater_nonce == nonce:
+                return  # the broker sent it again: the schedule already runs
+            self._repeater.cancel()
+        self._repeater_nonce = nonce
+        self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params))
+
+    def _bootstrap_answered(self, nonce: str) -> bool:
+        return (
+            nonce in self.echoed_nonces
+            or self.stop is not None
+            or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
+        )
+
+    async def _repeat_bootstrap(self, nonce: str, params: dict[str, Any]) -> None:
+        calls = self._context_calls
+        for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
+            await asyncio.sleep(delay)
+            if self._bootstrap_answered(nonce):
+                return
+            if self._context_calls != calls:
+                calls = self._context_calls  # the model is acting on it: give it time
+                continue
+            try:
+                await self.host.notify(CHANNEL_METHOD, params)
+            except HostGone:
+                return
+            log.info("offered bootstrap %s again (offer %d): no ready for it yet", nonce, attempt)
+
+    async def _type_notice(
+        self, pane: PaneDelivery, notice: Notice, line: str, send: SendFrame
+    ) -> None:
+        """Type the notice's line; host_written only once the line and Enter were typed."""
+        notice_id = notice.notice_id
+
+        def wanted() -> bool:  # messages this session acknowledged while the line was held
+            return not notice.about_messages or not self.acknowledged >= set(notice.message_ids)
+
+        result = await pane.deliver(line, wanted)
+        if result == "dropped":
+            log.info("dropped notice %s: its messages were acknowledged while held", notice_id)
+            return
+        if result != "typed":
+            log.warning("notice %s was not typed into the pane: %s", notice_id, pane.last_error)
+            return
+        try:
+            await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice_id})
+        except Exception as exc:  # the socket closed: the broker re-pushes; typed twice is fine
+            log.warning("notice %s typed but not confirmed: %s", notice_id, exc)
+
+    def delivery_frame(self, attention: bool = False) -> dict[str, Any]:
+        """This process's delivery facts for the broker (see lobbies.wire.FRAME_DELIVERY)."""
+        if not self.tmux_delivery:
+            return {"type": FRAME_DELIVERY, "transport": TRANSPORT_CHANNEL, "held": False}
+        reason = self.pane_problem or (self.pane.held_reason if self.pane else None)
+        return {
+            "type": FRAME_DELIVERY,
+            "transport": TRANSPORT_TMUX,
+            "held": reason is not None,
+            "held_reason": (reason or "")[:HELD_REASON_CHARS],
+            "attention": attention,
+        }
+
+    def report_delivery(self, attention: bool = False) -> None:
+        """Send the delivery facts on the current socket; a reconnect reports them again."""
+        send = self.send_frame
+        if send is None or not self.tmux_delivery:
+            return
+        frame = self.delivery_frame(attention)
+
+        async def report() -> None:
+            try:
+                await send(frame)
+            except Exception as exc:  # the socket closed: the next welcome reports again
+                log.info("delivery facts not reported: %s", exc)
+
+        self.spawn(report())
