@@ -29,12 +29,10 @@ from pocolobby.bridge.files import (
     FileRefused,
     LocalFile,
     Places,
-    SavePlan,
-    plan_save,
     read_attachment,
-    save_file,
 )
 from pocolobby.bridge.results import as_text, failure, retry_advice
+from pocolobby.bridge.saving import SavePlan, plan_save, save_file
 
 # What one image block may carry. A larger PNG or JPEG is scaled down to fit; a larger GIF or
 # WebP is described, and can be saved for a file-reading tool that scales images itself.

@@ -1,4 +1,5 @@
-"""The local file rules: what the bridge may read for a send, and where it may save a copy.
+"""The local file rules: what the bridge may read for a send, and the places it may touch at
+all (saving.py applies them to where a received copy may be saved).
 
 The bridge runs with the agent's OS permissions and is the only part of PocoLobby that touches
 the agent's disk. A confused or prompt-injected model could try to send secrets, so each path
@@ -12,7 +13,6 @@ runs as the same user, which can read those files anyway.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
@@ -129,9 +129,6 @@ _NOT_SECRETS = frozenset(
     {"str", "string", "bytes", "int", "number", "bool", "boolean", "any", "none", "null"}
     | {"nil", "undefined", "true", "false", "optional", "secretstr", "required", "yes", "no"}
 )
-
-# Claude Code and Codex load these names as instructions; a peer's file must stay a file.
-INSTRUCTION_NAMES = frozenset({"claude.md", "claude.local.md", "agents.md", "agents.override.md"})
 
 
 class FileRefused(Exception):
@@ -285,7 +282,7 @@ def _check_app_data(parts: Sequence[str], shown: str) -> None:
         )
 
 
-def _normal_absolute(raw: str, shown: str, what: str = "path") -> str:
+def normal_absolute(raw: str, shown: str, what: str = "path") -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise FileRefused(RULE_ABSOLUTE, str(raw), f"the {what} must be a non-empty string")
     if "\x00" in raw:
@@ -303,7 +300,7 @@ def _normal_absolute(raw: str, shown: str, what: str = "path") -> str:
 def read_attachment(raw: str, places: Places) -> LocalFile:
     """Check `raw` against every rule, then read it; FileRefused names the broken rule."""
     shown = raw if isinstance(raw, str) else repr(raw)
-    written = _normal_absolute(raw, shown)
+    written = normal_absolute(raw, shown)
     check_place(written, places, shown)
     try:
         resolved = os.path.realpath(written, strict=True)
@@ -539,137 +536,3 @@ def looks_like_config(text: str) -> bool:
         and isinstance(value.get("url"), str)
         and isinstance(value.get("token"), str)
     )
-
-
-# ------------------------------------------------------------------ saving a received copy
-
-
-def save_name(name: str) -> str:
-    """The name a received file is saved under: instruction files stay files."""
-    if name.casefold() in INSTRUCTION_NAMES:
-        return f"{name[:-3]} (attachment).md"
-    return name
-
-
-@dataclass(frozen=True)
-class SavePlan:
-    """A checked place to save one file: the directory to create (if missing) and the file."""
-
-    directory: str
-    file: str
-    missing: tuple[str, ...]  # directories to create, outermost first
-
-
-def plan_save(
-    raw_directory: str, name: str, places: Places, *, name_is_known: bool = True
-) -> SavePlan:
-    """Check `save_to` and the file name before anything is downloaded or created.
-
-    The deepest existing directory above the target is resolved through any links and the
-    whole planned path is checked there, so a link cannot lead a new folder out of the home
-    or temporary folder or into a dot directory; a dangling link or an uncheckable path is
-    refused rather than taken for a missing directory.
-    """
-    shown = raw_directory if isinstance(raw_directory, str) else repr(raw_directory)
-    written = _normal_absolute(raw_directory, shown, "save_to directory")
-    filename = save_name(name)
-    if (
-        not filename
-        or "/" in filename
-        or "\\" in filename
-        or "\x00" in filename
-        or filename in (".", "..")
-    ):
-        raise FileRefused(RULE_UNCHECKABLE, shown, f"{name!r} is not a plain file name")
-    target = os.path.join(written, filename)
-    check_place(target, places, target, what="save_to directory")
-    existing, missing = _deepest_existing(written, shown)
-    resolved = os.path.realpath(existing)
-    planned_dir = os.path.join(resolved, *missing)
-    planned = os.path.join(planned_dir, filename)
-    if planned != target:
-        check_place(planned, places, target, what="folder save_to resolves to")
-    if name_is_known and os.path.lexists(planned):
-        raise FileRefused(
-            RULE_NO_REPLACE, target, "a file of that name exists there; choose another folder"
-        )
-    return SavePlan(planned_dir, planned, tuple(missing))
-
-
-def _deepest_existing(written: str, shown: str) -> tuple[str, list[str]]:
-    """The deepest existing directory at or above `written` and the names missing below it."""
-    missing: list[str] = []
-    current = written
-    while True:
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            parent = os.path.dirname(current)
-            if parent == current:
-                raise FileRefused(RULE_UNCHECKABLE, shown, "no existing folder above it") from None
-            missing.insert(0, os.path.basename(current))
-            current = parent
-            continue
-        except OSError as exc:
-            raise FileRefused(
-                RULE_UNCHECKABLE, shown, f"cannot check {current} ({exc.strerror})"
-            ) from None
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                st = os.stat(current)
-            except OSError:
-                raise FileRefused(
-                    RULE_UNCHECKABLE,
-                    shown,
-                    f"{current} is a symbolic link to nothing; it is not taken for a missing "
-                    "folder",
-                ) from None
-        if not stat.S_ISDIR(st.st_mode):
-            raise FileRefused(RULE_UNCHECKABLE, shown, f"{current} exists and is not a folder")
-        return current, missing
-
-
-def save_file(plan: SavePlan, data: bytes, places: Places) -> str:
-    """Create the missing folders, check the result again, then write without replacing."""
-    base = _base(plan)
-    for index in range(len(plan.missing)):
-        with contextlib.suppress(FileExistsError):  # made meanwhile: judged by the check below
-            os.mkdir(os.path.join(base, *plan.missing[: index + 1]), 0o700)
-    resolved_dir = os.path.realpath(plan.directory)
-    if resolved_dir != plan.directory:
-        raise FileRefused(
-            RULE_LINK, plan.file, "the folder resolved elsewhere after it was created"
-        )
-    check_place(plan.file, places, plan.file, what="save_to directory")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(plan.file, flags, 0o600)
-    except FileExistsError:
-        raise FileRefused(
-            RULE_NO_REPLACE, plan.file, "a file of that name exists there; choose another folder"
-        ) from None
-    except OSError as exc:
-        raise FileRefused(
-            RULE_UNCHECKABLE, plan.file, f"cannot create it ({exc.strerror})"
-        ) from None
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    except OSError:
-        os.close(fd)
-        os.unlink(plan.file)
-        raise
-    os.close(fd)
-    return plan.file
-
-
-def _base(plan: SavePlan) -> str:
-    """The existing folder the plan's missing folders go under."""
-    directory = plan.directory
-    for _ in plan.missing:
-        directory = os.path.dirname(directory)
-    return directory

@@ -29,10 +29,9 @@ from pocolobby.bridge.files import (
     FileRefused,
     LocalFile,
     Places,
-    plan_save,
     read_attachment,
-    save_file,
 )
+from pocolobby.bridge.saving import plan_save, save_file
 from tests.server import REPO_ROOT
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 17
