@@ -13,7 +13,7 @@ from django.http import HttpRequest, JsonResponse
 from console import local
 from console.actions import accounts as account_actions
 from console.models import Account
-from lobbies import answers
+from lobbies import operator_answers
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.hosts import hosted
@@ -46,7 +46,9 @@ def _account_entry(account: Account) -> dict[str, Any]:
     }
 
 
-@api_view(("POST",), admin("POST", answers.AccountAnswer, SaveAccount, statuses=(200, 201)))
+@api_view(
+    ("POST",), admin("POST", operator_answers.AccountAnswer, SaveAccount, statuses=(200, 201))
+)
 def accounts(request: HttpRequest) -> JsonResponse:
     """Create an account or change it; disabling ends its sessions and hand-offs; `operator`
     lets its email-code sign-in open the Django admin (hosted)."""
@@ -63,7 +65,7 @@ def accounts(request: HttpRequest) -> JsonResponse:
     )
 
 
-@api_view(("PUT",), admin("PUT", answers.OwnerAnswer, SetOwner))
+@api_view(("PUT",), admin("PUT", operator_answers.OwnerAnswer, SetOwner))
 def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
     """Make an account the lobby's owner, creating the account if new."""
     require_operator(request)
@@ -74,8 +76,8 @@ def lobby_owner(request: HttpRequest, lobby: str) -> JsonResponse:
 
 @api_view(
     ("POST", "DELETE"),
-    admin("POST", answers.RepositoryApproved, Repository, statuses=(200, 201)),
-    admin("DELETE", answers.RepositoryWithdrawn, Repository),
+    admin("POST", operator_answers.RepositoryApproved, Repository, statuses=(200, 201)),
+    admin("DELETE", operator_answers.RepositoryWithdrawn, Repository),
 )
 def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
     """Approve a repository for the lobby's notes (POST), or withdraw it (DELETE)."""
@@ -90,7 +92,7 @@ def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
     return JsonResponse({"lobby": lobby, "withdrawn": args.repository.strip()})
 
 
-@api_view(("POST",), admin("POST", answers.SettingsTicket, errors=(404,)))
+@api_view(("POST",), admin("POST", operator_answers.SettingsTicket, errors=(404,)))
 def settings_ticket(request: HttpRequest) -> JsonResponse:
     """A one-minute, single-use ticket for `pocolobby settings` (local broker only)."""
     require_operator(request)

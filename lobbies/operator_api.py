@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from lobbies import answers, attachment_selectors, selectors
+from lobbies import answers, attachment_selectors, operator_answers, selectors
 from lobbies.actions import continuity, operator, owner, restore, restore_commands, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
@@ -62,10 +62,10 @@ def admin(
 
 @api_view(
     ("GET", "POST"),
-    admin("GET", answers.LobbyList, errors=(), summary="List the lobbies"),
+    admin("GET", operator_answers.LobbyList, errors=(), summary="List the lobbies"),
     admin(
         "POST",
-        answers.LobbyEntry,
+        operator_answers.LobbyEntry,
         CreateLobby,
         statuses=(201,),
         errors=(409,),
@@ -83,7 +83,7 @@ def lobbies(request: HttpRequest) -> JsonAnswer:
     )
 
 
-@api_view(("DELETE",), admin("DELETE", answers.Deleted))
+@api_view(("DELETE",), admin("DELETE", operator_answers.Deleted))
 def lobby(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Delete a lobby for good: its agents, tokens and messages; the name is retired."""
     require_operator(request)
@@ -93,7 +93,9 @@ def lobby(request: HttpRequest, lobby: str) -> JsonAnswer:
 
 @api_view(
     ("GET",),
-    admin("GET", answers.LobbyAttachments, summary="A lobby's attachment metadata and usage"),
+    admin(
+        "GET", operator_answers.LobbyAttachments, summary="A lobby's attachment metadata and usage"
+    ),
 )
 def lobby_attachments(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Attachment metadata and usage; no route gives the owner or operator any content."""
@@ -103,10 +105,14 @@ def lobby_attachments(request: HttpRequest, lobby: str) -> JsonAnswer:
 
 @api_view(
     ("GET", "POST"),
-    admin("GET", answers.OperatorAgentList, summary="List a lobby's agents, disabled ones too"),
+    admin(
+        "GET",
+        operator_answers.OperatorAgentList,
+        summary="List a lobby's agents, disabled ones too",
+    ),
     admin(
         "POST",
-        answers.Credential,
+        operator_answers.Credential,
         AddAgent,
         statuses=(201,),
         summary="Add an agent; its token is shown once",
@@ -132,7 +138,7 @@ def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
     return {"lobby": lobby, "agent": agent_id, "token": token}
 
 
-@api_view(("DELETE",), admin("DELETE", answers.Removed))
+@api_view(("DELETE",), admin("DELETE", operator_answers.Removed))
 def agent(request: HttpRequest, lobby: str, agent_id: str) -> JsonAnswer:
     """Remove an agent, its tokens and its inbox; messages it sent stay."""
     require_operator(request)
@@ -149,7 +155,7 @@ class SetPermissions(Operation):
     manage_rooms: bool | None = None
 
 
-@api_view(("POST",), admin("POST", answers.RoleAnswer, SetRole))
+@api_view(("POST",), admin("POST", operator_answers.RoleAnswer, SetRole))
 def agent_role(request: HttpRequest, lobby: str, agent_id: str) -> JsonAnswer:
     """Set the agent's role, the owner's text its sessions load with get_context."""
     require_operator(request)
@@ -166,7 +172,7 @@ class CancelScheduled(Operation):
     message_id: int
 
 
-@api_view(("POST",), admin("POST", answers.DeliveryAnswer, SetDelivery))
+@api_view(("POST",), admin("POST", operator_answers.DeliveryAnswer, SetDelivery))
 def lobby_delivery(request: HttpRequest, lobby: str) -> JsonAnswer:
     """Pause or resume every push in the lobby (maintenance)."""
     require_operator(request)
@@ -251,45 +257,47 @@ def _permissions(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, A
 
 AGENT_ACTIONS: dict[str, AgentAction] = {
     "rotate": AgentAction(
-        _rotate, answers.Credential, "Revoke the agent's tokens and issue a new one, shown once"
+        _rotate,
+        operator_answers.Credential,
+        "Revoke the agent's tokens and issue a new one, shown once",
     ),
     "disable": AgentAction(
         _disable,
-        answers.Disabled,
+        operator_answers.Disabled,
         "Disable the agent: its tokens are refused and its unseen copies held",
     ),
-    "enable": AgentAction(_enable, answers.Enabled, "Enable a disabled agent again"),
+    "enable": AgentAction(_enable, operator_answers.Enabled, "Enable a disabled agent again"),
     "cancel-scheduled": AgentAction(
         _cancel_scheduled,
-        answers.CancelledForAgent,
+        operator_answers.CancelledForAgent,
         "Cancel every schedule and waiting scheduled message the agent sent",
     ),
     "reset-runtime": AgentAction(
         _reset_runtime,
-        answers.RuntimeReset,
+        operator_answers.RuntimeReset,
         "Retire the conversation that holds the agent, so another may bind it",
     ),
     "hand-over": AgentAction(
         _hand_over,
-        answers.HandedOver,
+        operator_answers.HandedOver,
         "Give the agent to the new conversation waiting for it; the holder is retired",
     ),
     "rest": AgentAction(
         _resting(True),
-        answers.Resting,
+        operator_answers.Resting,
         "Rest the agent: nothing is pushed to it, messages still queue",
     ),
     "resume": AgentAction(
-        _resting(False), answers.Resting, "Resume a resting agent and push what waited"
+        _resting(False), operator_answers.Resting, "Resume a resting agent and push what waited"
     ),
     "retry-notifications": AgentAction(
         _retry_notifications,
-        answers.Retried,
+        operator_answers.Retried,
         "Clear notification_attention_required and retry the pushes",
     ),
     "permissions": AgentAction(
         _permissions,
-        answers.PermissionsAnswer,
+        operator_answers.PermissionsAnswer,
         "Grant or withdraw broadcast and manage_rooms",
         SetPermissions,
     ),
@@ -317,7 +325,7 @@ class StatusQuery(Operation):
     lobby: Annotated[str, bounded_text(200)] | None = None
 
 
-@api_view(("GET",), admin("GET", answers.BrokerStatus, query=StatusQuery, errors=(404,)))
+@api_view(("GET",), admin("GET", operator_answers.BrokerStatus, query=StatusQuery, errors=(404,)))
 def status(request: HttpRequest) -> JsonAnswer:
     """The broker's lobbies and agents with their counts and runtime bindings."""
     require_operator(request)
@@ -327,7 +335,7 @@ def status(request: HttpRequest) -> JsonAnswer:
     return JsonAnswer({**selectors.status(name), "broker": restore.state_entry()})
 
 
-@api_view(("POST",), admin("POST", answers.RestoreFinished, errors=(409,)))
+@api_view(("POST",), admin("POST", operator_answers.RestoreFinished, errors=(409,)))
 def restore_finish(request: HttpRequest) -> JsonAnswer:
     """`pocolobby restore --finish`: reopen a restored store to agents."""
     require_operator(request)

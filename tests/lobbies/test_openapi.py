@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import clear_url_caches, path
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 
-from lobbies import answers
+from lobbies import answers, operator_answers
 from lobbies.catalog import TOOLS
 from lobbies.errors import ERROR_CODES
 from lobbies.http import Documented, api_view
@@ -107,7 +107,7 @@ def test_a_route_that_states_no_operation_fails_the_generation(urlconf):
 
 
 def test_a_method_a_view_serves_without_stating_it_fails_the_generation(urlconf):
-    @api_view(("GET", "POST"), Documented("GET", answers.Deleted))
+    @api_view(("GET", "POST"), Documented("GET", operator_answers.Deleted))
     def half(request: HttpRequest) -> JsonResponse:
         return JsonResponse({})
 
@@ -117,7 +117,9 @@ def test_a_method_a_view_serves_without_stating_it_fails_the_generation(urlconf)
 
 
 def test_a_body_of_bytes_is_documented_by_its_media_type(urlconf):
-    @api_view(("PUT",), Documented("PUT", answers.Deleted, raw_body="application/octet-stream"))
+    @api_view(
+        ("PUT",), Documented("PUT", operator_answers.Deleted, raw_body="application/octet-stream")
+    )
     def upload(request: HttpRequest, digest: str) -> JsonResponse:
         return JsonResponse({})
 
