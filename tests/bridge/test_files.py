@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import string
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,64 +29,10 @@ from pocolobby.bridge.files import (
     Places,
     read_attachment,
 )
-from pocolobby.bridge.saving import plan_save, save_file
-from tests.server import REPO_ROOT
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 17
-JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16
-GIF = b"GIF89a" + b"\x00" * 16
-WEBP = b"RIFF\x10\x00\x00\x00WEBPVP8 " + b"\x00" * 8
-
-
-@dataclass
-class Disk:
-    """A fake home and a scratch folder in the temporary folder, with writers for both."""
-
-    home: Path
-    scratch: Path
-    places: Places
-
-    def write(
-        self, relative: str, data: bytes | str = "hello, world\n", *, base: Path | None = None
-    ) -> Path:
-        path = (base or self.home) / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data.encode() if isinstance(data, str) else data)
-        return path
-
-    def link(self, relative: str, target: Path | str) -> Path:
-        path = self.home / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.symlink_to(target)
-        return path
-
-
-@pytest.fixture
-def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disk:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    config = home / "PocoLobby" / "agent.json"
-    config.parent.mkdir()
-    config.write_text(
-        '{"url": "http://127.0.0.1:8787", "token": "plt_x", "lobby": "t", "agent": "a"}'
-    )
-    return Disk(home, scratch, Places.current(FileIdentity.of(config)))
-
+from tests.bridge.disk import GIF, JPEG, OUTSIDE_FILE, PNG, WEBP, Disk
 
 Case = Callable[[Disk], str]
 
-# A folder outside the fake home and every temporary folder, and a file in it: this
-# checkout and its README.md, unless the checkout is in a temporary folder (a clone in
-# /tmp); then /etc and /etc/passwd.
-_IN_A_TEMPORARY_FOLDER = any(
-    REPO_ROOT.resolve().is_relative_to(Path(t).resolve())
-    for t in {tempfile.gettempdir(), "/tmp"}  # Places.current's temporary folders
-)
-OUTSIDE = Path("/etc") if _IN_A_TEMPORARY_FOLDER else REPO_ROOT
-OUTSIDE_FILE = OUTSIDE / ("passwd" if _IN_A_TEMPORARY_FOLDER else "README.md")
 
 # (case, how to make it, the rule that refuses it or None when it is allowed)
 CASES: list[tuple[str, Case, str | None]] = [
@@ -646,133 +590,6 @@ def test_generated_paths_are_refused_with_a_rule_or_read_from_inside_home(
     assert resolved.startswith(str(disk.home) + os.sep) or resolved.startswith("/tmp/")
 
 
-# ---------------------------------------------------------------- save_to
-
-
-def test_save_to_writes_a_new_file_and_never_replaces_one(disk: Disk):
-    plan = plan_save(str(disk.home / "Downloads"), "shot.png", disk.places)
-    assert save_file(plan, PNG, disk.places) == str(disk.home / "Downloads" / "shot.png")
-    assert (disk.home / "Downloads" / "shot.png").read_bytes() == PNG
-    with pytest.raises(FileRefused) as refused:
-        plan_save(str(disk.home / "Downloads"), "shot.png", disk.places)
-    assert refused.value.rule == files.RULE_NO_REPLACE
-    # A file that appears between the plan and the write is not replaced either.
-    late = plan_save(str(disk.home / "Downloads"), "late.png", disk.places)
-    (disk.home / "Downloads" / "late.png").write_bytes(b"theirs")
-    with pytest.raises(FileRefused) as refused:
-        save_file(late, PNG, disk.places)
-    assert refused.value.rule == files.RULE_NO_REPLACE
-    assert (disk.home / "Downloads" / "late.png").read_bytes() == b"theirs"
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["CLAUDE.md", "claude.md", "CLAUDE.local.md", "AGENTS.md", "agents.OVERRIDE.md", "Agents.md"],
-)
-def test_instruction_files_are_saved_as_attachments(disk: Disk, name: str):
-    plan = plan_save(str(disk.scratch), name, disk.places)
-    saved = save_file(plan, b"# rules\n", disk.places)
-    assert os.path.basename(saved) == f"{name[:-3]} (attachment).md"
-    assert not (disk.scratch / name).exists()
-
-
-def test_an_everyday_markdown_name_keeps_its_name(disk: Disk):
-    saved = save_file(
-        plan_save(str(disk.scratch), "CLAUDE-notes.md", disk.places), b"x", disk.places
-    )
-    assert os.path.basename(saved) == "CLAUDE-notes.md"
-
-
-def test_missing_folders_are_created_after_checking_the_whole_path(disk: Disk):
-    target = disk.home / "Dropbox" / "evidence" / "2026-12-01"
-    plan = plan_save(str(target), "shot.png", disk.places)
-    assert not (disk.home / "Dropbox").exists()  # nothing is created by planning
-    assert plan.missing == ("Dropbox", "evidence", "2026-12-01")
-    save_file(plan, PNG, disk.places)
-    assert (target / "shot.png").read_bytes() == PNG
-
-
-SAVE_CASES: list[tuple[str, Callable[[Disk], tuple[str, str]], str | None]] = [
-    ("relative", lambda d: ("Downloads", "a.png"), files.RULE_ABSOLUTE),
-    ("outside home and temp", lambda d: (str(OUTSIDE / "tmp-save"), "a.png"), files.RULE_PLACE),
-    ("a dot directory", lambda d: (str(d.home / ".claude" / "new"), "a.png"), files.RULE_DOT),
-    ("a dotfile name", lambda d: (str(d.home / "Downloads"), ".bashrc"), files.RULE_DOT),
-    (
-        "application data",
-        lambda d: (str(d.home / "Library" / "Application Support"), "a.png"),
-        files.RULE_APP_DATA,
-    ),
-    (
-        "Dropbox in CloudStorage",
-        lambda d: (str(d.home / "Library" / "CloudStorage" / "Dropbox" / "new"), "a.png"),
-        None,
-    ),
-    (
-        "a credential name",
-        lambda d: (str(d.home / "Downloads"), "id_rsa"),
-        files.RULE_CREDENTIAL_NAME,
-    ),
-    (
-        "a credential folder",
-        lambda d: (str(d.home / "passwords"), "a.png"),
-        files.RULE_CREDENTIAL_NAME,
-    ),
-    ("a plain name", lambda d: (str(d.home / "Downloads"), "key-light.png"), None),
-    (
-        "a name with a slash",
-        lambda d: (str(d.home / "Downloads"), "../a.png"),
-        files.RULE_UNCHECKABLE,
-    ),
-    (
-        "a link out of home, then missing folders",
-        lambda d: (str(d.link("out", OUTSIDE) / "new" / "deeper"), "a.png"),
-        files.RULE_PLACE,
-    ),
-    (
-        "a link into a dot directory, then missing folders",
-        lambda d: (str(_link_dir(d, "cfg", ".config") / "new"), "a.png"),
-        files.RULE_DOT,
-    ),
-    (
-        "a link to nothing",
-        lambda d: (str(d.link("gone", d.home / "nowhere") / "new"), "a.png"),
-        files.RULE_UNCHECKABLE,
-    ),
-    (
-        "a file where a folder should be",
-        lambda d: (str(d.write("Downloads/file.txt") / "new"), "a.png"),
-        files.RULE_UNCHECKABLE,
-    ),
-    (
-        "a linked folder inside home",
-        lambda d: (str(_link_dir(d, "Dropbox", "Library/CloudStorage/Dropbox") / "new"), "a.png"),
-        None,
-    ),
-]
-
-
-def _link_dir(disk: Disk, link: str, target: str) -> Path:
-    (disk.home / target).mkdir(parents=True, exist_ok=True)
-    return disk.link(link, disk.home / target)
-
-
-@pytest.mark.parametrize(
-    ("make", "rule"), [c[1:] for c in SAVE_CASES], ids=[c[0] for c in SAVE_CASES]
-)
-def test_save_to_rules(disk: Disk, make: Callable[[Disk], tuple[str, str]], rule: str | None):
-    directory, name = make(disk)
-    if rule is None:
-        saved = save_file(plan_save(directory, name, disk.places), PNG, disk.places)
-        assert Path(saved).read_bytes() == PNG
-        assert os.path.realpath(saved).startswith(str(disk.home))
-    else:
-        before = sorted(p for p in disk.home.rglob("*"))
-        with pytest.raises(FileRefused) as refused:
-            plan_save(directory, name, disk.places)
-        assert refused.value.rule == rule, str(refused.value)
-        assert sorted(p for p in disk.home.rglob("*")) == before  # nothing created
-
-
 def test_the_loaded_configuration_carries_its_identity_for_the_rules(disk: Disk):
     """load_config records the resolved path, device and inode the rules compare with."""
     path = disk.home / "PocoLobby" / "agent.json"
@@ -789,19 +606,6 @@ def test_the_loaded_configuration_carries_its_identity_for_the_rules(disk: Disk)
     with pytest.raises(FileRefused) as refused:
         read_attachment(str(linked), Places.current(None))
     assert refused.value.rule == files.RULE_HARD_LINK
-
-
-def test_the_folder_check_before_a_download_does_not_look_for_the_unknown_name(disk: Disk):
-    """get_attachment checks save_to before it knows the file name: any existing file in the
-    folder must not refuse it then; the real name is checked after the download."""
-    disk.write("Downloads/attachment.png", PNG)
-    plan_save(str(disk.home / "Downloads"), "attachment.png", disk.places, name_is_known=False)
-    with pytest.raises(FileRefused) as refused:
-        plan_save(str(disk.home / "Downloads"), "attachment.png", disk.places)
-    assert refused.value.rule == files.RULE_NO_REPLACE
-    with pytest.raises(FileRefused) as refused:  # every other rule still applies
-        plan_save(str(disk.home / ".ssh"), "attachment.png", disk.places, name_is_known=False)
-    assert refused.value.rule == files.RULE_DOT
 
 
 def test_a_hard_link_to_a_file_outside_the_allowed_places_is_refused(tmp_path: Path) -> None:
