@@ -265,6 +265,8 @@ class Bridge(Notices):
             self.recheck()
         return render(name, arguments, outcome, self.config.url)
 
+    # ------------------------------------------------------------ the bridge's own tools
+
     async def _acknowledge_messages(self, arguments: dict[str, Any]) -> types.CallToolResult:
         outcome = await self._call("acknowledge_messages", arguments)
         if isinstance(outcome, types.CallToolResult):

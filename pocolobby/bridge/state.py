@@ -178,5 +178,3 @@ class BridgeState:
                 "only: after a restart the owner must run `pocolobby agent reset-runtime`."
             )
         return facts
-
-    # ------------------------------------------------------------ the bridge's own tools
