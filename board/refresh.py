@@ -1,9 +1,10 @@
-"""The dashboard's model-written half: the last good picture, and starting background work.
+"""The dashboard's model-written half: the last good picture, and the background work.
 
-The page calls `on_dashboard_opened` on every render or live refresh; it must return at
-once (notes fetches and summaries run in the background, one at a time per lobby) and never
-raise. `picture_of` reads only the store (and what this process remembers of the summarizer:
-the daily ceiling, an attempt whose record waits to be stored).
+The page calls `dashboard_opened` on every render or live refresh: it only notes the
+opening in memory. The serve loops (pocolobby/loops.py) take the openings (`take_due`) and
+run `run_refresh` on their own threads, one at a time per lobby. `picture_of` reads only
+the store (and what this process remembers of the summarizer: the daily ceiling, an
+attempt whose record waits to be stored).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from board import notes, summary
@@ -172,9 +172,13 @@ def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
     return statuses
 
 
-# --- Background work ---------------------------------------------------------------------
+# --- Background work: asked for by the page, run by the serve loops ----------------------
+# The page only notes, in this process's memory, that a lobby's dashboard was opened; the
+# serve loop (pocolobby/loops.py, `run_dashboard_work`) takes the openings and runs the
+# work on its own threads. Nothing here starts a thread or writes.
 
 _lock = threading.Lock()
+_opened: set[int] = set()  # lobbies whose dashboard was opened since the loop's last pass
 _running: set[int] = set()
 _last_start: dict[int, datetime] = {}
 
@@ -182,48 +186,40 @@ _last_start: dict[int, datetime] = {}
 def forget() -> None:
     """Drop what this process remembers (for tests)."""
     with _lock:
+        _opened.clear()
         _running.clear()
         _last_start.clear()
     summary.forget()
 
 
-def on_dashboard_opened(lobby: Lobby) -> None:
-    """Start a notes check or a summary in the background when the rules say so."""
-    try:
-        now = timezone.now()
-        with _lock:
-            if lobby.pk in _running:
-                return
-            started = _last_start.get(lobby.pk)
-            if started is not None and now - started < START_EVERY:
-                return
-            _running.add(lobby.pk)
-            _last_start[lobby.pk] = now
-        # A caller inside a transaction (a test, never a page) would hide its rows from
-        # another thread's connection, so the work runs on its own thread there.
-        if connection.in_atomic_block:
-            try:
-                run_refresh(lobby.pk)
-            finally:
-                with _lock:
-                    _running.discard(lobby.pk)
-            return
-        threading.Thread(
-            target=_in_background, args=(lobby.pk,), name=f"dashboard-{lobby.pk}", daemon=True
-        ).start()
-    except Exception:
-        log.exception("the dashboard's background work could not start for %s", lobby.pk)
-        with _lock:
-            _running.discard(lobby.pk)
+def dashboard_opened(lobby_id: int) -> None:
+    """Note that the lobby's dashboard was opened here: returns at once, never raises."""
+    with _lock:
+        _opened.add(lobby_id)
 
 
-def _in_background(lobby_id: int) -> None:
-    try:
-        run_refresh(lobby_id)
-    finally:
-        with _lock:
-            _running.discard(lobby_id)
-        connection.close()
+def take_due(now: datetime) -> list[int]:
+    """The lobbies whose work starts now, marked running: opened since the last pass, not
+    running, and not started within START_EVERY (an opening inside that window is dropped,
+    as the page polls every 10 s and will ask again)."""
+    with _lock:
+        opened = sorted(_opened)
+        _opened.clear()
+        due = []
+        for lobby_id in opened:
+            started = _last_start.get(lobby_id)
+            if lobby_id in _running or (started is not None and now - started < START_EVERY):
+                continue
+            _running.add(lobby_id)
+            _last_start[lobby_id] = now
+            due.append(lobby_id)
+        return due
+
+
+def finished(lobby_id: int) -> None:
+    """The lobby's run ended (or never started): its next opening may start another."""
+    with _lock:
+        _running.discard(lobby_id)
 
 
 def run_refresh(lobby_id: int) -> RefreshOutcome:

@@ -1,12 +1,13 @@
-"""The dashboard's pages: parse -> read the store -> render. Nothing here writes.
+"""The dashboard's pages: parse -> read the store -> render. Nothing here writes or starts
+a thread.
 
-The full page and its live parts answer from the store at once; `on_dashboard_opened` only
-starts background work (notes checks, summaries) and returns immediately.
+The full page and its live parts answer from the store at once; `dashboard_opened` only
+notes the opening in this process's memory, and the serve loops (pocolobby/loops.py,
+`run_dashboard_work`) run the background work it asks for (notes checks, summaries).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -15,23 +16,18 @@ from django.utils import timezone
 
 from board import selectors
 from board.alert_settings import may_get_pushes, preferences_of
-from board.refresh import Picture, on_dashboard_opened, picture_of
+from board.refresh import Picture, dashboard_opened, picture_of
 from board.summary import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
 from console.pages import LobbyPage, lobby_page
-
-log = logging.getLogger("pocolobby.board")
 
 # A dashboard page: its visitors, and anyone when the owner made the dashboard public.
 dashboard_page = lobby_page(public=selectors.dashboard_is_public)
 
 
 def _opened(page: LobbyPage) -> None:
-    """Background work must never cost the page its live facts."""
-    try:
-        on_dashboard_opened(page.lobby)
-    except Exception:
-        log.exception("starting the dashboard's background work failed for %s", page.lobby.name)
+    """Ask the serve loops for the lobby's background work (notes checks, summaries)."""
+    dashboard_opened(page.lobby.pk)
 
 
 def _shows_emails(page: LobbyPage) -> bool:

@@ -1,5 +1,6 @@
-"""The loops `pocolobby serve` runs beside the server: the dispatcher, presence and the
-owner's alerts (Web Push and still-waiting mail, board/alerts.py).
+"""The loops `pocolobby serve` runs beside the server: the dispatcher, presence, the
+owner's alerts (Web Push and still-waiting mail, board/alerts.py) and the dashboard's
+background work (notes checks and summaries, board/refresh.py).
 
 The dispatcher runs the lobby timers (lobbies/timers.py) with the console's expiry sweep
 composed in, in one process at a time (Leadership); presence vouches for this process's
@@ -20,8 +21,9 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.utils import timezone
 
-from board import alert_mail, alerts
+from board import alert_mail, alerts, refresh
 from board.vapid import broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
@@ -45,6 +47,10 @@ LEADER_LOCK_KEY = 0x506F4C62_00000001
 # ... and the one naming "the owner's alerts": pushes and mail go out from one process.
 ALERTS_LOCK_KEY = 0x506F4C62_00000002
 ALERT_SECONDS = 2.0
+# How often the dashboard loop looks for opened dashboards, and how many lobbies' notes
+# fetches and summaries (network calls of seconds) run at once.
+DASHBOARD_SECONDS = 1.0
+DASHBOARD_WORKERS = 4
 
 
 class Leadership:
@@ -262,6 +268,53 @@ async def run_alerts() -> None:
         sender.shutdown(wait=False)
 
 
+def _refresh_and_close(lobby_id: int) -> refresh.RefreshOutcome:
+    close_old_connections()
+    try:
+        return refresh.run_refresh(lobby_id)
+    finally:
+        refresh.finished(lobby_id)
+        connection.close()
+
+
+def start_dashboard_work(
+    workers: concurrent.futures.Executor,
+) -> list[concurrent.futures.Future[refresh.RefreshOutcome]]:
+    """One pass of the dashboard loop: start the work of each lobby whose dashboard was
+    opened in this process and whose work may start (board/refresh.py's rules: one run at
+    a time per lobby, at most every 30 s), each on a worker. No database here."""
+    started = []
+    for lobby_id in refresh.take_due(timezone.now()):
+        try:
+            started.append(workers.submit(_refresh_and_close, lobby_id))
+        except BaseException:
+            refresh.finished(lobby_id)
+            raise
+    return started
+
+
+async def run_dashboard_work() -> None:
+    """Every second: the notes checks and summaries the dashboards opened here asked for.
+
+    In every process (no leadership lock): the openings it serves are noted in its own
+    memory, as the page writes nothing, so each process works for the dashboards it serves,
+    as the page's own threads did before. The work runs on threads of its own, so a slow
+    GitHub or Anthropic never holds up requests or the other loops.
+    """
+    workers = concurrent.futures.ThreadPoolExecutor(
+        DASHBOARD_WORKERS, thread_name_prefix="dashboard"
+    )
+    try:
+        while True:
+            try:
+                start_dashboard_work(workers)
+            except Exception:
+                log.exception("the dashboard's background work could not start; retrying")
+            await asyncio.sleep(DASHBOARD_SECONDS)
+    finally:
+        workers.shutdown(wait=False)
+
+
 def start_loops() -> list[asyncio.Task[None]]:
     """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
     SERVER_LOOP["loop"] = asyncio.get_running_loop()
@@ -269,4 +322,5 @@ def start_loops() -> list[asyncio.Task[None]]:
         asyncio.ensure_future(run_dispatcher()),
         asyncio.ensure_future(run_presence()),
         asyncio.ensure_future(run_alerts()),
+        asyncio.ensure_future(run_dashboard_work()),
     ]

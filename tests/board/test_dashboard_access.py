@@ -1,14 +1,21 @@
 """Who may see a dashboard: private to its owner and listed viewers (hosted, after a
-hand-off) or the local operator; public to anyone, without account emails."""
+hand-off) or the local operator; public to anyone, without account emails.
+
+The routes are found from board/urls.py (with the console's lobby routes it includes), so a
+new route of a lobby's pages is refused to strangers, or named in OPEN with its reason, or
+this fails."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.urls import URLPattern, URLResolver
 from django.utils import timezone
 
+from board import urls
 from board.models import BoardConfig, Visibility
 from console.access import LOBBY_COOKIE
 from console.models import Account, DashboardViewer, LobbyOwner, WebSession
@@ -20,6 +27,43 @@ pytestmark = pytest.mark.django_db
 
 HOST = "my-team.pocolobby.test"
 EMAIL = "plan-holder@example.com"
+
+
+# The routes of a lobby's pages that answer without the lobby's access check, and why.
+OPEN = {
+    "sign-in": "where a signed-out visitor starts signing in",
+    "handoff": "takes a one-time hand-off code, which is the authority",
+    "sign-out": "ends the browser's own session",
+    "settings/activity": "a permanent redirect to /activity, which is checked",
+    "push/service-worker.js": "the worker script: no lobby data, fetched by the browser itself",
+    "push/unsubscribe/<str:token>": "the signed token in the still-waiting mail is the authority",
+}
+
+
+def _routes(patterns: list[URLPattern | URLResolver], prefix: str = "") -> list[str]:
+    found = []
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            found += _routes(pattern.url_patterns, route)
+        else:
+            found.append(route)
+    return found
+
+
+ROUTES = _routes(urls.urlpatterns)
+CHECKED = [route for route in ROUTES if route not in OPEN]
+# The settings and everything the owner alone may do live under these.
+OWNER_ONLY = [route for route in CHECKED if route.startswith(("settings", "activity"))]
+
+
+def _path(route: str) -> str:
+    return "/" + re.sub(r"<[^>]+>", "x", route)
+
+
+def test_the_routes_are_found_from_the_url_patterns() -> None:
+    assert {"", "parts/agents", "tokens", "settings", "activity"} <= set(CHECKED)
+    assert set(OPEN) <= set(ROUTES), "OPEN names a route that no longer exists"
 
 
 @pytest.fixture
@@ -66,18 +110,40 @@ def test_private_dashboard_refuses_a_signed_out_browser(hosted, lead: AgentClien
     assert part.status_code == 403 and "lead" not in part.content.decode()
 
 
-def test_private_dashboard_refuses_an_account_that_is_neither_owner_nor_viewer(
-    hosted, lead: AgentClient
+@pytest.mark.parametrize("route", CHECKED)
+def test_every_route_of_a_private_dashboard_refuses_strangers(
+    hosted, lead: AgentClient, route: str
 ) -> None:
     lobby = lead.agent.lobby
     LobbyOwner.objects.create(
         lobby=lobby, account=_account("owner@example.com"), created_at=timezone.now()
     )
     stranger = _browser_of(_account("stranger@example.com"), lobby)
-    for path in ("/", "/parts/waiting", "/parts/agents", "/parts/accounts", "/tokens"):
-        response = stranger.get(path, secure=True)
-        assert response.status_code == 403, path
-        assert 'data-agent="lead"' not in response.content.decode()
+    signed_out = Client(HTTP_HOST=HOST)
+    for browser in (stranger, signed_out):
+        for answer in (
+            browser.get(_path(route), secure=True),
+            browser.get(_path(route), secure=True, HTTP_HX_REQUEST="true"),
+            browser.post(_path(route), {}, content_type="application/json", secure=True),
+        ):
+            assert answer.status_code == 403, (route, answer.status_code)
+            assert 'data-agent="lead"' not in answer.content.decode()
+
+
+@pytest.mark.parametrize("route", OWNER_ONLY)
+def test_every_settings_route_refuses_a_listed_viewer(
+    hosted, lead: AgentClient, route: str
+) -> None:
+    lobby = lead.agent.lobby
+    viewer = _account("viewer@example.com")
+    DashboardViewer.objects.create(lobby=lobby, email=viewer.email, created_at=timezone.now())
+    browser = _browser_of(viewer, lobby)
+    assert browser.get("/", secure=True).status_code == 200  # a viewer indeed
+    for answer in (
+        browser.get(_path(route), secure=True),
+        browser.post(_path(route), {}, content_type="application/json", secure=True),
+    ):
+        assert answer.status_code == 403, (route, answer.status_code)
 
 
 def test_owner_sees_the_board_with_account_emails_and_a_settings_link(
