@@ -11,11 +11,13 @@ Both SQLite and PostgreSQL take this SQL; where they differ, the branch is here.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from lobbies import store
 from lobbies.models import Agent, Delivery, Lobby, Message
@@ -376,3 +378,126 @@ def record_copy_transport(
         f"WHERE recipient_id = %s AND message_id IN ({store.marks(message_ids)})",
         [*values, agent_pk, *message_ids],
     )
+
+
+# --- Pages -----------------------------------------------------------------------------------
+
+
+class Copy(NamedTuple):
+    """A recipient's copy as a page shows it: the delivery's facts and the recipient's name."""
+
+    message_id: int
+    recipient_id: int
+    agent_id: str
+    state: str
+    held_reason: str | None
+    delivered_at: datetime | None
+    adapter_received_at: datetime | None
+    notification_attempted_at: datetime | None
+    agent_seen_at: datetime | None
+    redacted: bool
+
+
+_COPIES = (
+    "SELECT d.message_id, d.recipient_id, a.agent_id, d.state, d.held_reason, d.delivered_at,"
+    " d.adapter_received_at, d.notification_attempted_at, d.agent_seen_at, d.redacted"
+    ' FROM "lobbies_delivery" d JOIN "lobbies_agent" a ON a.id = d.recipient_id WHERE '
+)
+
+
+def copies_of(every: list[int], recipient_pk: int, own: list[int]) -> list[Copy]:
+    """Every copy of the messages `every`, and `recipient_pk`'s own copies of the messages
+    `own`, in one statement, ordered by recipient name."""
+    clauses, params = [], []
+    if every:
+        clauses.append(f"d.message_id IN ({store.marks(every)})")
+        params += every
+    if own:
+        clauses.append(f"(d.recipient_id = %s AND d.message_id IN ({store.marks(own)}))")
+        params += [recipient_pk, *own]
+    if not clauses:
+        return []
+    time = store.time_reader()
+    return [
+        Copy(
+            message_id=message_id,
+            recipient_id=recipient_id,
+            agent_id=agent_id,
+            state=state,
+            held_reason=held_reason,
+            delivered_at=time(delivered_at),
+            adapter_received_at=time(adapter_received_at),
+            notification_attempted_at=time(notification_attempted_at),
+            agent_seen_at=time(agent_seen_at),
+            redacted=bool(redacted),
+        )
+        for (
+            message_id,
+            recipient_id,
+            agent_id,
+            state,
+            held_reason,
+            delivered_at,
+            adapter_received_at,
+            notification_attempted_at,
+            agent_seen_at,
+            redacted,
+        ) in store.rows(_COPIES + " OR ".join(clauses) + " ORDER BY a.agent_id", params)
+    ]
+
+
+def search_matches(phrase: str, below: int | None, limit: int) -> list[int]:
+    """SQLite: the newest `limit` message ids under `below` whose content holds the FTS5
+    `phrase` (the trigram table of migration 0013), newest first."""
+    sql = "SELECT rowid FROM lobbies_message_search WHERE lobbies_message_search MATCH %s"
+    params: list[Any] = [phrase]
+    if below is not None:
+        sql += " AND rowid < %s"
+        params.append(below)
+    sql += " ORDER BY rowid DESC LIMIT %s"
+    return [rowid for (rowid,) in store.rows(sql, [*params, limit])]
+
+
+def json_ids(ids: list[int]) -> RawSQL:
+    """SQLite: `ids` as one parameter, for an ORM `__in` (one placeholder, not one each)."""
+    return RawSQL("SELECT value FROM json_each(%s)", [json.dumps(ids)])
+
+
+# --- Attachments -----------------------------------------------------------------------------
+
+
+def lobby_attachment_bytes(lobby_pk: int) -> int:
+    """Distinct content the lobby's live attachments and pending uploads hold."""
+    sql = (
+        "SELECT COALESCE(SUM(c.size), 0) FROM lobbies_attachmentcontent c WHERE c.sha256 IN ("
+        "SELECT a.sha256 FROM lobbies_attachment a WHERE a.lobby_id = %s AND a.expired_at IS NULL"
+        " UNION SELECT p.sha256 FROM lobbies_pendingupload p WHERE p.lobby_id = %s)"
+    )
+    return int(store.scalar_row(sql, [lobby_pk, lobby_pk])[0])
+
+
+_ATTACHED = (
+    "SELECT l.message_id, a.id, a.name, a.media_type, a.size "
+    "FROM lobbies_messageattachment l JOIN lobbies_attachment a ON a.id = l.attachment_id "
+    "WHERE l.message_id IN ({marks}) ORDER BY l.message_id, l.position"
+)
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A file of a message, as descriptors name it."""
+
+    message_id: int
+    pk: int
+    name: str
+    media_type: str
+    size: int
+
+
+def attached_to(message_ids: list[int]) -> list[Attached]:
+    """The files of the messages, by message, in the order sent."""
+    sql = _ATTACHED.format(marks=store.marks(message_ids))
+    return [
+        Attached(message_id=message_id, pk=pk, name=name, media_type=media_type, size=size)
+        for message_id, pk, name, media_type, size in store.rows(sql, message_ids)
+    ]

@@ -9,9 +9,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from lobbies.actions import operator
-from lobbies.queries import RECIPIENT_QUEUE
 from lobbies.actions.operator import disable_agent
 from lobbies.models import Delivery, Message
+from lobbies.queries import RECIPIENT_QUEUE
 from pocolobby.config import Bounds
 from tests.conftest import AgentClient
 
