@@ -294,30 +294,30 @@ def _accept(
 ) -> SendOutcome:
     """The send's rules checked, then its rows stored and its recipients woken."""
     addressing = resolve()
-    check_may_send(sender, args, addressing)
+    _check_may_send(sender, args, addressing)
     content_bytes = len(args.content.encode("utf-8"))
     with transaction.atomic():
         now = timezone.now()
-        sequence = check_room_to_send(
+        sequence = _check_room_to_send(
             sender, args, addressing, content_bytes, now, runtime=runtime, rated=schedule is None
         )
-        message, deliveries = do_store_message(
+        message, deliveries = _do_store_message(
             sender, args, digest, addressing, sequence, content_bytes, now, schedule, slot, late
         )
-        do_after_storing(sender, args, addressing, message, now, schedule)
+        _do_after_storing(sender, args, addressing, message, now, schedule)
     for delivery, recipient in zip(deliveries, addressing.recipients, strict=True):
         delivery.recipient = recipient
     return SendOutcome(message, deliveries, duplicate=False)
 
 
-def check_may_send(sender: Agent, args: SendOptions, addressing: Addressing) -> None:
+def _check_may_send(sender: Agent, args: SendOptions, addressing: Addressing) -> None:
     """What needs no write lock: the fan-out and disk bounds, and the messages it names."""
     capacity.check_send(addressing.scope, len(addressing.recipients))
     _check_reply_to(sender, args.reply_to)
     _check_supersedes(sender, args.supersedes)
 
 
-def check_room_to_send(
+def _check_room_to_send(
     sender: Agent,
     args: SendOptions,
     addressing: Addressing,
@@ -348,7 +348,7 @@ def check_room_to_send(
     return opened.sequence
 
 
-def do_store_message(
+def _do_store_message(
     sender: Agent,
     args: SendOptions,
     digest: str,
@@ -412,7 +412,7 @@ def do_store_message(
     return message, deliveries
 
 
-def do_after_storing(
+def _do_after_storing(
     sender: Agent,
     args: SendOptions,
     addressing: Addressing,
