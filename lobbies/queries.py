@@ -14,7 +14,7 @@ import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from django.db import connection
 from django.db.models.expressions import RawSQL
@@ -305,7 +305,7 @@ def newest_message_notices(agent_pk: int, since: datetime, limit: int) -> list[d
     )
     time = store.time_reader()
     found = store.rows(sql, [agent_pk, store.as_db_time(since), limit])
-    return [moment for (created_at,) in found if (moment := time(created_at)) is not None]
+    return [cast(datetime, time(created_at)) for (created_at,) in found]  # NOT NULL
 
 
 def schedule_first_retry(agent_pks: list[int], at: datetime) -> None:
