@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from lobbies import store
+from lobbies import queries
 from lobbies.errors import BrokerError, not_found
 from lobbies.models import (
     Agent,
@@ -23,12 +23,7 @@ from lobbies.wire import iso
 
 def lobby_usage_bytes(lobby_pk: int) -> int:
     """Distinct content the lobby's live attachments and pending uploads hold."""
-    sql = (
-        "SELECT COALESCE(SUM(c.size), 0) FROM lobbies_attachmentcontent c WHERE c.sha256 IN ("
-        "SELECT a.sha256 FROM lobbies_attachment a WHERE a.lobby_id = %s AND a.expired_at IS NULL"
-        " UNION SELECT p.sha256 FROM lobbies_pendingupload p WHERE p.lobby_id = %s)"
-    )
-    return int(store.scalar_row(sql, [lobby_pk, lobby_pk])[0])
+    return queries.lobby_attachment_bytes(lobby_pk)
 
 
 def descriptor(attachment: Attachment) -> dict[str, Any]:
@@ -40,26 +35,20 @@ def _described(pk: int, name: str, media_type: str, size: int) -> dict[str, Any]
     return {"id": pk, "name": name, "media_type": media_type, "size": size}
 
 
-_DESCRIPTORS = (
-    "SELECT l.message_id, a.id, a.name, a.media_type, a.size "
-    "FROM lobbies_messageattachment l JOIN lobbies_attachment a ON a.id = l.attachment_id "
-    "WHERE l.message_id IN ({marks}) ORDER BY l.message_id, l.position"
-)
-
-
 def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
     """Each message's attachment descriptors, in the order sent, in one query.
 
-    Hand-written (lobbies/store.py): every push and every page asks, and most messages have
+    Hand-written (lobbies/queries.py): every push and every page asks, and most messages have
     no files, so compiling the ORM's join cost more than the answer (profiled).
     """
     ids = list(message_ids)
     if not ids:
         return {}
     found: dict[int, list[dict[str, Any]]] = {}
-    sql = _DESCRIPTORS.format(marks=store.marks(ids))
-    for message_id, pk, name, media_type, size in store.rows(sql, ids):
-        found.setdefault(message_id, []).append(_described(pk, name, media_type, size))
+    for file in queries.attached_to(ids):
+        found.setdefault(file.message_id, []).append(
+            _described(file.pk, file.name, file.media_type, file.size)
+        )
     return found
 
 

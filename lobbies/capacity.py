@@ -2,7 +2,7 @@
 
 Each refusal names the setting that bounds it. Previously accepted work is kept: a guard
 only stops new sends. Each check is cheap: a statvfs at most once a second, and counts read
-in the send's sequence bump (actions/messages.py).
+in the send's sequence bump (lobbies/queries.py `open_send`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from lobbies.errors import BrokerError
 from lobbies.models import Scope
-
-# The lobby's oldest stored sequence, read in the send's sequence bump (actions/messages.py):
-# with the new sequence it gives the messages the lobby stores (retention removes the oldest).
-OLDEST_SEQUENCE_SQL = "SELECT MIN(m.sequence) FROM lobbies_message m WHERE m.lobby_id = %s"
-
 
 # Free space read at most this often: a statvfs per send was 4% of a send's GIL time
 # (py-spy), and a volume does not fill in a second by anything this guard could stop.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import models
 from django.db.models import Q
 
@@ -104,15 +102,6 @@ class Agent(models.Model):
                 condition=Q(owner_request_count__lte=99), name="agent_owner_request_count_bound"
             ),
         ]
-
-    if TYPE_CHECKING:
-        # Present only on rows the push path's hand-written reads annotate (lobbies/store.py
-        # callers: lobbies/push.py, lobbies/tokens.py). Declared for the type checker; no
-        # columns. (QuerySet.annotate() results are typed by django-stubs itself.)
-        lobby_name: str
-        delivery_paused: bool
-        token_hash: str
-        token_revoked: bool
 
     def __str__(self) -> str:
         return f"{self.agent_id}@{self.lobby_id}"
@@ -382,7 +371,7 @@ class HeldReason(models.TextChoices):
 
 # Copies not yet seen that may still reach their recipient: pending, or waiting for their
 # delivery time. Every other hold is final. (The send path's capacity count says the same in
-# SQL: lobbies/actions/messages.py `_QUEUED`.)
+# SQL: lobbies/queries.py `QUEUED`.)
 DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
     state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
 )

@@ -12,13 +12,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from lobbies import presentation, store
+from lobbies import presentation, queries, store
 from lobbies.actions import restore
 from lobbies.attachment_selectors import descriptors_for
-from lobbies.models import Agent, Delivery, DeliveryState, Message, Notice, NoticeKind, Priority
+from lobbies.models import Agent, Delivery, DeliveryState, Notice, NoticeKind, Priority
+from lobbies.queries import Recipient
 from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
 
 Frame = dict[str, Any]
@@ -88,44 +89,20 @@ def _current(agent_pk: int, generation: int, *, resting_too: bool = False) -> Ag
     """The agent row, if `generation` still holds its runtime (and it is not resting).
 
     Read inside the caller's write transaction (BEGIN IMMEDIATE on SQLite; on PostgreSQL
-    the FOR UPDATE locks the row), so the runtime cannot change before the push is recorded.
+    the row is locked), so the runtime cannot change before the push is recorded.
     """
-    agent = store.select(
-        Agent,
-        "t.id = %s",
-        [agent_pk],
-        join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
-        annotations={"lobby_name": "l.name", "delivery_paused": "l.delivery_paused"},
-        for_update=True,
-    )
+    agent = queries.locked_agent(agent_pk)
     if agent is None or not agent.enabled or agent.runtime_generation != generation:
         return None
-    if (agent.resting or agent.delivery_paused) and not resting_too:
+    if (agent.resting or agent.lobby.delivery_paused) and not resting_too:
         return None  # resting, or the owner paused the lobby's delivery (maintenance)
     return agent
-
-
-@dataclass
-class Recipient:
-    """What a push needs of its agent's row: read as one plain row per push, since a
-    broadcast pushes to every agent of the lobby and a whole Agent instance per recipient
-    was the largest piece of a push (py-spy)."""
-
-    pk: int
-    agent_id: str
-    lobby_name: str
-    runtime_id: str | None
-    runtime_generation: int
-    notify_next_at: datetime | None
 
 
 def _schedule_retry(agent: Agent | Recipient, now: datetime) -> None:
     if agent.notify_next_at is None:
         agent.notify_next_at = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
-        store.execute(
-            "UPDATE lobbies_agent SET notify_next_at = %s WHERE id = %s",
-            [store.as_db_time(agent.notify_next_at), agent.pk],
-        )
+        queries.schedule_first_retry([agent.pk], agent.notify_next_at)
 
 
 def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
@@ -138,20 +115,14 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         # Backlog: accepted before the binding and delivered by then (a scheduled message
         # that fell due since is pushed with its body).
         bound_at = agent.backlog_bound_at or agent.runtime_bound_at or now
-        backlog = store.select_all(
-            Delivery,
-            _PUSHABLE_SQL + " AND m.sequence <= %s AND t.delivered_at <= %s",
-            [agent_pk, generation, agent_pk, agent.backlog_sequence, store.as_db_time(bound_at)],
-            join=_MESSAGE_JOIN,
-            tail="ORDER BY m.sequence",
-        )
+        backlog = queries.backlog(agent_pk, generation, agent.backlog_sequence, bound_at)
         ids = [d.message_id for d in backlog]
         Delivery.objects.filter(pk__in=[d.pk for d in backlog]).update(
             pushed_generation=generation, pushed_at=now
         )
         shown = presentation.bootstrap_notice(
             agent.agent_id,
-            agent.lobby_name,
+            agent.lobby.name,
             nonce=agent.bootstrap_nonce,
             generation=generation,
             backlog_ids=ids,
@@ -167,36 +138,19 @@ def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
         return _notice(agent, NoticeKind.BOOTSTRAP, ids, shown, now=now)
 
 
-# Pending copies this generation has not been sent, by hand (the stream's hottest read):
-# a note to yourself wakes nobody, a reminder to yourself (scheduled) does.
-_PUSHABLE_SQL = (
-    "t.recipient_id = %s AND t.state = 'pending' "
-    "AND (t.pushed_generation IS NULL OR t.pushed_generation <> %s) "
-    "AND NOT (m.sender_id = %s AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
-)
-_MESSAGE_JOIN = "JOIN lobbies_message m ON m.id = t.message_id"
-
-
-_RECENT_NOTICES = (
-    "SELECT created_at FROM lobbies_notice WHERE agent_id = %s AND kind = 'messages' "
-    "AND created_at > %s ORDER BY created_at DESC LIMIT %s"
-)
-
-
 def _deferred(agent_pk: int, now: datetime) -> Deferred | None:
     """Whether the per-minute notice cap is reached, and when its oldest notice leaves the
     window: the newest `cap` message notices of the last minute (index notice_agent_time)."""
     cap = settings.BOUNDS.notices_per_minute
-    recent = store.rows(_RECENT_NOTICES, [agent_pk, store.as_db_time(now - NOTICE_WINDOW), cap])
+    recent = queries.newest_message_notices(agent_pk, now - NOTICE_WINDOW, cap)
     if len(recent) < cap:
         return None
-    oldest = store.time_reader()(recent[-1][0])
-    assert oldest is not None  # created_at is NOT NULL
+    oldest = recent[-1]
     return Deferred(max(0.0, (oldest + NOTICE_WINDOW - now).total_seconds()))
 
 
 def _waiting(agent_pk: int, generation: int) -> bool:
-    return bool(_pushable_copies([(agent_pk, generation)], [0], limit=1))
+    return bool(queries.pushable_copies([(agent_pk, generation)], [0], limit=1))
 
 
 def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
@@ -204,7 +158,7 @@ def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
     Deferred when the agent's notices of the last minute reached the cap.
 
     Reads first: the common "nothing more" answer opens no write transaction. Its statements
-    are hand-written (lobbies/store.py) because this runs once per message per recipient.
+    are hand-written (lobbies/queries.py) because this runs once per message per recipient.
     """
     if not _waiting(agent_pk, generation):
         return None
@@ -231,7 +185,7 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
     (consumers.BridgeConsumer).
     """
     answers: list[Frame | Deferred | Exception | None] = [None] * len(asks)
-    due = sorted(_pushable_copies(asks, list(range(len(asks))), limit=1))
+    due = sorted(queries.pushable_copies(asks, list(range(len(asks))), limit=1))
     if not due:
         return answers
     with transaction.atomic():
@@ -250,60 +204,17 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
     return answers
 
 
-def _pushable_copies(
-    asks: list[tuple[int, int]], among: list[int], *, limit: int
-) -> dict[int, list[tuple[int, int]]]:
-    """The pending copies not yet sent to each ask's runtime, for the asks numbered `among`,
-    in one statement: by ask, the first `limit` (delivery id, message id) in sequence order.
-    A note to yourself wakes nobody; a reminder to yourself (scheduled) does."""
-    if not among:
-        return {}
-    values = ", ".join(["(%s, %s, %s)"] * len(among))
-    params: list[Any] = [v for n in among for v in (n, *asks[n])]
-    found: dict[int, list[tuple[int, int]]] = {}
-    for n, delivery, message in store.rows(_PUSHABLE_MANY.format(values=values), [*params, limit]):
-        found.setdefault(n, []).append((delivery, message))
-    return found
-
-
-_PUSHABLE_MANY = (
-    "WITH asks(n, agent, generation) AS (VALUES {values}) "  # noqa: S608
-    "SELECT n, delivery, message FROM ("
-    " SELECT a.n AS n, t.id AS delivery, t.message_id AS message,"
-    " ROW_NUMBER() OVER (PARTITION BY a.n ORDER BY m.sequence) AS place"
-    f" FROM asks a JOIN lobbies_delivery t ON t.recipient_id = a.agent {_MESSAGE_JOIN}"
-    " WHERE t.state = 'pending'"
-    " AND (t.pushed_generation IS NULL OR t.pushed_generation <> a.generation)"
-    " AND NOT (m.sender_id = a.agent AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
-    ") pushable WHERE place <= %s ORDER BY n, place"
-)
-
-_RECIPIENTS = (
-    "SELECT t.id, t.agent_id, l.name, t.runtime_id, t.runtime_generation, t.notify_next_at "
-    "FROM lobbies_agent t JOIN lobbies_lobby l ON l.id = t.lobby_id "
-    "WHERE t.id IN ({marks}) AND t.enabled AND NOT t.resting AND NOT l.delivery_paused"
-    "{lock}"
-)
-
-_NOTICE_COUNTS = (
-    "SELECT agent_id, COUNT(*) FROM lobbies_notice WHERE agent_id IN ({marks}) "
-    "AND kind = 'messages' AND created_at > %s GROUP BY agent_id"
-)
-
-
 def _record_pushes(
     asks: list[tuple[int, int]], due: list[int], answers: list[Frame | Deferred | Exception | None]
 ) -> None:
     """The pushes of `push_frames`, set-based, inside its write transaction."""
     now = timezone.now()
     recipients, pushing = _pushable_asks(asks, due, answers, now)
-    copies = _pushable_copies(asks, pushing, limit=MESSAGES_PER_PUSH)
+    copies = queries.pushable_copies(asks, pushing, limit=MESSAGES_PER_PUSH)
     if not copies:
         return
     wanted = sorted({message for found in copies.values() for _, message in found})
-    messages = {
-        m.pk: m for m in store.select_all(Message, f"t.id IN ({store.marks(wanted)})", wanted)
-    }
+    messages = {m.pk: m for m in queries.messages_by_id(wanted)}
     attached = descriptors_for(wanted)
     _mark_pushed(asks, copies, now)
     composed: dict[tuple[int, ...], tuple[str, bool]] = {}
@@ -329,10 +240,7 @@ def _record_pushes(
             retry.append(recipient.pk)
     if retry:
         first_retry = now + timedelta(seconds=settings.BOUNDS.notify_retry_seconds[0])
-        store.execute(
-            f"UPDATE lobbies_agent SET notify_next_at = %s WHERE id IN ({store.marks(retry)})",  # noqa: S608
-            [store.as_db_time(first_retry), *retry],
-        )
+        queries.schedule_first_retry(retry, first_retry)
     store.insert_many(Notice, notices)
 
 
@@ -346,21 +254,8 @@ def _pushable_asks(
     lobby delivering, under its notice cap: read for all at once), with their recipients;
     an ask over its notice cap is answered here."""
     agents = sorted({asks[n][0] for n in due})
-    time = store.time_reader()
-    # Locked on PostgreSQL, in one order, as `_current` locks its row: the runtime cannot
-    # change before the push is recorded. (SQLite's write transaction holds the store.)
-    lock = " ORDER BY t.id FOR UPDATE OF t" if connection.vendor == "postgresql" else ""
-    sql = _RECIPIENTS.format(marks=store.marks(agents), lock=lock)
-    recipients = {
-        row[0]: Recipient(row[0], row[1], row[2], row[3], row[4], time(row[5]))
-        for row in store.rows(sql, agents)
-    }
-    counts = dict(
-        store.rows(
-            _NOTICE_COUNTS.format(marks=store.marks(agents)),
-            [*agents, store.as_db_time(now - NOTICE_WINDOW)],
-        )
-    )
+    recipients = queries.push_recipients(agents)
+    counts = queries.message_notices_since(agents, now - NOTICE_WINDOW)
     cap = settings.BOUNDS.notices_per_minute
     pushing: list[int] = []
     asked: set[tuple[int, int]] = set()
@@ -387,15 +282,8 @@ def _mark_pushed(
     by_generation: dict[int, list[int]] = {}
     for n, found in copies.items():
         by_generation.setdefault(asks[n][1], []).extend(delivery for delivery, _ in found)
-    at = store.as_db_time(now)
     for generation, deliveries in by_generation.items():
-        for start in range(0, len(deliveries), store.ROWS_PER_INSERT):
-            chunk = deliveries[start : start + store.ROWS_PER_INSERT]
-            store.execute(
-                "UPDATE lobbies_delivery SET pushed_generation = %s, pushed_at = %s "  # noqa: S608
-                f"WHERE id IN ({store.marks(chunk)})",
-                [generation, at, *chunk],
-            )
+        queries.mark_pushed(generation, deliveries, now)
 
 
 def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
@@ -414,7 +302,7 @@ def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame 
         if not still:
             return None
         now = timezone.now()
-        shown = presentation.hint_notice(agent.agent_id, agent.lobby_name, still, now)
+        shown = presentation.hint_notice(agent.agent_id, agent.lobby.name, still, now)
         return _notice(agent, NoticeKind.HINT, still, shown, now=now)
 
 
@@ -428,16 +316,9 @@ def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> Frame | Non
         return _notice(agent, NoticeKind.RECEIPTS, ids, shown, now=timezone.now())
 
 
-_NOT_WRITTEN = (
-    "UPDATE lobbies_delivery SET pushed_generation = NULL WHERE recipient_id = %s "
-    "AND state = 'pending' AND pushed_generation = %s "
-    "AND (notified_generation IS NULL OR notified_generation <> %s)"
-)
-
-
 def reconnected(agent_pk: int, generation: int) -> None:
     """A reconnect of the same process: what it may not have written to the host goes again."""
-    store.execute(_NOT_WRITTEN, [agent_pk, generation, generation])
+    queries.push_unwritten_again(agent_pk, generation)
 
 
 def reconnected_many(many: list[tuple[int, int]]) -> list[Exception | None]:
@@ -469,21 +350,8 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
     """
     now = timezone.now()
     with transaction.atomic():
-        # The agents' rows first, in one order, as an acknowledgment and a push take them
-        # before their deliveries: a notice's deliveries updated twice here (received, then
-        # host_written) make PostgreSQL check their foreign keys at COMMIT, `FOR KEY SHARE`
-        # on the agent row, which closed a lock cycle with an acknowledgment holding it.
-        # NO KEY UPDATE: it still waits for an acknowledgment's FOR UPDATE, but not for a
-        # send's own foreign-key checks (FOR KEY SHARE on its recipients at COMMIT, while it
-        # holds its sender's row), which a FOR UPDATE here deadlocked with. (SQLite's write
-        # transaction already holds the whole store.)
-        if connection.vendor != "sqlite":
-            list(
-                Agent.objects.select_for_update(no_key=True)
-                .filter(pk__in={fact[0] for fact in facts})
-                .order_by("pk")
-                .values_list("pk", flat=True)
-            )
+        # The agents' rows first, in one order (the lock cycle this avoids: the function).
+        queries.hold_agents_for_transport_facts({fact[0] for fact in facts})
         stated: dict[uuid.UUID, set[str]] = {}
         for _, _, notice_id, fact in facts:
             stated.setdefault(uuid.UUID(notice_id), set()).add(fact)
@@ -514,24 +382,15 @@ def record_transport_facts(facts: list[TransportFact]) -> None:
             Notice.objects.filter(id__in=first_received).update(received_at=now)
         if first_written:
             Notice.objects.filter(id__in=first_written).update(host_written_at=now)
-        at = store.as_db_time(now)
         for notice in notices:
             if not notice.message_ids:
                 continue
             told = stated[notice.id]
-            columns: list[str] = []
-            values: list[Any] = []
-            if "received" in told:
-                columns.append("adapter_received_at = %s")
-                values.append(at)
-            if "host_written" in told and notice.kind != NoticeKind.RECEIPTS:
-                columns += ["notification_attempted_at = %s", "notified_generation = %s"]
-                values += [at, notice.generation]
-            if not columns:
-                continue
-            marks = store.marks(notice.message_ids)
-            store.execute(
-                f"UPDATE lobbies_delivery SET {', '.join(columns)} "  # noqa: S608
-                f"WHERE recipient_id = %s AND message_id IN ({marks})",
-                [*values, notice.agent_id, *notice.message_ids],
+            written = "host_written" in told and notice.kind != NoticeKind.RECEIPTS
+            queries.record_copy_transport(
+                notice.agent_id,
+                notice.message_ids,
+                now,
+                received="received" in told,
+                written=notice.generation if written else None,
             )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -10,9 +9,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from django.db import connection
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
-from django.db.models.expressions import RawSQL
 
-from lobbies import store, wire
+from lobbies import queries, store, wire
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
 from lobbies.models import (
@@ -34,6 +32,7 @@ from lobbies.models import (
 )
 from lobbies.names import OWNER_SENDER
 from lobbies.presence import PROCESS_ID, live_connections, waiting_runtime
+from lobbies.queries import Copy
 from lobbies.usage import readings_for, usage_entry
 from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
 
@@ -66,21 +65,6 @@ def decode_cursor(view: str, cursor: str) -> int:
         return wire.decode_cursor(view, cursor)
     except wire.CursorError as error:
         raise bad_request(str(error), code="invalid_cursor") from None
-
-
-class Copy(NamedTuple):
-    """A recipient's copy as a page shows it: the delivery's facts and the recipient's name."""
-
-    message_id: int
-    recipient_id: int
-    agent_id: str
-    state: str
-    held_reason: str | None
-    delivered_at: datetime | None
-    adapter_received_at: datetime | None
-    notification_attempted_at: datetime | None
-    agent_seen_at: datetime | None
-    redacted: bool
 
 
 class Shown(NamedTuple):
@@ -121,30 +105,52 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     sql, params = messages.values_list(*_SHOWN).query.sql_with_params()
     found = []
     time = store.time_reader()
-    for row in store.rows(sql, list(params)):
+    for (
+        pk,
+        sequence,
+        sender_id,
+        sender_name,
+        scope,
+        kind,
+        reply_expected,
+        priority,
+        content,
+        fields,
+        reply_to,
+        correlation_id,
+        client_request_id,
+        room_name,
+        addressed_to,
+        supersedes,
+        deliver_at,
+        late,
+        schedule_id,
+        slot,
+        created_at,
+    ) in store.rows(sql, list(params)):
         found.append(
             Shown(
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                row[5],
-                bool(row[6]),
-                row[7],
-                row[8],
-                store.as_json(row[9]),
-                row[10],
-                row[11],
-                row[12],
-                row[13],
-                store.as_json(row[14]),
-                row[15],
-                time(row[16]),
-                bool(row[17]),
-                row[18],
-                time(row[19]),
-                cast(datetime, time(row[20])),  # NOT NULL
+                pk=pk,
+                sequence=sequence,
+                sender_id=sender_id,
+                sender_name=sender_name,
+                scope=scope,
+                kind=kind,
+                reply_expected=bool(reply_expected),
+                priority=priority,
+                content=content,
+                fields=store.as_json(fields),
+                reply_to=reply_to,
+                correlation_id=correlation_id,
+                client_request_id=client_request_id,
+                room_name=room_name,
+                addressed_to=store.as_json(addressed_to),
+                supersedes=supersedes,
+                deliver_at=time(deliver_at),
+                late=bool(late),
+                schedule_id=schedule_id,
+                slot=time(slot),
+                created_at=cast(datetime, time(created_at)),  # NOT NULL
             )
         )
     return found
@@ -329,17 +335,11 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
     below: int | None = None
     window = SEARCH_WINDOW
     while len(rows) <= limit:
-        sql = "SELECT rowid FROM lobbies_message_search WHERE lobbies_message_search MATCH %s"
-        params: list[Any] = [phrase]
-        if below is not None:
-            sql += " AND rowid < %s"
-            params.append(below)
-        sql += " ORDER BY rowid DESC LIMIT %s"
-        ids = [row[0] for row in store.rows(sql, [*params, window])]
+        ids = queries.search_matches(phrase, below, window)
         wanted = limit + 1 - len(rows)
         found: list[Shown] = []
         if ids:
-            among = RawSQL("SELECT value FROM json_each(%s)", [json.dumps(ids)])
+            among = queries.json_ids(ids)
             found = _shown(messages.filter(pk__in=among).order_by("-sequence")[:wanted])
             rows += found
         if len(ids) < window:
@@ -375,41 +375,10 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
     me = viewer.pk
     every = [m.pk for m in messages if m.sender_id == me or m.scope == Scope.DIRECT]
     own = [m.pk for m in messages if not (m.sender_id == me or m.scope == Scope.DIRECT)]
-    clauses, params = [], []
-    if every:
-        clauses.append(f"d.message_id IN ({store.marks(every)})")
-        params += every
-    if own:
-        clauses.append(
-            f"(d.recipient_id = %s AND d.message_id IN ({store.marks(own)}))"
-        )
-        params += [me, *own]
-    if not clauses:
-        return {}
     found: dict[int, list[Copy]] = {}
-    time = store.time_reader()
-    for row in store.rows(_COPY_SQL + " OR ".join(clauses) + " ORDER BY a.agent_id", params):
-        copy = Copy(
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            row[4],
-            time(row[5]),
-            time(row[6]),
-            time(row[7]),
-            time(row[8]),
-            bool(row[9]),
-        )
+    for copy in queries.copies_of(every, me, own):
         found.setdefault(copy.message_id, []).append(copy)
     return found
-
-
-_COPY_SQL = (
-    "SELECT d.message_id, d.recipient_id, a.agent_id, d.state, d.held_reason, d.delivered_at,"
-    " d.adapter_received_at, d.notification_attempted_at, d.agent_seen_at, d.redacted"
-    ' FROM "lobbies_delivery" d JOIN "lobbies_agent" a ON a.id = d.recipient_id WHERE '
-)
 
 
 def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:

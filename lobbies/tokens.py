@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import secrets
 
-from lobbies import store
+from lobbies import queries
 from lobbies.actions.restore import check_open
 from lobbies.errors import BrokerError
 from lobbies.models import Agent
@@ -27,19 +27,14 @@ def new_token() -> tuple[str, str]:
 def agent_for_token(token: str) -> Agent:
     """The enabled agent a bearer token authenticates, or a 401/403 naming why not."""
     digest = hash_token(token)
-    agent = store.select(
-        Agent,
-        "c.token_hash = %s",
-        [digest],
-        join="JOIN lobbies_credential c ON c.agent_id = t.id",
-        annotations={"token_hash": "c.token_hash", "token_revoked": "c.revoked_at IS NOT NULL"},
-    )
-    if agent is None or not hmac.compare_digest(agent.token_hash, digest):
+    found = queries.bearer(digest)
+    if found is None or not hmac.compare_digest(found.token_hash, digest):
         raise BrokerError(401, "invalid_token", "the bearer token is not a PocoLobby agent token")
-    if agent.token_revoked:
+    if found.revoked:
         raise BrokerError(
             401, "token_revoked", "this token was revoked; ask the owner for a new one"
         )
+    agent = found.agent
     if not agent.enabled:
         raise BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
     check_open()

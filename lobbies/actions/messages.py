@@ -6,13 +6,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from lobbies import capacity, hooks, store
+from lobbies import capacity, hooks, queries, store
 from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, fence
@@ -49,11 +48,7 @@ class SendOutcome:
 
 
 def _original_for_retry(sender: Agent, args: SendOptions, digest: str) -> SendOutcome | None:
-    original = store.select(
-        Message,
-        "t.sender_id = %s AND t.client_request_id = %s",
-        [sender.pk, args.client_request_id],
-    )
+    original = queries.sent_with_request_id(sender.pk, args.client_request_id)
     if original is None:
         return None
     check_same_request(
@@ -108,7 +103,7 @@ def address_direct(sender: Agent, name: str) -> Addressing:
         # The lobby's human owner: stored for the Messages page, a push if it expects a
         # reply (lobbies/hooks.py); its copy stays pending, since no session reads it.
         return Addressing(Scope.DIRECT, [owner_agent(sender.lobby)])
-    recipient = store.select(Agent, "t.lobby_id = %s AND t.agent_id = %s", [sender.lobby_id, name])
+    recipient = queries.agent_named(sender.lobby_id, name)
     if recipient is None:
         raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
     if not recipient.enabled:
@@ -194,74 +189,12 @@ def _refuse_over_rate(sender: Agent, count: int, now: datetime) -> None:
         )
 
 
-# Held deliveries that will never reach the recipient do not take its room (the same rule
-# as lobbies.models.DELIVERABLE, in SQL for the send path). Written exactly as Django writes
-# the condition of the partial index `delivery_queued`: SQLite uses a partial index only for
-# a query whose WHERE contains the index's condition term for term.
-_QUEUED = (
-    "recipient_id = %s AND "
-    "(\"state\" = 'pending' OR (\"held_reason\" = 'scheduled' AND \"state\" = 'held'))"
-)
-
-
-_RATE_COUNT = "SELECT COUNT(*) FROM lobbies_message WHERE sender_id = %s AND created_at > %s"
-# A recipient's queued count and bytes from one scan of its index, as one text value: the
-# sequence bump reads it as a scalar subquery of its RETURNING, which answers one column.
-_QUEUED_PAIR = (
-    "SELECT COUNT(*) || ' ' || COALESCE(SUM(content_bytes), 0) "  # noqa: S608
-    f"FROM lobbies_delivery WHERE {_QUEUED}"
-)
-
-
-def _queued_pair(value: object) -> tuple[int, int]:
-    count, _, size = str(value).partition(" ")
-    return int(count), int(size)
-
-
-@dataclass(frozen=True)
-class SendSlot:
-    """What the send's first statement learned inside the write transaction."""
-
-    sequence: int
-    stored: int  # messages the lobby stored before this one
-    sent_last_minute: int | None  # None: no rate applies (a schedule's occurrence)
-    queued: tuple[int, int] | None  # (count, bytes) queued for a single recipient
-
-
-def _open_send(sender: Agent, recipients: list[Agent], now: datetime, *, rate: bool) -> SendSlot:
-    """Bump the lobby's sequence and read the counts the bounds need, in one statement.
-
-    Each statement inside the write transaction costs a round of the GIL while every other
-    send waits on the write lock, so the lobby's oldest stored sequence, the rate count and
-    (for one recipient) its queue counts ride on the sequence bump's RETURNING. On
-    PostgreSQL the bump also serializes the lobby.
-    """
-    returning = ["message_sequence", f"({capacity.OLDEST_SEQUENCE_SQL})"]
-    params: list[Any] = [sender.lobby_id, sender.lobby_id]
-    if rate:
-        returning.append(f"({_RATE_COUNT})")
-        params += [sender.pk, store.as_db_time(now - timedelta(minutes=1))]
-    single = len(recipients) == 1
-    if single:
-        returning.append(f"({_QUEUED_PAIR})")
-        params.append(recipients[0].pk)
-    # Only our own constant SQL fragments are joined; every value is a parameter.
-    bump = "UPDATE lobbies_lobby SET message_sequence = message_sequence + 1 WHERE id = %s"
-    values = list(store.scalar_row(f"{bump} RETURNING {', '.join(returning)}", params))
-    sequence = int(values.pop(0))
-    oldest = values.pop(0)
-    stored = 0 if oldest is None else sequence - int(oldest)
-    sent = int(values.pop(0)) if rate else None
-    queued = _queued_pair(values[0]) if single else None
-    return SendSlot(sequence, stored, sent, queued)
-
-
-def _check_capacity(recipient: Agent, content_bytes: int, queued: tuple[int, int] | None) -> None:
-    """Refuse a send the recipient's queue has no room for; `queued` if already counted."""
+def _check_capacity(recipient: Agent, content_bytes: int, queue: queries.Queue | None) -> None:
+    """Refuse a send the recipient's queue has no room for; `queue` if already counted."""
     bounds = settings.BOUNDS
-    if queued is None:
-        queued = _queued_pair(store.scalar_row(_QUEUED_PAIR, [recipient.pk])[0])
-    count, size = queued
+    if queue is None:
+        queue = queries.recipient_queue(recipient.pk)
+    count, size = queue.messages, queue.bytes
     if count + 1 > bounds.queued_messages_per_recipient:
         raise BrokerError(
             507,
@@ -359,97 +292,156 @@ def _accept(
     slot: datetime | None,
     late: bool,
 ) -> SendOutcome:
+    """The send's rules checked, then its rows stored and its recipients woken."""
     addressing = resolve()
-    capacity.check_send(addressing.scope, len(addressing.recipients))
-    _check_reply_to(sender, args.reply_to)
-    _check_supersedes(sender, args.supersedes)
+    _check_may_send(sender, args, addressing)
     content_bytes = len(args.content.encode("utf-8"))
     with transaction.atomic():
         now = timezone.now()
-        slot_counts = _open_send(sender, addressing.recipients, now, rate=schedule is None)
-        capacity.check_lobby_room(slot_counts.stored)
-        sequence = slot_counts.sequence
-        fence(sender, runtime)
-        _check_deliver_at(sender, args.deliver_at, now)
-        if slot_counts.sent_last_minute is not None:
-            _refuse_over_rate(sender, slot_counts.sent_last_minute, now)
-        for recipient in addressing.recipients:
-            _check_capacity(recipient, content_bytes, slot_counts.queued)
-        scheduled = args.deliver_at is not None
-        message = store.insert(
-            Message,
-            {
-                "lobby_id": sender.lobby_id,
-                "sequence": sequence,
-                "sender_id": sender.pk,
-                "sender_name": sender.agent_id,
-                "scope": addressing.scope,
-                "kind": args.kind,
-                "reply_expected": _reply_expected(args),
-                "priority": args.priority,
-                "content": args.content,
-                "content_bytes": content_bytes,
-                "fields": args.fields.model_dump(exclude_none=True) if args.fields else {},
-                "reply_to": args.reply_to,
-                "correlation_id": args.correlation_id or "",
-                "client_request_id": args.client_request_id,
-                "notify_when_seen": args.notify_when_seen,
-                "request_hash": digest,
-                "room_id": addressing.room.pk if addressing.room else None,
-                "room_name": addressing.room.room_id if addressing.room else "",
-                "addressed_to": list(addressing.addressed_to),
-                "supersedes": args.supersedes,
-                # A daily occurrence carries its slot as its due time, like any timed message.
-                "deliver_at": slot if slot is not None else args.deliver_at,
-                "scheduled_pending": scheduled,
-                "delivered_at": None if scheduled else now,
-                "late": late,
-                "schedule_id": schedule.pk if schedule else None,
-                "slot": slot,
-                "created_at": now,
-            },
+        sequence = _check_room_to_send(
+            sender, args, addressing, content_bytes, now, runtime=runtime, rated=schedule is None
         )
-        deliveries = [
-            store.insert(
-                Delivery,
-                {
-                    "message_id": message.pk,
-                    "recipient_id": recipient.pk,
-                    "state": DeliveryState.HELD if scheduled else DeliveryState.PENDING,
-                    "held_reason": HeldReason.SCHEDULED if scheduled else None,
-                    "content_bytes": content_bytes,
-                    "delivered_at": None if scheduled else now,
-                },
-            )
-            for recipient in addressing.recipients
-        ]
-        if args.attachments:
-            # After authorization, rates and limits: a send refused for them stores nothing,
-            # and this refusal (409 attachment_upload_required) rolls the message back.
-            attachments.attach_to_message(sender, message.pk, args.attachments, now)
-        elif schedule is not None:
-            attachments.attach_schedule_files(schedule.pk, message.pk)
-        if args.supersedes:
-            _hold_superseded(sender, args.supersedes)
-        if schedule is None:
-            store.execute(
-                "UPDATE lobbies_agent SET last_progress_at = %s WHERE id = %s",
-                [store.as_db_time(now), sender.pk],
-            )
-        to_owner = any(r.agent_id == OWNER_SENDER for r in addressing.recipients)
-        if to_owner:
-            hooks.message_to_owner(message)
-        if not scheduled:
-            wake_recipients_on_commit(
-                [
-                    (r.pk, args.priority)
-                    for r in addressing.recipients
-                    if r.pk != sender.pk and r.agent_id != OWNER_SENDER
-                ]
-            )
+        message, deliveries = _do_store_message(
+            sender, args, digest, addressing, sequence, content_bytes, now, schedule, slot, late
+        )
+        _do_after_storing(sender, args, addressing, message, now, schedule)
     for delivery, recipient in zip(deliveries, addressing.recipients, strict=True):
         delivery.recipient = recipient
     return SendOutcome(message, deliveries, duplicate=False)
+
+
+def _check_may_send(sender: Agent, args: SendOptions, addressing: Addressing) -> None:
+    """What needs no write lock: the fan-out and disk bounds, and the messages it names."""
+    capacity.check_send(addressing.scope, len(addressing.recipients))
+    _check_reply_to(sender, args.reply_to)
+    _check_supersedes(sender, args.supersedes)
+
+
+def _check_room_to_send(
+    sender: Agent,
+    args: SendOptions,
+    addressing: Addressing,
+    content_bytes: int,
+    now: datetime,
+    *,
+    runtime: RuntimeCaller | None,
+    rated: bool,
+) -> int:
+    """Inside the write transaction: take the lobby's next sequence and refuse the send the
+    lobby, the sender's runtime, its rate or a recipient's queue has no room for. A
+    schedule's occurrence is not `rated`. Returns the message's sequence."""
+    recipients = addressing.recipients
+    single = recipients[0].pk if len(recipients) == 1 else None
+    opened = queries.open_send(
+        sender.lobby_id,
+        sender.pk,
+        rate_since=now - timedelta(minutes=1) if rated else None,
+        queue_of=single,
+    )
+    capacity.check_lobby_room(opened.stored)
+    fence(sender, runtime)
+    _check_deliver_at(sender, args.deliver_at, now)
+    if opened.sent_last_minute is not None:
+        _refuse_over_rate(sender, opened.sent_last_minute, now)
+    for recipient in recipients:
+        _check_capacity(recipient, content_bytes, opened.queue)
+    return opened.sequence
+
+
+def _do_store_message(
+    sender: Agent,
+    args: SendOptions,
+    digest: str,
+    addressing: Addressing,
+    sequence: int,
+    content_bytes: int,
+    now: datetime,
+    schedule: Schedule | None,
+    slot: datetime | None,
+    late: bool,
+) -> tuple[Message, list[Delivery]]:
+    """The message and one copy per recipient: held until due if it is timed."""
+    scheduled = args.deliver_at is not None
+    message = store.insert(
+        Message,
+        {
+            "lobby_id": sender.lobby_id,
+            "sequence": sequence,
+            "sender_id": sender.pk,
+            "sender_name": sender.agent_id,
+            "scope": addressing.scope,
+            "kind": args.kind,
+            "reply_expected": _reply_expected(args),
+            "priority": args.priority,
+            "content": args.content,
+            "content_bytes": content_bytes,
+            "fields": args.fields.model_dump(exclude_none=True) if args.fields else {},
+            "reply_to": args.reply_to,
+            "correlation_id": args.correlation_id or "",
+            "client_request_id": args.client_request_id,
+            "notify_when_seen": args.notify_when_seen,
+            "request_hash": digest,
+            "room_id": addressing.room.pk if addressing.room else None,
+            "room_name": addressing.room.room_id if addressing.room else "",
+            "addressed_to": list(addressing.addressed_to),
+            "supersedes": args.supersedes,
+            # A daily occurrence carries its slot as its due time, like any timed message.
+            "deliver_at": slot if slot is not None else args.deliver_at,
+            "scheduled_pending": scheduled,
+            "delivered_at": None if scheduled else now,
+            "late": late,
+            "schedule_id": schedule.pk if schedule else None,
+            "slot": slot,
+            "created_at": now,
+        },
+    )
+    deliveries = [
+        store.insert(
+            Delivery,
+            {
+                "message_id": message.pk,
+                "recipient_id": recipient.pk,
+                "state": DeliveryState.HELD if scheduled else DeliveryState.PENDING,
+                "held_reason": HeldReason.SCHEDULED if scheduled else None,
+                "content_bytes": content_bytes,
+                "delivered_at": None if scheduled else now,
+            },
+        )
+        for recipient in addressing.recipients
+    ]
+    return message, deliveries
+
+
+def _do_after_storing(
+    sender: Agent,
+    args: SendOptions,
+    addressing: Addressing,
+    message: Message,
+    now: datetime,
+    schedule: Schedule | None,
+) -> None:
+    """Its files, the copies it supersedes, the sender's progress, the owner's hook and the
+    recipients' wake (on commit)."""
+    if args.attachments:
+        # After authorization, rates and limits: a send refused for them stores nothing,
+        # and this refusal (409 attachment_upload_required) rolls the message back.
+        attachments.attach_to_message(sender, message.pk, args.attachments, now)
+    elif schedule is not None:
+        attachments.attach_schedule_files(schedule.pk, message.pk)
+    if args.supersedes:
+        _hold_superseded(sender, args.supersedes)
+    if schedule is None:
+        queries.record_progress(sender.pk, now)
+    if any(r.agent_id == OWNER_SENDER for r in addressing.recipients):
+        hooks.message_to_owner(message)
+    if args.deliver_at is None:
+        wake_recipients_on_commit(
+            [
+                (r.pk, args.priority)
+                for r in addressing.recipients
+                if r.pk != sender.pk and r.agent_id != OWNER_SENDER
+            ]
+        )
 
 
 def send_message(

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from lobbies import store
+from lobbies import queries
 from lobbies.actions.audit import record_audit
 from lobbies.actions.restore import settle_uncertain
 from lobbies.errors import BrokerError, bad_request, conflict
@@ -106,27 +106,11 @@ def check_runtime_id(runtime_id: str) -> str:
     return runtime_id
 
 
-_RETIRED = "SELECT 1 FROM lobbies_retiredruntime WHERE agent_id = %s AND runtime_id = %s LIMIT 1"
-
-
 def _locked_with_lobby(agent_pk: int) -> Agent:
-    """The agent's row locked (not its lobby's), with its lobby's name and the rest of the
-    lobby deferred. Hand-written: every bridge's connect claims and every bridge's send is
-    fenced, and the ORM compiling this select (and the retired check) was a third of a
-    reconnect storm (py-spy).
-    """
-    agent = store.select(
-        Agent,
-        "t.id = %s",
-        [agent_pk],
-        join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
-        annotations={"lobby_name": "l.name"},
-        for_update=True,
-    )
+    """The agent's row locked, with its lobby's name (lobbies/queries.py `locked_agent`)."""
+    agent = queries.locked_agent(agent_pk)
     if agent is None:
         raise Agent.DoesNotExist(f"agent {agent_pk} was removed")
-    names = [agent.lobby_id, agent.lobby_name]
-    agent.lobby = Lobby.from_db(connection.alias, ["id", "name"], names)
     return agent
 
 
@@ -135,7 +119,7 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
     check_runtime_id(runtime_id)
     with transaction.atomic():
         agent = _locked_with_lobby(agent.pk)
-        if store.rows(_RETIRED, [agent.pk, runtime_id]):
+        if queries.runtime_retired(agent.pk, runtime_id):
             raise conflict(
                 "runtime_retired",
                 "the owner retired this conversation's binding; start a new conversation",
@@ -351,7 +335,7 @@ def new_nonce() -> str:
 def fence(agent: Agent, caller: RuntimeCaller | None) -> None:
     """Inside a write's transaction: lock the agent's row, then refuse a superseded runtime.
 
-    Hand-written (lobbies/store.py): every send of a bridge runs it.
+    Hand-written (lobbies/queries.py): every send of a bridge runs it.
     """
     if caller is not None:
         check_fence(_locked_with_lobby(agent.pk), caller)

@@ -9,9 +9,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from lobbies.actions import operator
-from lobbies.actions.messages import _QUEUED_PAIR
 from lobbies.actions.operator import disable_agent
 from lobbies.models import Delivery, Message
+from lobbies.queries import RECIPIENT_QUEUE
 from pocolobby.config import Bounds
 from tests.conftest import AgentClient
 
@@ -241,7 +241,7 @@ def test_scheduled_copies_take_room_and_final_holds_do_not(lead, backend):
 def test_the_capacity_count_reads_only_the_queued_index():
     """A recipient's acknowledged history must not slow each send to it (issue 2's bar)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN QUERY PLAN {_QUEUED_PAIR}", [1])
+        cursor.execute(f"EXPLAIN QUERY PLAN {RECIPIENT_QUEUE}", [1])
         plan = " ".join(str(row[-1]) for row in cursor.fetchall())
     assert "COVERING INDEX delivery_queued" in plan
 
