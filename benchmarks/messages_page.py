@@ -65,8 +65,10 @@ def build(data_dir: Path, args: argparse.Namespace) -> None:
     # Sequences follow acceptance time, as the send path hands them out.
     db.executemany(
         "UPDATE lobbies_message SET created_at = ? WHERE id = ?",
-        [(stamp(now - timedelta(seconds=(args.messages - n) * 0.86)), n)
-         for n in range(1, args.messages + 1)],
+        [
+            (stamp(now - timedelta(seconds=(args.messages - n) * 0.86)), n)
+            for n in range(1, args.messages + 1)
+        ],
     )
     db.execute(
         "UPDATE lobbies_delivery SET delivered_at = (SELECT created_at FROM lobbies_message m"

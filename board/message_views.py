@@ -27,4 +27,3 @@ def messages(request: HttpRequest, page: LobbyPage) -> HttpResponse:
 @dashboard_page
 def messages_part(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(request, "board/_messages.html", _context(request, page))
-

@@ -452,9 +452,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     start, _ = strip_window(now)
     turns = _turns(pks, now)
     inboxes = inbox_counts(pks)
-    summaries = (
-        picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
-    )
+    summaries = picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
     rows = []
     for agent in agents:
         turn = turns.get(agent.pk, _Turns())

@@ -31,7 +31,6 @@ VIEWER_WARNING = (
 )
 
 
-
 @lobby_page(settings=True)
 def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(

@@ -158,9 +158,7 @@ class WebSession(models.Model):
         return f"{self.place} session {self.pk}"
 
     @classmethod
-    def open(
-        cls, account: Account, lobby: Lobby | None, now: datetime, lifetime: timedelta
-    ) -> str:
+    def open(cls, account: Account, lobby: Lobby | None, now: datetime, lifetime: timedelta) -> str:
         """Store a new session, on the account area or (with `lobby`) on that lobby's host,
         and return its cookie token: the one time it exists outside the browser."""
         token, token_hash = new_secret()

@@ -131,8 +131,9 @@ def owner_controls_of(lobby: Lobby) -> dict[str, Any]:
         .annotate(n=Count("pk"))
     )
     scheduled = list(
-        pending.prefetch_related("deliveries__recipient")
-        .order_by("deliver_at", "pk")[:SCHEDULED_LISTED]
+        pending.prefetch_related("deliveries__recipient").order_by("deliver_at", "pk")[
+            :SCHEDULED_LISTED
+        ]
     )
     return {
         "delivery_paused": lobby.delivery_paused,

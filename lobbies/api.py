@@ -146,6 +146,4 @@ def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
 )
 def attachment_meta(request: HttpRequest, key: str) -> JsonAnswer:
     attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
-    return JsonAnswer(
-        {**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256}
-    )
+    return JsonAnswer({**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256})

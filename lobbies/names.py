@@ -12,8 +12,22 @@ _NAME = re.compile(NAME_PATTERN)
 # Lobby names become URL segments and host labels; these are taken by routes.
 RESERVED_LOBBY_NAMES = frozenset(
     {
-        "settings", "sign-in", "signin", "sign-out", "open", "api", "v1", "admin", "static",
-        "handoff", "www", "account", "lobbies", "ticket", "activity", "mail",
+        "settings",
+        "sign-in",
+        "signin",
+        "sign-out",
+        "open",
+        "api",
+        "v1",
+        "admin",
+        "static",
+        "handoff",
+        "www",
+        "account",
+        "lobbies",
+        "ticket",
+        "activity",
+        "mail",
     }
 )
 

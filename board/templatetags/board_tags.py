@@ -22,7 +22,7 @@ register = template.Library()
 
 @functools.lru_cache(maxsize=8)
 def _quarter_labels(start: datetime) -> tuple[str, ...]:
-    """"HH:MM" of each quarter hour of a window: the same for every agent on a page."""
+    """ "HH:MM" of each quarter hour of a window: the same for every agent on a page."""
     return tuple((start + n * CELL).astimezone(UTC).strftime("%H:%M") for n in range(CELLS))
 
 

@@ -213,13 +213,17 @@ def _claim(sender: Agent, described: Sequence[AttachmentDescription], now: datet
     ids = []
     for d in described:
         # Locked: the sweep expires a record only under this lock (see `sweep`).
-        record = Attachment.objects.select_for_update().filter(
-            uploader=sender,
-            sha256=d.sha256,
-            name=d.name,
-            media_type=d.media_type,
-            expired_at__isnull=True,
-        ).first()
+        record = (
+            Attachment.objects.select_for_update()
+            .filter(
+                uploader=sender,
+                sha256=d.sha256,
+                name=d.name,
+                media_type=d.media_type,
+                expired_at__isnull=True,
+            )
+            .first()
+        )
         if record is None:
             record = Attachment.objects.create(
                 lobby_id=sender.lobby_id,

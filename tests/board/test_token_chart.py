@@ -29,6 +29,6 @@ def test_each_agent_gets_fourteen_bars_or_an_empty_state(lead: AgentClient, back
     assert len(bars) == 14
     assert bars[-1] == ("0.00", "40.00")  # today, the busiest day: full height
     assert float(bars[-2][1]) == 40 * 300 / 1500
-    assert "1,800 in 14 days" in lead_item and "aria-label=\"Tokens per day" in lead_item
+    assert "1,800 in 14 days" in lead_item and 'aria-label="Tokens per day' in lead_item
     backend_item = html.split('<li data-agent="backend">')[1].split("</li>")[0]
     assert "<svg" not in backend_item and "No token counts from backend yet" in backend_item

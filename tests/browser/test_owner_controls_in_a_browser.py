@@ -69,13 +69,17 @@ def test_the_owner_controls_agents_and_delivery_from_settings(
         tokens["lead"],
         "POST",
         "/messages",
-        {"to": "backend", "content": "deploy <b>tonight</b>", "client_request_id": "s-1",
-         "deliver_at": later},
+        {
+            "to": "backend",
+            "content": "deploy <b>tonight</b>",
+            "client_request_id": "s-1",
+            "deliver_at": later,
+        },
     )["message_id"]
     page.on("dialog", lambda dialog: dialog.accept())  # the controls that ask first
     sign_in_through_lobby(page, hosted_broker, lobby, owner, "/settings")
     controls = page.locator("#controls")
-    expect(controls.locator('[data-scheduled]')).to_contain_text("deploy <b>tonight</b>")
+    expect(controls.locator("[data-scheduled]")).to_contain_text("deploy <b>tonight</b>")
     _no_sideways_scroll(page)
     shoot(page, "before")
 

@@ -162,7 +162,9 @@ def test_axe_finds_nothing_serious_on_any_page(hosted_broker, page: Page, look: 
     lobby, owner = f"axe-{look}", f"axe-{look}@example.com"
     tokens = _seed(hosted_broker, lobby, owner)
     hosted_broker.agent_call(
-        tokens["lead"], "POST", "/messages",
+        tokens["lead"],
+        "POST",
+        "/messages",
         {"to": "backend", "content": "hello", "client_request_id": "a-1", "priority": "important"},
     )
     axe = Axe()

@@ -28,6 +28,7 @@ from tests.server import REPO_ROOT, Broker, clean_env
 
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture
 def database() -> Iterator[str]:
     yield from own_database("pocolobby_lock")

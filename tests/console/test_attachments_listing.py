@@ -34,9 +34,7 @@ def test_the_settings_page_lists_names_sizes_and_usage_but_no_content(lobby, lea
         to="backend",
         content="see",
         client_request_id="s-1",
-        attachments=[
-            {"sha256": digest, "name": name, "media_type": "image/png", "size": len(PNG)}
-        ],
+        attachments=[{"sha256": digest, "name": name, "media_type": "image/png", "size": len(PNG)}],
     )
     page = operator_browser().get("/my-team/settings").content.decode()
     assert 'id="attachments"' in page

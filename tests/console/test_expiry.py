@@ -38,8 +38,11 @@ def _rows(now, account, lobby, *, expired: bool) -> None:
         at=now - timedelta(hours=1, seconds=1) if expired else now - timedelta(minutes=59),
     )
     WebSession.objects.create(
-        token_hash=f"{tag}-session", place=SessionPlace.ACCOUNT, account=account,
-        created_at=now, expires_at=at,
+        token_hash=f"{tag}-session",
+        place=SessionPlace.ACCOUNT,
+        account=account,
+        created_at=now,
+        expires_at=at,
     )
     Handoff.objects.create(
         key_hash=f"{tag}-handoff", account=account, lobby=lobby, created_at=now, expires_at=at
@@ -52,7 +55,10 @@ def test_only_what_has_expired_goes(lead) -> None:
     _rows(now, account, lead.agent.lobby, expired=True)
     _rows(now, account, lead.agent.lobby, expired=False)
     assert sweep_expired(now) == {
-        "sign_in_codes": 1, "throttle_events": 1, "web_sessions": 1, "handoffs": 1,
+        "sign_in_codes": 1,
+        "throttle_events": 1,
+        "web_sessions": 1,
+        "handoffs": 1,
     }
     assert SignInCode.objects.get().address_mac == "live-address"
     assert SignInThrottle.objects.get().key == "live"

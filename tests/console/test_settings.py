@@ -41,9 +41,7 @@ def signed_in_on(lobby: Lobby, email: str, make_account, settings: bool = True):
     client = browser_at(lobby_host(lobby.name))
     verifier = "v" * 43
     client.cookies["__Host-pocolobby-verifier"] = verifier
-    token = open_handoff(
-        account, lobby.name, digest(verifier), settings
-    )
+    token = open_handoff(account, lobby.name, digest(verifier), settings)
     assert client.get(f"/handoff?token={token}").status_code == 302
     return client
 
@@ -282,6 +280,6 @@ def test_the_page_says_only_whether_each_service_key_is_set(owner_browser, lobby
     assert services
     text = " ".join(services.group(1).split())
     assert "Notes from GitHub: <strong>set</strong>" in text
-    assert "Summaries by Claude: <span class=\"warning\">not set</span>" in text
+    assert 'Summaries by Claude: <span class="warning">not set</span>' in text
     assert "ANTHROPIC_API_KEY" in text
     assert "ghp_secret-never-shown" not in html

@@ -24,8 +24,7 @@ def _indexed(query: str) -> int:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(
-                "SELECT count(*) FROM lobbies_message_search WHERE lobbies_message_search"
-                " MATCH %s",
+                "SELECT count(*) FROM lobbies_message_search WHERE lobbies_message_search MATCH %s",
                 [f'"{query}"'],
             )
         else:

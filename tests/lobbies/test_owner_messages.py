@@ -147,9 +147,10 @@ def test_a_reply_over_the_bounds_or_to_a_stranger_stores_nothing(lobby, backend,
     with pytest.raises(BrokerError) as stranger:
         _reply(lobby, "ghost", "hi", "k-2")
     assert stranger.value.code == "unknown_recipient"
-    assert not Message.objects.exists() and not AuditEvent.objects.filter(
-        action="owner_message_sent"
-    ).exists()
+    assert (
+        not Message.objects.exists()
+        and not AuditEvent.objects.filter(action="owner_message_sent").exists()
+    )
 
 
 @pytest.mark.django_db(transaction=True)

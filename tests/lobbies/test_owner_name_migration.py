@@ -23,9 +23,17 @@ def test_an_agent_named_owner_is_renamed_with_its_messages():
     owner = Agent.objects.create(lobby=lobby, agent_id="owner", created_at=now)
     Agent.objects.create(lobby=lobby, agent_id="owner-agent", created_at=now)
     old.get_model("lobbies", "Message").objects.create(
-        lobby=lobby, sequence=1, sender=owner, sender_name="owner", scope="direct",
-        priority="info", content="hi", content_bytes=2, client_request_id="r-1",
-        request_hash="x", created_at=now,
+        lobby=lobby,
+        sequence=1,
+        sender=owner,
+        sender_name="owner",
+        scope="direct",
+        priority="info",
+        content="hi",
+        content_bytes=2,
+        client_request_id="r-1",
+        request_hash="x",
+        created_at=now,
     )
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
