@@ -550,7 +550,9 @@ def catalog_for(agent: Agent) -> dict[str, Any]:
 @functools.cache
 def _catalog_of(tools: tuple[Tool, ...]) -> dict[str, Any]:
     """Built once per set of tools and process: the definitions are code, and building them
-    (pydantic schemas, the hash) cost ~8 ms, paid by every bridge at every connect."""
+    (pydantic schemas, the hash) cost far more than reading them, paid by every bridge at
+    every connect (docs/PERFORMANCE.md, "Catalog reads at connect (in-process, one caller, 300
+    calls)")."""
     definitions = [tool.definition() for tool in tools]
     canonical = json.dumps(definitions, sort_keys=True, separators=(",", ":"))
     revision = hashlib.sha256(canonical.encode()).hexdigest()[:16]

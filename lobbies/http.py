@@ -30,10 +30,11 @@ log = logging.getLogger("pocolobby.api")
 class JsonAnswer(HttpResponse):
     """A /v1 answer: a JSON object as compact UTF-8, encoded by orjson.
 
-    The standard encoder took a sixth of the broker's CPU serving a page of 200 messages
-    (docs/PERFORMANCE.md). Datetimes pass to Django's encoder, so times read as they always
-    have; whatever orjson refuses (an integer past 64 bits in a checkpoint, which JSON
-    allows) is encoded by the standard library instead, never answered with a 500.
+    The standard encoder was a large share of the broker's CPU serving a page of 200 messages
+    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)"). Datetimes
+    pass to Django's encoder, so times read as they always have; whatever orjson refuses (an
+    integer past 64 bits in a checkpoint, which JSON allows) is encoded by the standard
+    library instead, never answered with a 500.
     """
 
     def __init__(self, data: Any, status: int = 200) -> None:
@@ -142,7 +143,8 @@ _UNPREFIXED = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 
 def request_header(request: HttpRequest, name: str) -> str | None:
     """One request header, read from META where Django keeps it: `request.headers` parses
-    every header of the request on first use, 3% of a send's Python time (cProfile)."""
+    every header of the request on first use, a cost every send paid (docs/PERFORMANCE.md,
+    "Figures from code comments (issue 30, 2026-12-03)")."""
     key = name.upper().replace("-", "_")
     return request.META.get(key if key in _UNPREFIXED else f"HTTP_{key}")
 
@@ -194,13 +196,15 @@ _DIGITS = b"0123456789"
 
 def _may_hold_a_long_number(raw: bytes) -> bool:
     """Whether `raw` may hold a run of 19 digits. Most bodies have fewer digits than that in
-    all, counted in C far faster than the pattern searches (1.5% of a send's instructions)."""
+    all, counted in C far faster than the pattern searches every body (docs/PERFORMANCE.md,
+    "Figures from code comments (issue 30, 2026-12-03)")."""
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     return digits >= _LONG_RUN and _LONG_NUMBER.search(raw) is not None
 
 
 def _parsed(raw: bytes) -> Any:
-    """JSON text parsed by orjson (a fifth of the standard parser's time); what orjson
+    """JSON text parsed by orjson, faster than the standard parser (docs/PERFORMANCE.md,
+    "Figures from code comments (issue 30, 2026-12-03)"); what orjson
     refuses (NaN, a lone surrogate, an infinite number, UTF-16) and text with a long number
     go to the standard parser, which accepts, or refuses with its own message, exactly what
     it did before. Text nesting past PARSE_DEPTH reaches neither."""

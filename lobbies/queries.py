@@ -149,7 +149,9 @@ def record_progress(agent_pk: int, now: datetime) -> None:
 def locked_agent(agent_pk: int) -> Agent | None:
     """The agent's row locked (not its lobby's), its `lobby` holding only the name and
     whether delivery is paused (the rest deferred). Every bridge's connect, fence and push
-    reads this; the ORM compiling it was a third of a reconnect storm (py-spy)."""
+    reads this, and the ORM compiling it was a large part of a reconnect storm
+    (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine (2026-12-02): before and after,
+    one window")."""
     agent = store.select(
         Agent,
         "t.id = %s",
@@ -250,7 +252,8 @@ def messages_by_id(ids: list[int]) -> list[Message]:
 class Recipient:
     """What a push needs of its agent's row: read as one plain row per push, since a
     broadcast pushes to every agent of the lobby and a whole Agent instance per recipient
-    was the largest piece of a push (py-spy)."""
+    was the largest piece of a push (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine
+    (2026-12-02): before and after, one window")."""
 
     pk: int
     agent_id: str

@@ -100,7 +100,8 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     """The queryset's rows as `Shown`, its SQL run directly and converted here.
 
     Building 200 model instances and running the ORM's per-value converters took most of a
-    page's time (cProfile); the filters stay the ORM's, so the rows are the same ones.
+    page's time (docs/PERFORMANCE.md, "Inbox and history pages (`benchmarks/read_page.py`)");
+    the filters stay the ORM's, so the rows are the same ones.
     """
     sql, params = messages.values_list(*_SHOWN).query.sql_with_params()
     found = []

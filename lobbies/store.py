@@ -34,13 +34,15 @@ def embedded() -> bool:
     """Whether the store is the embedded SQLite one, for code on the event loop.
 
     There `connection` is per task: each request's `connection.vendor` built a new
-    DatabaseWrapper (11% of the loop's time in a send benchmark, py-spy)."""
+    DatabaseWrapper, a large share of the loop's time in a send (docs/PERFORMANCE.md, "Figures
+    from code comments (issue 30, 2026-12-03)")."""
     return bool(connections[DEFAULT_DB_ALIAS].vendor == "sqlite")
 
 
 def _db() -> BaseDatabaseWrapper:
     """This thread's connection, looked up once per call: each `connection.x` is a lookup
-    through asgiref's thread-local (a send made ~80 of them, 14% of its Python time)."""
+    through asgiref's thread-local, and a send made dozens of them (docs/PERFORMANCE.md,
+    "Figures from code comments (issue 30, 2026-12-03)")."""
     return connections[DEFAULT_DB_ALIAS]
 
 
@@ -50,7 +52,8 @@ def _query(sql: str, params: list[Any], fetch: str, db: BaseDatabaseWrapper | No
 
     On an open SQLite connection with no query logging (DEBUG, CaptureQueriesContext) and no
     execute wrappers, the statement goes straight to the driver: Django's cursor wrapper
-    cost 25 us a statement, more than SQLite took to run most of these (profiled). The same
+    cost more than SQLite took to run most of these (docs/PERFORMANCE.md, "Cutting per-request
+    Python (later runs, faster machine)"). The same
     checks run first (thread, broken transaction) and errors are Django's either way.
     """
     db = db or _db()
@@ -124,8 +127,8 @@ def _instance(model: type[M], attnames: list[str], values: list[Any], alias: str
 
     `Model.__init__` sets each field through its descriptor and sends pre_init and
     post_init; with no receiver for either (none of our models has one) the instance is the
-    same with its attributes set at once, in a fifth of the time (profiled: building the
-    send's four instances was a tenth of its Python time).
+    same with its attributes set at once, in much less time (docs/PERFORMANCE.md, "Figures
+    from code comments (issue 30, 2026-12-03)").
     """
     if (pre_init.receivers or post_init.receivers) and (
         pre_init.has_listeners(model) or post_init.has_listeners(model)
@@ -273,7 +276,7 @@ def _writer(
     if vendor != "sqlite" and pk.attname not in names:
         # SQLite answers a generated key as the connection's last rowid (`_fetch`'s "key"):
         # RETURNING there buffers its rows in an ephemeral table opened and closed per
-        # statement, 3% of a send's instructions (callgrind).
+        # statement (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
         sql += f' RETURNING "{pk.column}"'
     plan = [(f, f.attname, _plain_types(f), _kind(f, vendor)) for f in written]
     return sql, plan, [f.attname for f in model._meta.concrete_fields]
@@ -303,7 +306,8 @@ def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> Any:
     """An aware datetime as the backend's adaptation stores it; a UTC one on SQLite (whose
     connection time zone is UTC here) directly, as the naive UTC text Django writes."""
     if db.vendor == "sqlite" and moment.tzinfo is UTC and db.timezone is UTC:
-        # str() of the naive datetime; `replace(tzinfo=None)` parses keywords, 2 us a call.
+        # str() of the naive datetime; `replace(tzinfo=None)` parses keywords, slowly
+        # (docs/PERFORMANCE.md, "Issue 18's CPU bar, fifth pass (2026-12-02, fourth session)").
         return datetime.combine(moment.date(), moment.time()).isoformat(" ")
     return db.ops.adapt_datetimefield_value(moment)
 
@@ -365,7 +369,8 @@ def time_reader() -> Callable[[Any], datetime | None]:
 
     SQLite stores UTC (the connection's time zone is UTC here), read as naive datetimes where
     the column's declared type says so and as text otherwise; marking them UTC directly is
-    several times faster than the ORM's converter, which is kept for any other time zone.
+    much cheaper than the ORM's converter (docs/PERFORMANCE.md, "Inbox and history pages
+    (`benchmarks/read_page.py`)"), which is kept for any other time zone.
     PostgreSQL's driver already returns aware datetimes.
     """
     if connection.vendor != "sqlite":
@@ -384,7 +389,8 @@ def _utc(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    # `moment.replace(tzinfo=UTC)`, without its keyword parsing (a sixth of the time).
+    # `moment.replace(tzinfo=UTC)`, without its keyword parsing (docs/PERFORMANCE.md,
+    # "Figures from code comments (issue 30, 2026-12-03)").
     return datetime.combine(moment.date(), moment.time(), UTC)
 
 

@@ -69,8 +69,8 @@ def _api_route(
     path: str, urlconf: str | None
 ) -> tuple[ApiView, tuple[Any, ...], dict[str, Any]] | None:
     """The /v1 view a path resolves to, with its arguments (None: Django serves it),
-    remembered: resolving walked the URL patterns on every request, 7% of a send's Python
-    time (py-spy)."""
+    remembered: resolving walked the URL patterns on every request (docs/PERFORMANCE.md,
+    "Issue 18's CPU bar, fourth pass (2026-12-02, third session)")."""
     try:
         match = resolve(path, urlconf)
     except Resolver404:
@@ -91,12 +91,13 @@ def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exceptio
 
     On SQLite every database call of the process runs on one thread, so requests arriving
     together waited for each other anyway; each then paid its own commit, and its own copy
-    of the pages the others also wrote (the lobby's row, the indexes' last leaves). Six sends
-    together took 0.94 ms of the database thread's CPU each, against 1.50 alone
-    (docs/PERFORMANCE.md). A failure stays its own: a request that answers 5xx or raises,
-    or whose atomic block fails, has its writes rolled back and the others' kept. None is
-    answered before the commit, so `stored` still means stored. If the commit itself
-    fails, every request of the batch is answered 503 and nothing of it was kept.
+    of the pages the others also wrote (the lobby's row, the indexes' last leaves). Together,
+    each costs the database thread less (docs/PERFORMANCE.md, "Issue 18's bars, third pass
+    (2026-12-02, second session): before and after, one window"). A failure stays its own: a
+    request that answers 5xx or raises, or whose atomic block fails, has its writes rolled
+    back and the others' kept. None is answered before the commit, so `stored` still means
+    stored. If the commit itself fails, every request of the batch is answered 503 and
+    nothing of it was kept.
 
     First optimistically, with no savepoints (nearly every batch); if a request fails,
     that transaction is rolled back and the batch served again, each request in a savepoint.

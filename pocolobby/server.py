@@ -1,8 +1,8 @@
 """The HTTP and WebSocket server `pocolobby serve` runs: uvicorn on uvloop, httptools parsing.
 
-Chosen over daphne by measurement (docs/DECISIONS.md, docs/PERFORMANCE.md): the broker is
-bound by Python CPU under one GIL, and daphne's Twisted HTTP layer cost a request about
-0.7 ms of it against uvicorn's 0.3 ms, a fifth of a durable send. Everything above the ASGI
+Chosen over daphne by measurement (docs/DECISIONS.md; docs/PERFORMANCE.md, "Meeting the bar
+(2026-11-30, later session)"): the broker is bound by Python CPU under one GIL, and daphne's
+Twisted HTTP layer cost a request far more of it than uvicorn's. Everything above the ASGI
 interface (Channels consumers, the /v1 fast lane, Django) is unchanged.
 """
 
@@ -98,7 +98,8 @@ class HeaderDeadline(HttpToolsProtocol):
     timer serves many requests: it is armed when none is (or moved earlier, when a shorter
     bound starts), and when it fires it closes the connection only if headers are still
     arriving past their time, else waits for the rest of it (a timer set and cancelled per
-    request was a tenth of the loop's time per send).
+    request showed in the loop's time per send: docs/PERFORMANCE.md, "Figures from code
+    comments (issue 30, 2026-12-03)").
 
     Headers over `header_bytes` (request line included) are answered 431 and the connection
     closed; httptools sets no bound of its own. A body that stops arriving for
@@ -330,10 +331,11 @@ def confine_sqlite_to_one_thread() -> None:
     Request bodies, sockets' database work and the dispatcher's ticks go to the loop's
     default executor (`sync_to_async(thread_sensitive=False)`). SQLite keeps a page cache per
     connection and drops it whenever another connection commits, so with a connection per
-    pool thread each send re-read the ~45 pages the previous send, on another thread, had
+    pool thread each send re-read the pages the previous send, on another thread, had
     just written (pread, counted with strace). SQLite serializes writers anyway and the
     broker is bound by Python CPU under one GIL: one thread gives up no parallelism that
-    existed, and durable sends went from ~2.2 to ~1.7 ms of CPU (docs/PERFORMANCE.md).
+    existed, and durable sends took less CPU (docs/PERFORMANCE.md, "Meeting the bar
+    (2026-11-30, later session)").
     PostgreSQL keeps the default pool. Call on the server's loop.
     """
     # local: this module (uvicorn's setup) is importable before Django is set up
@@ -358,9 +360,10 @@ def checkpoint_sqlite_in_the_background() -> WalCheckpointer | None:
 def freeze_startup_objects() -> None:
     """Leave what startup built (Django, the apps, the catalog) out of the garbage collector.
 
-    Every full collection walked all of it: 85-134 ms with the GIL held, nine times in a
-    40-second fan-out run, and each one was the p99 of pushes and sends (docs/PERFORMANCE.md).
-    Frozen, a full collection walks only what was made since: 7-18 ms. A cycle among frozen
+    Every full collection walked all of it with the GIL held, and each one was the p99 of
+    pushes and sends; frozen, a full collection walks only what was made since
+    (docs/PERFORMANCE.md, "Issue 18's bars, third pass (2026-12-02, second session): before
+    and after, one window"). A cycle among frozen
     objects is never collected, so the collection before the freeze clears startup's own.
     """
     gc.collect()

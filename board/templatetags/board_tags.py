@@ -29,8 +29,9 @@ def _quarter_labels(start: datetime) -> tuple[str, ...]:
 @register.simple_tag
 def strip_svg(cells: list[Cell]) -> SafeString:
     """96 rects per agent, joined as plain strings: every value is an int or a time label we
-    formatted, never text anyone wrote, so per-value escaping (a third of a busy page's
-    render time) buys nothing here."""
+    formatted, never text anyone wrote, so per-value escaping, a large share of a busy page's
+    render (docs/PERFORMANCE.md, "Dashboard render (`benchmarks/dashboard_render.py`)"),
+    buys nothing here."""
     if not cells:
         return SafeString("")
     labels = _quarter_labels(cells[0].starts_at - cells[0].index * CELL)
@@ -151,7 +152,8 @@ def token_bars(days: list[tuple[Any, int]], scale: int) -> SafeString:
 @register.simple_tag(takes_context=True)
 def reply_box(context: template.Context, agent_id: str, name: str, where: str) -> SafeString:
     """The owner's folded reply box for one agent, built here rather than by an include: a
-    page draws one per agent row, and an include per row cost a fifth of the agents part.
+    page draws one per agent row, and an include per row was a large share of the agents part
+    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
     `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped."""
     return format_html(
         '<details class="reply" data-reply><summary>Reply to {name}</summary>'

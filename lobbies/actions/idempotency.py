@@ -16,7 +16,8 @@ def request_hash(args: BaseModel) -> str:
     """A digest of the whole validated request, to tell an identical retry from a changed one.
 
     The digest is of the standard encoder's text (sorted keys, no spaces, ASCII escapes),
-    which every stored digest was made of. orjson writes the same bytes four times faster
+    which every stored digest was made of. orjson writes the same bytes faster
+    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)")
     for what the hashed operations hold (text, integers, booleans, null: no numbers with a
     fraction, tests/lobbies/test_idempotency_digest.py) unless the text has a character
     past `~`, which the standard encoder escapes: those requests take the standard encoder.

@@ -297,7 +297,8 @@ def main(
     except KeyboardInterrupt:  # a signal before the handlers were installed
         code = 0
     # Everything is written and closed. The interpreter's own teardown (the SDK's many models)
-    # takes 0.5-1 s on a busy machine, longer than the host waits between SIGINT and SIGTERM.
+    # takes longer than the host waits between SIGINT and SIGTERM (docs/PERFORMANCE.md,
+    # "Figures from code comments (issue 30, 2026-12-03)").
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)
