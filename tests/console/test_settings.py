@@ -276,7 +276,7 @@ def test_the_page_says_only_whether_each_service_key_is_set(owner_browser, lobby
     settings.GITHUB_TOKEN = "ghp_secret-never-shown"
     settings.ANTHROPIC_API_KEY = ""
     html = owner_browser.get("/settings").content.decode()
-    services = re.search(r'<section class="card" id="services">(.*?)</section>', html, re.S)
+    services = re.search(r'<details class="card fold" id="services">(.*?)</details>', html, re.S)
     assert services
     text = " ".join(services.group(1).split())
     assert "Notes from GitHub: <strong>set</strong>" in text
