@@ -187,6 +187,17 @@ def shoot(look: str, request: pytest.FixtureRequest) -> Any:
     return save
 
 
+def enter_emailed_code(browser_page: Any, hosted: HostedBroker, email: str) -> None:
+    """On the sign-in page: ask for a code, read it from the mail, enter it."""
+    browser_page.wait_for_load_state()
+    browser_page.locator("input[name=email]").fill(email)
+    browser_page.get_by_role("button", name="Send me a code").click()
+    browser_page.wait_for_url(re.compile(r".*/sign-in/code.*"))
+    browser_page.wait_for_load_state()
+    browser_page.locator("input[name=code]").fill(hosted.latest_code(email))
+    browser_page.get_by_role("button", name="Sign in").click()
+
+
 def sign_in_through_lobby(
     browser_page: Any, hosted: HostedBroker, lobby: str, email: str, path: str = "/"
 ) -> None:
@@ -195,12 +206,6 @@ def sign_in_through_lobby(
     browser_page.goto(f"{lobby_url}{path}")
     browser_page.get_by_role("link", name="Sign in with your email").click()
     browser_page.wait_for_url(re.compile(rf"^{re.escape(hosted.account_url)}/sign-in.*"))
-    browser_page.wait_for_load_state()
-    browser_page.locator("input[name=email]").fill(email)
-    browser_page.get_by_role("button", name="Send me a code").click()
-    browser_page.wait_for_url(re.compile(r".*/sign-in/code.*"))
-    browser_page.wait_for_load_state()
-    browser_page.locator("input[name=code]").fill(hosted.latest_code(email))
-    browser_page.get_by_role("button", name="Sign in").click()
+    enter_emailed_code(browser_page, hosted, email)
     browser_page.wait_for_url(f"{lobby_url}{path}")
     browser_page.wait_for_load_state()

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import ADMIN_TOKEN
+from tests.browser.conftest import ADMIN_TOKEN, enter_emailed_code
 from tests.server import Broker
 
 pytestmark = pytest.mark.slow
@@ -119,13 +119,7 @@ def test_a_hosted_operator_signs_in_to_the_admin_with_an_emailed_code(
 
     page.goto(f"{account_url}/admin/")
     expect(page).to_have_url(f"{account_url}/sign-in?next=%2Fadmin%2F")
-    page.wait_for_load_state()
-    page.locator("input[name=email]").fill(email)
-    page.get_by_role("button", name="Send me a code").click()
-    page.wait_for_url(re.compile(r".*/sign-in/code.*"))
-    page.wait_for_load_state()
-    page.locator("input[name=code]").fill(hosted_broker.latest_code(email))
-    page.get_by_role("button", name="Sign in").click()
+    enter_emailed_code(page, hosted_broker, email)
 
     expect(page).to_have_url(f"{account_url}/admin/")
     expect(page.get_by_text(email).first).to_be_visible()
