@@ -177,6 +177,20 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
         if isinstance(exc, sqlite3.Error | OSError):
             raise BackupFailed(f"backup failed: {exc}") from None
         raise
+    return finished(final, destination, keep, manifest, files, began, held)
+
+
+def finished(
+    final: Path,
+    destination: Path,
+    keep: int | None,
+    manifest: dict[str, Any],
+    files: int,
+    began: float,
+    held: dict[str, Any],
+    check: str = "integrity_check ok",
+) -> BackupReport:
+    """A written backup's report, after rotating the older ones (SQLite and PostgreSQL)."""
     seconds = time.monotonic() - began
     size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
     removed = rotate(destination, keep) if keep else []
@@ -189,6 +203,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
         held["lobbies"],
         held["last_message_id"],
         removed,
+        check=check,
     )
 
 

@@ -229,19 +229,8 @@ def take_backup(
         raise
     finally:
         session.close()
-    seconds = time.monotonic() - began
-    size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
-    removed = backup.rotate(destination, keep) if keep else []
-    return backup.BackupReport(
-        final,
-        size,
-        manifest["store_bytes"],
-        files,
-        seconds,
-        held["lobbies"],
-        held["last_message_id"],
-        removed,
-        check="pg_restore --list ok",
+    return backup.finished(
+        final, destination, keep, manifest, files, began, held, check="pg_restore --list ok"
     )
 
 
