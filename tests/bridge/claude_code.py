@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.bridge.npm_hosts import terminal_env
 from tests.server import REPO_ROOT, AgentConfig, Broker, clean_env
 
 CLAUDE_VERSION_SPEC = "@anthropic-ai/claude-code@2"
@@ -449,7 +450,7 @@ class Workspace:
             "DISABLE_AUTOUPDATER": "1",
             "TERM": "xterm-256color",
         }
-        env = clean_env(extra)
+        env = terminal_env(clean_env(extra))
         for name in (
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
             "DISABLE_TELEMETRY",

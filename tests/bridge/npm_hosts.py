@@ -15,6 +15,15 @@ import pytest
 
 PACKAGES = {"codex": "@openai/codex", "gemini": "@google/gemini-cli"}
 
+# Variables by which a host decides it runs in CI rather than in a person's terminal: Gemini CLI
+# 0.61 runs headless under CI=true ("No input provided via stdin") and exits with status 42.
+CI_MARKERS = ("CI", "GITHUB_ACTIONS", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "RUN_ID")
+
+
+def terminal_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` as a person's terminal has it: without the markers of a CI machine."""
+    return {name: value for name, value in env.items() if name not in CI_MARKERS}
+
 
 def npm_host(name: str) -> Path:
     """The host's executable, else skip (or fail when POCOLOBBY_REQUIRE_<NAME>=1)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.bridge.npm_hosts import npm_host
+from tests.bridge.npm_hosts import npm_host, terminal_env
 from tests.bridge_client import api, send_message
 from tests.server import REPO_ROOT, Broker, clean_env
 
@@ -191,7 +191,7 @@ def host_session(
     subprocess.run(
         ["tmux", "-S", str(socket), "start-server", ";", "set-option", "-g", "remain-on-exit",
          "on", ";", "new-session", "-d", "-x", "150", "-y", "45", "-c", str(project), command],
-        env=clean_env({**env, "TMUX": ""}), check=True, timeout=10,
+        env=terminal_env(clean_env({**env, "TMUX": ""})), check=True, timeout=10,
     )  # fmt: skip
     session = Session(socket, "", model_log, [standin])
     session.pane = session.tmux("list-panes", "-F", "#{pane_id}").strip()
