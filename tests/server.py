@@ -12,12 +12,16 @@ admin-token file.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,6 +50,50 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+STORE_FILE = "pocolobby.sqlite3"
+_TEMPLATE: list[Path] = []
+
+
+def _template_store() -> Path:
+    """An empty store made once per test process by the real `pocolobby init`, without its
+    broker-state row (each copy makes its own incarnation on first use, as a new store does).
+    Applying the schema steps is most of a new broker's start (docs/PERFORMANCE.md, "The
+    suite's time"), and every fixture broker would repeat it."""
+    if _TEMPLATE:
+        return _TEMPLATE[0]
+    folder = Path(tempfile.mkdtemp(prefix="pocolobby-template-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    made = folder / "init"
+    subprocess.run(
+        [sys.executable, "-m", "pocolobby", "init", "--data-dir", str(made)],
+        cwd=REPO_ROOT, env=clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    template = folder / STORE_FILE
+    with (
+        sqlite3.connect(made / STORE_FILE) as source,
+        sqlite3.connect(template) as copy,
+    ):
+        source.backup(copy)
+        copy.execute("DELETE FROM lobbies_brokerstate")
+    source.close()
+    copy.close()
+    _TEMPLATE.append(template)
+    return template
+
+
+def with_empty_store(data_dir: Path) -> Path:
+    """`data_dir` holding an empty store of this release, as `init` leaves it (private folder
+    and file), so that the broker started on it applies no schema step."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)
+    store = data_dir / STORE_FILE
+    if not store.exists():
+        shutil.copyfile(_template_store(), store)
+        store.chmod(0o600)
+    return data_dir
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from tests.server import Broker, BrokerFactory
+from tests.server import Broker, BrokerFactory, with_empty_store
 
 
 @pytest.fixture
@@ -20,7 +20,9 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerF
     started: list[Broker] = []
 
     def start(env: Mapping[str, str] | None = None, name: str = "broker") -> Broker:
-        broker = Broker(tmp_path_factory.mktemp(name), env=env)
+        data_dir = tmp_path_factory.mktemp(name)
+        steered = env is not None and "DATABASE_URL" in env
+        broker = Broker(data_dir if steered else with_empty_store(data_dir), env=env)
         started.append(broker)
         return broker.start()
 
@@ -38,6 +40,6 @@ def broker(broker_factory: BrokerFactory) -> Broker:
 @pytest.fixture(scope="module")
 def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """One broker shared by a module's tests; they must use distinct lobby names."""
-    broker = Broker(tmp_path_factory.mktemp("module-broker")).start()
+    broker = Broker(with_empty_store(tmp_path_factory.mktemp("module-broker"))).start()
     yield broker
     broker.stop()
