@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from lobbies import answers, selectors
+from lobbies import agent_selectors, answers, selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity, restore
 from lobbies.actions import messages as message_actions
@@ -161,7 +161,7 @@ def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
 
 
 def _list_agents(caller: Caller, args: ListAgents) -> Result:
-    return selectors.list_agents(caller.agent)
+    return agent_selectors.list_agents(caller.agent)
 
 
 def _set_status(caller: Caller, args: SetStatus) -> Result:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from lobbies import answers, attachment_selectors, operator_answers, selectors
+from lobbies import agent_selectors, answers, attachment_selectors, operator_answers
 from lobbies.actions import continuity, operator, owner, restore, restore_commands, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
@@ -77,9 +77,9 @@ def lobbies(request: HttpRequest) -> JsonAnswer:
     if request.method == "POST":
         args = parse_arguments(CreateLobby, json_body(request))
         lobby = operator.create_lobby(args.name)
-        return JsonAnswer(selectors.lobby_entry(lobby), status=201)
+        return JsonAnswer(agent_selectors.lobby_entry(lobby), status=201)
     return JsonAnswer(
-        {"lobbies": [selectors.lobby_entry(lobby) for lobby in selectors.all_lobbies()]}
+        {"lobbies": [agent_selectors.lobby_entry(lobby) for lobby in agent_selectors.all_lobbies()]}
     )
 
 
@@ -131,7 +131,7 @@ def agents(request: HttpRequest, lobby: str) -> JsonAnswer:
             broadcast=args.broadcast,
         )
         return JsonAnswer(_credential_answer(lobby, agent.agent_id, token), status=201)
-    return JsonAnswer({"agents": selectors.operator_agents(operator.lobby_named(lobby))})
+    return JsonAnswer({"agents": agent_selectors.operator_agents(operator.lobby_named(lobby))})
 
 
 def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
@@ -332,7 +332,7 @@ def status(request: HttpRequest) -> JsonAnswer:
     name = parse_arguments(StatusQuery, request.GET.dict(), from_strings=True).lobby or None
     if name:
         operator.lobby_named(name)
-    return JsonAnswer({**selectors.status(name), "broker": restore.state_entry()})
+    return JsonAnswer({**agent_selectors.status(name), "broker": restore.state_entry()})
 
 
 @api_view(("POST",), admin("POST", operator_answers.RestoreFinished, errors=(409,)))
