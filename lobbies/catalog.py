@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.utils import timezone
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from lobbies import agent_selectors, answers, selectors
 from lobbies.actions import agents as agent_actions
@@ -327,7 +327,7 @@ class Tool:
     name: str
     schema: type[Operation]
     run: Callable[[Caller, Any], Result]
-    answer: type[BaseModel]
+    answer: answers.AnswerShape
     guidance: str = ""
     permission: Permission | None = None
     errors: tuple[int, ...] = WRITE

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from pydantic import BaseModel
 
 from lobbies import credentials
+from lobbies.answers import AnswerShape
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
 from lobbies.schemas import check_depth
 from lobbies.wire import MAX_JSON_DEPTH, PARSE_DEPTH, JsonTooDeep, check_json_nesting
@@ -88,13 +89,14 @@ class Documented:
     """One operation of a /v1 view as the OpenAPI document shows it (lobbies/openapi.py).
 
     `body` and `query` are the pydantic models the view parses its arguments with; `answer`
-    describes its success answer (None: any JSON object). `bind` fixes path parameters to one
-    value each, so one generic route (`tools/<name>`) reads as one path per operation.
+    is the TypedDict of its success answer (None: any JSON object). `bind` fixes path
+    parameters to one value each, so one generic route (`tools/<name>`) reads as one path per
+    operation.
     `errors` are the error statuses beyond those every operation of its kind can answer.
     """
 
     method: str
-    answer: type[BaseModel] | None
+    answer: AnswerShape | None
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     statuses: tuple[int, ...] = (200,)
@@ -103,7 +105,7 @@ class Documented:
     bind: tuple[tuple[str, str], ...] = ()
     summary: str = ""
     # Answers of their own shape at a status, instead of the error shape (health's 503).
-    others: tuple[tuple[int, type[BaseModel]], ...] = ()
+    others: tuple[tuple[int, AnswerShape], ...] = ()
     # A body that is not JSON arguments: its media type (the bytes of a file, say).
     raw_body: str | None = None
     # A success answer that is not JSON: its media type (a file's bytes).

@@ -17,9 +17,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
-from pydantic import BaseModel
-from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
+from lobbies.answers import AnswerShape
 from lobbies.errors import ERROR_CODES
 from lobbies.http import Documented
 
@@ -114,8 +115,12 @@ def _operations(urlconf: str) -> Iterator[tuple[str, list[str], Documented, Any]
             yield path, names, doc, view
 
 
-def _models(urlconf: str) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
-    seen: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {}
+# A request model (validated) or an answer's TypedDict (serialized), as the schema is keyed.
+Shape = type[BaseModel] | AnswerShape
+
+
+def _models(urlconf: str) -> list[tuple[Shape, JsonSchemaMode]]:
+    seen: dict[tuple[Shape, JsonSchemaMode], None] = {}
     for _path, _names, doc, _view in _operations(urlconf):
         for model, mode in ((doc.body, "validation"), (doc.query, "validation")):
             if model is not None:
@@ -206,15 +211,17 @@ def _operation_id(method: str, path: str) -> str:
 
 def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> dict[str, Any]:
     """The OpenAPI 3.1 document of every operation under `urlconf` (a module path)."""
-    keys, definitions = models_json_schema(
-        _models(urlconf), ref_template="#/components/schemas/{model}", by_alias=True
+    keys, definitions = TypeAdapter.json_schemas(
+        [(model, mode, TypeAdapter(model)) for model, mode in _models(urlconf)],
+        ref_template="#/components/schemas/{model}",
+        by_alias=True,
     )
     components: dict[str, Any] = dict(definitions.get("$defs", {}))
 
-    def schema_of(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
-        return keys[(model, mode)]
+    def schema_of(model: Shape, mode: JsonSchemaMode) -> dict[str, Any]:
+        return dict(keys[(model, mode)])
 
-    def resolved(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
+    def resolved(model: Shape, mode: JsonSchemaMode) -> dict[str, Any]:
         schema = schema_of(model, mode)
         ref = schema.get("$ref", "")
         return components[ref.rsplit("/", 1)[-1]] if ref else schema

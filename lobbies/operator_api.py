@@ -47,7 +47,7 @@ class AddAgent(Operation):
 
 def admin(
     method: str,
-    answer: type[answers.Answer],
+    answer: answers.AnswerShape,
     body: type[Operation] | None = None,
     *,
     statuses: tuple[int, ...] = (200,),
@@ -198,7 +198,7 @@ class AgentAction:
     """One `POST …/agents/<agent_id>/<action>`: what it runs, takes and answers."""
 
     run: AgentRoute
-    answer: type[answers.Answer]
+    answer: answers.AnswerShape
     summary: str
     body: type[Operation] | None = None
 
