@@ -7,10 +7,11 @@ live connection facts, its last messages and its usage reading. No writes here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
+from lobbies.answers import AgentEntry, AgentList, NoticesHeld, TransportName, at
 from lobbies.models import (
     Agent,
     Delivery,
@@ -23,6 +24,12 @@ from lobbies.models import (
     Transport,
 )
 from lobbies.names import OWNER_SENDER
+from lobbies.operator_answers import (
+    Lobbies,
+    LobbyEntry,
+    OperatorAgentEntry,
+    WaitingConversation,
+)
 from lobbies.presence import live_connections, waiting_runtime
 from lobbies.usage import readings_for, usage_entry
 from lobbies.wire import iso
@@ -128,8 +135,9 @@ def idle_seconds(activity: datetime | None, now: datetime) -> int | None:
     return None if activity is None else max(0, int((now - activity).total_seconds()))
 
 
-def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str, Any]:
+def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> AgentEntry:
     activity = last_activity_at(agent)
+    transport, held = delivery_entry(agent)
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -153,21 +161,23 @@ def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str,
         "unseen_notified_count": agent.unseen_notified or 0,
         "oldest_unseen_notified_at": iso(agent.oldest_unseen_notified),
         "notification_attention_required": agent.notification_attention_required,
-        **delivery_entry(agent),
+        "transport": transport,
+        "notices_held": held,
     }
 
 
-def delivery_entry(agent: AnnotatedAgent) -> dict[str, Any]:
+def delivery_entry(agent: AnnotatedAgent) -> tuple[TransportName, NoticesHeld | None]:
     """How pushes reach the agent: its bridge's transport (channel, tmux) or none when no
     bridge is connected; for tmux, since when and why notices are held (None: not held)."""
-    transport = (agent.transport or Transport.CHANNEL) if agent.connected else "none"
-    held = None
-    if transport != "none" and agent.held_since is not None:
-        held = {"since": iso(agent.held_since), "reason": agent.held_reason or ""}
-    return {"transport": transport, "notices_held": held}
+    if not agent.connected:
+        return "none", None
+    transport = cast(TransportName, agent.transport or Transport.CHANNEL)
+    if agent.held_since is None:
+        return transport, None
+    return transport, {"since": at(agent.held_since), "reason": agent.held_reason or ""}
 
 
-def list_agents(viewer: Agent) -> dict[str, Any]:
+def list_agents(viewer: Agent) -> AgentList:
     agents = list(
         with_last_message_at(
             Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
@@ -182,7 +192,7 @@ def list_agents(viewer: Agent) -> dict[str, Any]:
     }
 
 
-def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
+def operator_agents(lobby: Lobby) -> list[OperatorAgentEntry]:
     """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
     agents = with_last_message_at(
         Agent.objects.filter(lobby=lobby)
@@ -220,27 +230,24 @@ def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
     ]
 
 
-def waiting_entry(agent: Agent, now: datetime) -> dict[str, Any] | None:
+def waiting_entry(agent: Agent, now: datetime) -> WaitingConversation | None:
     """The new conversation waiting to take over the agent, while it still asks."""
     runtime_id = waiting_runtime(agent, now)
-    if runtime_id is None:
+    since, asked = agent.waiting_since, agent.waiting_seen_at
+    if runtime_id is None or since is None or asked is None:  # waiting: both are set
         return None
-    return {
-        "runtime_id": runtime_id,
-        "since": iso(agent.waiting_since),
-        "last_asked_at": iso(agent.waiting_seen_at),
-    }
+    return {"runtime_id": runtime_id, "since": at(since), "last_asked_at": at(asked)}
 
 
-def lobby_entry(lobby: Lobby) -> dict[str, Any]:
-    return {"name": lobby.name, "created_at": iso(lobby.created_at)}
+def lobby_entry(lobby: Lobby) -> LobbyEntry:
+    return {"name": lobby.name, "created_at": at(lobby.created_at)}
 
 
 def all_lobbies() -> QuerySet[Lobby]:
     return Lobby.objects.order_by("name")
 
 
-def status(lobby_name: str | None = None) -> dict[str, Any]:
+def status(lobby_name: str | None = None) -> Lobbies:
     lobbies = all_lobbies()
     if lobby_name:
         lobbies = lobbies.filter(name=lobby_name)

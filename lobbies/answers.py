@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal, NotRequired, TypeAlias
+from datetime import datetime
+from typing import Annotated, Literal, NotRequired, TypeAlias, cast
 
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, with_config
 from pydantic_core import CoreSchema
@@ -23,6 +24,7 @@ from typing_extensions import TypedDict  # pydantic reads only its TypedDict on 
 
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.schemas import MessageFields
+from lobbies.wire import iso
 
 # Free JSON (a checkpoint, a tool's input schema): any value JSON can carry.
 JSONValue: TypeAlias = str | int | float | bool | list["JSONValue"] | dict[str, "JSONValue"] | None
@@ -44,6 +46,14 @@ class SchemaAs:
 
 # ISO 8601 UTC with a Z (`lobbies.wire.iso`): a str in the dict, a date-time in the document.
 Time = Annotated[str, WithJsonSchema({"format": "date-time", "type": "string"})]
+
+
+def at(moment: datetime) -> Time:
+    """`iso` of a moment that is never null (a NOT NULL column): a `Time`, not `Time | None`."""
+    return cast(str, iso(moment))
+
+
+TransportName = Literal["channel", "tmux", "none"]
 ScopeName = Annotated[str, SchemaAs(Scope)]
 KindName = Annotated[str, SchemaAs(Kind)]
 PriorityName = Annotated[str, SchemaAs(Priority)]
@@ -236,7 +246,7 @@ class AgentEntry(TypedDict):
     unseen_notified_count: int
     oldest_unseen_notified_at: Time | None
     notification_attention_required: bool
-    transport: Literal["channel", "tmux", "none"]
+    transport: TransportName
     notices_held: NoticesHeld | None
     usage: NotRequired[Annotated[UsageEntry | None, _NONE]]
 

@@ -151,8 +151,14 @@ class StatusLobby(LobbyEntry):
 
 
 @with_config(ANSWER_CONFIG)
-class BrokerStatus(TypedDict):
+class Lobbies(TypedDict):
+    """What the status selector reads; the route adds the broker's state."""
+
     lobbies: list[StatusLobby]
+
+
+@with_config(ANSWER_CONFIG)
+class BrokerStatus(Lobbies):
     broker: BrokerState
 
 

@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, NamedTuple, cast
+from typing import Literal, NamedTuple, cast
 
 from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
 from lobbies import queries, store, wire
+from lobbies.answers import (
+    AttachmentDescriptor,
+    BrokerIdentity,
+    CheckpointEntry,
+    DeliveryFacts,
+    InboxSummary,
+    JSONObject,
+    MessageEntry,
+    MessageHeader,
+    MessagesPage,
+    RecipientFacts,
+    RoomEntry,
+    RoomList,
+    ScheduledList,
+    ScheduleEntry,
+    SendAnswer,
+    UncertainHeader,
+    UncertainMessage,
+    UncertainReceipts,
+    at,
+)
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
 from lobbies.models import (
@@ -30,7 +52,14 @@ from lobbies.models import (
 from lobbies.names import OWNER_SENDER
 from lobbies.presence import PROCESS_ID
 from lobbies.queries import Copy
-from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
+from lobbies.wire import (
+    EVENT_VERSION,
+    DeliveryRow,
+    addressing_facts,
+    delivery_facts,
+    encode_cursor,
+    iso,
+)
 
 
 def decode_cursor(view: str, cursor: str) -> int:
@@ -52,7 +81,7 @@ class Shown(NamedTuple):
     reply_expected: bool
     priority: str
     content: str
-    fields: Any
+    fields: JSONObject
     reply_to: int | None
     correlation_id: str
     client_request_id: str
@@ -134,10 +163,10 @@ def message_for(
     viewer: Agent,
     message: Message | Shown,
     deliveries: list[Copy],
-    attachments: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    attachments: list[AttachmentDescriptor] | None = None,
+) -> MessageEntry:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
-    body: dict[str, Any] = {
+    body: MessageEntry = {
         "message_id": message.pk,
         "sequence": message.sequence,
         "from": message.sender_name,
@@ -149,13 +178,13 @@ def message_for(
         "fields": message.fields,
         "reply_to": message.reply_to,
         "correlation_id": message.correlation_id or None,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
     }
     if message.sender_name == OWNER_SENDER:
         body["from_owner"] = True
     if attachments:
         body["attachments"] = attachments
-    body.update(addressing_facts(message))
+    body.update(cast(MessageEntry, addressing_facts(message)))  # wire.py: keys of MessageEntry
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].agent_id
     elif message.scope != Scope.DIRECT:
@@ -163,39 +192,52 @@ def message_for(
     me = viewer.pk
     if message.sender_id == me:
         body["client_request_id"] = message.client_request_id
-        body["recipients"] = [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries]
+        body["recipients"] = [_recipient(d.agent_id, d) for d in deliveries]
     mine = next((d for d in deliveries if d.recipient_id == me), None)
     if mine is not None:
-        body["delivery"] = delivery_facts(mine)
+        body["delivery"] = _facts(mine)
         if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
             body.pop("attachments", None)
     return body
 
 
+def _attached(message_ids: Iterable[int]) -> dict[int, list[AttachmentDescriptor]]:
+    # `Described` is the frames' type (lobbies/push.py): the same keys.
+    return cast("dict[int, list[AttachmentDescriptor]]", descriptors_for(message_ids))
+
+
+def _facts(copy: DeliveryRow) -> DeliveryFacts:
+    return cast(DeliveryFacts, delivery_facts(copy))  # wire.py builds exactly these keys
+
+
+def _recipient(agent_id: str, copy: DeliveryRow) -> RecipientFacts:
+    return cast(RecipientFacts, {"agent_id": agent_id, **delivery_facts(copy)})
+
+
 def send_result(
     message: Message, deliveries: list[Delivery], *, duplicate: bool, with_attachments: bool
-) -> dict[str, Any]:
-    result = {
+) -> SendAnswer:
+    result: SendAnswer = {
         "status": "stored",
         "message_id": message.pk,
         "sequence": message.sequence,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
         "duplicate": duplicate,
-        "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
+        "recipients": [_recipient(d.recipient.agent_id, d) for d in deliveries],
     }
-    attached = descriptors_for([message.pk]).get(message.pk) if with_attachments else None
+    attached = _attached([message.pk]).get(message.pk) if with_attachments else None
     if attached:
         result["attachments"] = attached
     return result
 
 
-def room_entry(room: Room) -> dict[str, Any]:
+def room_entry(room: Room) -> RoomEntry:
     members = sorted(RoomMember.objects.filter(room=room).values_list("agent__agent_id", flat=True))
-    return {"room_id": room.room_id, "members": members, "created_at": iso(room.created_at)}
+    return {"room_id": room.room_id, "members": members, "created_at": at(room.created_at)}
 
 
-def list_rooms(viewer: Agent) -> dict[str, Any]:
+def list_rooms(viewer: Agent) -> RoomList:
     """Every room of the lobby with its members: membership is no secret inside a lobby."""
     rooms = Room.objects.filter(lobby_id=viewer.lobby_id).order_by("room_id")
     members: dict[int, list[str]] = {}
@@ -210,7 +252,7 @@ def list_rooms(viewer: Agent) -> dict[str, Any]:
             {
                 "room_id": r.room_id,
                 "members": members.get(r.pk, []),
-                "created_at": iso(r.created_at),
+                "created_at": at(r.created_at),
                 "member": viewer.agent_id in members.get(r.pk, []),
             }
             for r in rooms
@@ -218,7 +260,7 @@ def list_rooms(viewer: Agent) -> dict[str, Any]:
     }
 
 
-def schedule_entry(schedule: Schedule) -> dict[str, Any]:
+def schedule_entry(schedule: Schedule) -> ScheduleEntry:
     return {
         "schedule_id": schedule.pk,
         "scope": schedule.scope,
@@ -233,7 +275,7 @@ def schedule_entry(schedule: Schedule) -> dict[str, Any]:
     }
 
 
-def list_scheduled(sender: Agent) -> dict[str, Any]:
+def list_scheduled(sender: Agent) -> ScheduledList:
     """Compact: what will fire and when, not whole bodies."""
     schedules = Schedule.objects.filter(sender=sender, status="active").order_by("next_slot")
     waiting = Message.objects.filter(sender=sender, scheduled_pending=True).order_by("deliver_at")
@@ -256,7 +298,7 @@ def list_scheduled(sender: Agent) -> dict[str, Any]:
 NEVER_ARRIVED = (HeldReason.SCHEDULED, HeldReason.CANCELLED)
 
 
-def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
+def inbox_page(agent: Agent, limit: int, cursor: str | None) -> MessagesPage:
     """Pending deliveries, oldest first. Held ones (scheduled, disabled) are never listed."""
     after = decode_cursor("inbox", cursor) if cursor else 0
     messages = Message.objects.filter(
@@ -267,7 +309,7 @@ def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
     return _page(agent, _shown(messages), limit, "inbox")
 
 
-def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> MessagesPage:
     """Messages the agent sent or received, newest first, optionally searched."""
     received = Delivery.objects.filter(message=OuterRef("pk"), recipient=agent).exclude(
         held_reason__in=NEVER_ARRIVED
@@ -327,11 +369,13 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
     return rows
 
 
-def _page(agent: Agent, rows: list[Shown], limit: int, view: str) -> dict[str, Any]:
+def _page(
+    agent: Agent, rows: list[Shown], limit: int, view: Literal["inbox", "history"]
+) -> MessagesPage:
     more = len(rows) > limit
     rows = rows[:limit]
     copies = _copies(agent, rows)
-    attached = descriptors_for(m.pk for m in rows)
+    attached = _attached(m.pk for m in rows)
     return {
         "view": view,
         "messages": [message_for(agent, m, copies.get(m.pk, []), attached.get(m.pk)) for m in rows],
@@ -358,26 +402,26 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
 # ---------------------------------------------------------------- continuity
 
 
-def checkpoint_entry(checkpoint: Checkpoint | None, now: datetime) -> dict[str, Any] | None:
+def checkpoint_entry(checkpoint: Checkpoint | None, now: datetime) -> CheckpointEntry | None:
     if checkpoint is None:
         return None
     return {
         "revision": checkpoint.revision,
         "checkpoint": checkpoint.body,
         "covers_receipts_through": checkpoint.covers_receipts_through,
-        "saved_at": iso(checkpoint.saved_at),
+        "saved_at": at(checkpoint.saved_at),
         "age_seconds": int((now - checkpoint.saved_at).total_seconds()),
         "saved_by_generation": checkpoint.saved_by_generation,
     }
 
 
-def _header(message: Message) -> dict[str, Any]:
+def _header(message: Message) -> MessageHeader:
     return {
         "message_id": message.pk,
         "from": message.sender_name,
         "kind": message.kind,
         "priority": message.priority,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
         "content_bytes": message.content_bytes,
     }
 
@@ -386,7 +430,7 @@ UNCERTAIN_WITH_BODIES = 5
 UNCERTAIN_HEADERS = 20
 
 
-def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[str, Any]:
+def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> UncertainReceipts:
     """Acknowledged messages the checkpoint does not cover: work that may be half done."""
     after = max(covered, decode_cursor("uncertain", cursor) if cursor else 0)
     events = ReceiptEvent.objects.filter(agent=agent, sequence__gt=after).order_by("sequence")
@@ -394,16 +438,16 @@ def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[s
     page = list(events.select_related("message")[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS + 1])
     more = len(page) > UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS
     page = page[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS]
-    with_bodies = [
+    with_bodies: list[UncertainMessage] = [
         {
             **message_for(agent, e.message, []),
             "receipt_sequence": e.sequence,
-            "seen_at": iso(e.created_at),
+            "seen_at": at(e.created_at),
         }
         for e in page[:UNCERTAIN_WITH_BODIES]
     ]
-    headers = [
-        {**_header(e.message), "receipt_sequence": e.sequence, "seen_at": iso(e.created_at)}
+    headers: list[UncertainHeader] = [
+        {**_header(e.message), "receipt_sequence": e.sequence, "seen_at": at(e.created_at)}
         for e in page[UNCERTAIN_WITH_BODIES:]
     ]
     return {
@@ -415,7 +459,7 @@ def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[s
     }
 
 
-def inbox_summary(agent: Agent) -> dict[str, Any]:
+def inbox_summary(agent: Agent) -> InboxSummary:
     pending = Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
     counts = pending.aggregate(
         n=Count("id"),
@@ -431,7 +475,7 @@ def inbox_summary(agent: Agent) -> dict[str, Any]:
     }
 
 
-def broker_identity() -> dict[str, Any]:
+def broker_identity() -> BrokerIdentity:
     """Which broker answered: useful when several processes serve one lobby."""
     try:
         release = version("pocolobby")
