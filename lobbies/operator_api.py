@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -134,7 +134,7 @@ def agents(request: HttpRequest, lobby: str) -> JsonAnswer:
     return JsonAnswer({"agents": agent_selectors.operator_agents(operator.lobby_named(lobby))})
 
 
-def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
+def _credential_answer(lobby: str, agent_id: str, token: str) -> operator_answers.Credential:
     return {"lobby": lobby, "agent": agent_id, "token": token}
 
 
@@ -190,7 +190,8 @@ def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonAnswer:
     return JsonAnswer(owner.cancel_lobby_scheduled(lobby, args.message_id))
 
 
-AgentRoute = Callable[[HttpRequest, str, str], dict[str, Any]]
+# What an action answers: the TypedDict its `AgentAction.answer` names.
+AgentRoute = Callable[[HttpRequest, str, str], Mapping[str, object]]
 
 
 @dataclass(frozen=True)
@@ -203,28 +204,33 @@ class AgentAction:
     body: type[Operation] | None = None
 
 
-def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Credential:
     return _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
 
 
-def _disable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _disable(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Disabled:
     return {"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)}
 
 
-def _enable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _enable(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Enabled:
     operator.enable_agent(lobby, agent_id)
     return {"enabled": agent_id}
 
 
-def _cancel_scheduled(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
-    return {"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)}
+def _cancel_scheduled(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.CancelledForAgent:
+    counts = owner.cancel_agent_scheduled(lobby, agent_id)
+    return {"agent": agent_id, "messages": counts["messages"], "schedules": counts["schedules"]}
 
 
-def _reset_runtime(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _reset_runtime(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.RuntimeReset:
     return {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
 
 
-def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.HandedOver:
     handed = operator.hand_over(lobby, agent_id)
     return {
         "agent": agent_id,
@@ -234,7 +240,7 @@ def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any
 
 
 def _resting(resting: bool) -> AgentRoute:
-    def run(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    def run(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Resting:
         operator.agent_named(lobby, agent_id)  # an unknown agent is 404, as for every action
         rooms.rest_agents(operator.operator_changer(lobby), [agent_id], resting, None)
         return {"agent": agent_id, "resting": resting}
@@ -242,12 +248,16 @@ def _resting(resting: bool) -> AgentRoute:
     return run
 
 
-def _retry_notifications(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _retry_notifications(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.Retried:
     operator.retry_notifications(lobby, agent_id)
     return {"retried": agent_id}
 
 
-def _permissions(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _permissions(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.PermissionsAnswer:
     args = parse_arguments(SetPermissions, json_body(request))
     agent = operator.set_permissions(
         lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
