@@ -19,6 +19,7 @@ from pocolobby.cli.admin_client import (
     segment,
     table,
 )
+from pocolobby.cli.common import Subparsers
 
 
 def lobby_cmd(args: argparse.Namespace) -> int:
@@ -281,7 +282,7 @@ def settings_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """`lobby`, `agent`, `account`, `attachments`, `status` and `settings`."""
     _lobby_parser(sub)
     _agent_parser(sub)
@@ -291,7 +292,7 @@ def add_parsers(sub: Any) -> None:
     _settings_parser(sub)
 
 
-def _lobby_parser(sub: Any) -> None:
+def _lobby_parser(sub: Subparsers) -> None:
     p = sub.add_parser("lobby", help="create, list or delete lobbies")
     lsub = p.add_subparsers(dest="lobby_command", required=True)
     lsub.add_parser("create").add_argument("name")
@@ -307,7 +308,7 @@ def _lobby_parser(sub: Any) -> None:
     p.set_defaults(func=lobby_cmd)
 
 
-def _agent_parser(sub: Any) -> None:
+def _agent_parser(sub: Subparsers) -> None:
     p = sub.add_parser("agent", help="provision and manage agents")
     asub = p.add_subparsers(dest="agent_command", required=True)
     add = asub.add_parser("add", help="admit an agent and write its configuration file")
@@ -351,7 +352,7 @@ def _agent_parser(sub: Any) -> None:
     p.set_defaults(func=agent_cmd)
 
 
-def _account_parser(sub: Any) -> None:
+def _account_parser(sub: Subparsers) -> None:
     p = sub.add_parser("account", help="a hosted broker's accounts: who may sign in, and as what")
     acsub = p.add_subparsers(dest="account_command", required=True)
     aset = acsub.add_parser(
@@ -370,14 +371,14 @@ def _account_parser(sub: Any) -> None:
     p.set_defaults(func=account_cmd)
 
 
-def _attachments_parser(sub: Any) -> None:
+def _attachments_parser(sub: Subparsers) -> None:
     p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
     p.add_argument("lobby")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=attachments_cmd)
 
 
-def _status_parser(sub: Any) -> None:
+def _status_parser(sub: Subparsers) -> None:
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
     p.add_argument("lobby", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -387,7 +388,7 @@ def _status_parser(sub: Any) -> None:
     p.set_defaults(func=status_cmd)
 
 
-def _settings_parser(sub: Any) -> None:
+def _settings_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "settings", help="print a one-minute link to this broker's dashboards and settings"
     )
