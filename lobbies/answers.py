@@ -16,19 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal, NotRequired, TypeAlias, cast
+from typing import Annotated, Literal, NotRequired, cast
 
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, with_config
 from pydantic_core import CoreSchema
 from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
+from lobbies.jsonvalue import JSONObject
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.schemas import MessageFields
 from lobbies.wire import iso
-
-# Free JSON (a checkpoint, a tool's input schema): any value JSON can carry.
-JSONValue: TypeAlias = str | int | float | bool | list["JSONValue"] | dict[str, "JSONValue"] | None
-JSONObject = dict[str, JSONValue]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError, bad_request, not_found
+from lobbies.jsonvalue import JSONObject
 from lobbies.models import Agent, Checkpoint, Room
 from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
@@ -286,7 +287,7 @@ def _guide_for(tools: tuple[Tool, ...]) -> answers.ToolGuide:
     return {"revision": catalog["revision"], "tools": guide}
 
 
-def _arguments(schema: answers.JSONObject) -> dict[str, str]:
+def _arguments(schema: JSONObject) -> dict[str, str]:
     """Each argument's first sentence: its description, else its type."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):

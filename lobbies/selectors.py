@@ -18,7 +18,6 @@ from lobbies.answers import (
     CheckpointEntry,
     DeliveryFacts,
     InboxSummary,
-    JSONObject,
     MessageEntry,
     MessageHeader,
     MessagesPage,
@@ -35,6 +34,7 @@ from lobbies.answers import (
 )
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
+from lobbies.jsonvalue import JSONObject
 from lobbies.models import (
     Agent,
     BrokerState,
