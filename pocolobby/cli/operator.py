@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 from urllib.parse import quote, urlsplit
 
+from lobbies.jsonvalue import JSONObject, JSONValue
 from lobbies.wire import for_terminal as shown
 from pocolobby import config
 from pocolobby.cli.admin_client import (
@@ -157,17 +157,18 @@ def _duration(seconds: int | None) -> str:
     return f"{seconds // 86400}d"
 
 
-def _yes(value: Any) -> str:
+def _yes(value: JSONValue) -> str:
     return "yes" if value else "no"
 
 
-def _narrow(agent: dict[str, Any]) -> dict[str, str]:
+def _narrow(agent: JSONObject) -> dict[str, str]:
     """One agent's row of the default view; held counts held messages and says when the
     agent's notices are held too."""
     name = str(agent["agent_id"])
     if len(name) > AGENT_CHARS:
         name = name[: AGENT_CHARS - 1] + "…"
     held = str(agent.get("held") or 0)
+    idle = agent.get("idle_seconds")
     if agent.get("notices_held"):
         held += "+notices"
     return {
@@ -177,7 +178,7 @@ def _narrow(agent: dict[str, Any]) -> dict[str, str]:
         "pending": str(agent.get("pending") or 0),
         "imp": str(agent.get("important") or 0),
         "held": held,
-        "idle": _duration(agent.get("idle_seconds")),
+        "idle": _duration(idle if isinstance(idle, int) else None),
         "attn": "YES" if agent.get("notification_attention_required") else "-",
         "via": str(agent.get("transport") or "-"),
     }
