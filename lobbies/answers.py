@@ -13,7 +13,7 @@ document says a reader may assume when it is absent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal, NotRequired, cast
@@ -45,9 +45,9 @@ class SchemaAs:
 Time = Annotated[str, WithJsonSchema({"format": "date-time", "type": "string"})]
 
 
-def at(moment: datetime) -> Time:
-    """`iso` of a moment that is never null (a NOT NULL column): a `Time`, not `Time | None`."""
-    return cast(str, iso(moment))
+# `iso` of a moment that is never null (a NOT NULL column): the same function, typed to give
+# a `Time` rather than `Time | None`, at no cost per call.
+at = cast("Callable[[datetime], Time]", iso)
 
 
 TransportName = Literal["channel", "tmux", "none"]

@@ -54,7 +54,6 @@ from lobbies.presence import PROCESS_ID
 from lobbies.queries import Copy
 from lobbies.wire import (
     EVENT_VERSION,
-    DeliveryRow,
     addressing_facts,
     delivery_facts,
     encode_cursor,
@@ -184,7 +183,8 @@ def message_for(
         body["from_owner"] = True
     if attachments:
         body["attachments"] = attachments
-    body.update(cast(MessageEntry, addressing_facts(message)))  # wire.py: keys of MessageEntry
+    # wire.py builds the frames' facts untyped; they are exactly these keys of the answers'.
+    body.update(cast(MessageEntry, addressing_facts(message)))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].agent_id
     elif message.scope != Scope.DIRECT:
@@ -192,10 +192,13 @@ def message_for(
     me = viewer.pk
     if message.sender_id == me:
         body["client_request_id"] = message.client_request_id
-        body["recipients"] = [_recipient(d.agent_id, d) for d in deliveries]
+        body["recipients"] = cast(
+            "list[RecipientFacts]",
+            [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries],
+        )
     mine = next((d for d in deliveries if d.recipient_id == me), None)
     if mine is not None:
-        body["delivery"] = _facts(mine)
+        body["delivery"] = cast(DeliveryFacts, delivery_facts(mine))
         if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
             body.pop("attachments", None)
@@ -207,14 +210,6 @@ def _attached(message_ids: Iterable[int]) -> dict[int, list[AttachmentDescriptor
     return cast("dict[int, list[AttachmentDescriptor]]", descriptors_for(message_ids))
 
 
-def _facts(copy: DeliveryRow) -> DeliveryFacts:
-    return cast(DeliveryFacts, delivery_facts(copy))  # wire.py builds exactly these keys
-
-
-def _recipient(agent_id: str, copy: DeliveryRow) -> RecipientFacts:
-    return cast(RecipientFacts, {"agent_id": agent_id, **delivery_facts(copy)})
-
-
 def send_result(
     message: Message, deliveries: list[Delivery], *, duplicate: bool, with_attachments: bool
 ) -> SendAnswer:
@@ -224,7 +219,10 @@ def send_result(
         "sequence": message.sequence,
         "created_at": at(message.created_at),
         "duplicate": duplicate,
-        "recipients": [_recipient(d.recipient.agent_id, d) for d in deliveries],
+        "recipients": cast(
+            "list[RecipientFacts]",
+            [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
+        ),
     }
     attached = _attached([message.pk]).get(message.pk) if with_attachments else None
     if attached:
