@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, wi
 from pydantic_core import CoreSchema
 from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
-from lobbies.jsonvalue import JSONObject
+from lobbies.jsonvalue import JSONValue
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.schemas import MessageFields
 from lobbies.wire import iso
@@ -56,8 +56,9 @@ KindName = Annotated[str, SchemaAs(Kind)]
 PriorityName = Annotated[str, SchemaAs(Priority)]
 DeliveryStateName = Annotated[str, SchemaAs(DeliveryState)]
 HeldReasonName = Annotated[str, SchemaAs(HeldReason)]
-Fields = Annotated[JSONObject, SchemaAs(MessageFields)]
-FreeObject = Annotated[JSONObject, SchemaAs(dict[str, object])]
+# A JSON object (`JSONObject`), spelled out: pydantic resolves `JSONValue` in this module.
+Fields = Annotated[dict[str, JSONValue], SchemaAs(MessageFields)]
+FreeObject = Annotated[dict[str, JSONValue], SchemaAs(dict[str, object])]
 
 # What the document says an absent key means.
 _NONE = Field(default=None)
