@@ -48,15 +48,15 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import usage
-from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
-from lobbies.presence import WAITING_FRESH, live_connections, waiting_runtime
-from lobbies.selectors import (
+from lobbies.agent_selectors import (
     AnnotatedAgent,
     idle_seconds,
     last_activity_at,
     last_message_at,
     with_last_message_at,
 )
+from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
+from lobbies.presence import WAITING_FRESH, live_connections, waiting_runtime
 
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture

@@ -15,7 +15,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db.models import Exists, OuterRef, Prefetch, QuerySet
+from django.db.models import Exists, Model, OuterRef, Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 
@@ -45,7 +45,9 @@ class AuditedAdmin(admin.ModelAdmin):
     """Our audit log records what the admin changes; Django's own history is kept as well,
     except for the local operator's identity, which has no user row to point at."""
 
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, object] | None = None
+    ) -> HttpResponse:
         """A NUL in a filter is refused (PostgreSQL cannot compare it); an action posted with
         ids that are not numbers acts on nothing (neither is a 500)."""
         if any("\x00" in value for _, values in request.GET.lists() for value in values):
@@ -77,10 +79,10 @@ class ReadOnlyAdmin(AuditedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -427,7 +429,7 @@ class DeliveryInline(admin.TabularInline):
     )
     fields = readonly_fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -437,7 +439,9 @@ class DeliveryStateFilter(admin.SimpleListFilter):
     title = "delivery state"
     parameter_name = "delivery_state"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> Sequence[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Message]
+    ) -> Sequence[tuple[str, str]]:
         return DeliveryState.choices
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> QuerySet[Message]:

@@ -1,52 +1,99 @@
-"""What /v1 answers, as pydantic models: they describe the wire for the OpenAPI document.
+"""What /v1 answers, as TypedDicts: the one source of the answers' shapes.
 
-The views build their answers as dicts (selectors, actions); these models are not on that
-path, so the wire stays what it was. They are the published contract's success schemas:
-`lobbies.openapi` turns them into the document, and the contract test (schemathesis against a
-live broker, tests/lobbies/test_openapi_contract.py) fails when an answer leaves its model.
+The selectors, actions and tools return these dicts (a TypedDict costs nothing at run time,
+so the wire stays what it was), and `lobbies.openapi` generates the published contract's
+success schemas from the same classes through pydantic. The contract test (schemathesis
+against a live broker, tests/lobbies/test_openapi_contract.py) fails when an answer leaves
+its shape.
 
-A field without a default is always present (null where the type allows it); a field with a
-default is present only where it applies.
+A key without `NotRequired` is always present (null where the type allows it); a
+`NotRequired` one is present only where it applies, and its `Field(default=...)` is what the
+document says a reader may assume when it is absent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Literal, NotRequired, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, with_config
+from pydantic_core import CoreSchema
+from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
+from lobbies.jsonvalue import JSONValue
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.schemas import MessageFields
+from lobbies.wire import iso
 
-Time = datetime
+
+@dataclass(frozen=True)
+class SchemaAs:
+    """Document a key as `shape` (an enum, a request model) while its typed value stays what
+    the store hands over: a str for a choice, a dict for validated fields."""
+
+    shape: object
+
+    def __get_pydantic_core_schema__(
+        self, source: object, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return handler(self.shape)
 
 
-class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+# ISO 8601 UTC with a Z (`lobbies.wire.iso`): a str in the dict, a date-time in the document.
+Time = Annotated[str, WithJsonSchema({"format": "date-time", "type": "string"})]
+
+
+# `iso` of a moment that is never null (a NOT NULL column): the same function, typed to give
+# a `Time` rather than `Time | None`, at no cost per call.
+at = cast("Callable[[datetime], Time]", iso)
+
+
+TransportName = Literal["channel", "tmux", "none"]
+ScopeName = Annotated[str, SchemaAs(Scope)]
+KindName = Annotated[str, SchemaAs(Kind)]
+PriorityName = Annotated[str, SchemaAs(Priority)]
+DeliveryStateName = Annotated[str, SchemaAs(DeliveryState)]
+HeldReasonName = Annotated[str, SchemaAs(HeldReason)]
+# A JSON object (`JSONObject`), spelled out: pydantic resolves `JSONValue` in this module.
+Fields = Annotated[dict[str, JSONValue], SchemaAs(MessageFields)]
+FreeObject = Annotated[dict[str, JSONValue], SchemaAs(dict[str, object])]
+
+# What the document says an absent key means.
+_NONE = Field(default=None)
+_FALSE = Field(default=False)
+
+ANSWER_CONFIG = ConfigDict(extra="forbid")
+
+# An answer's TypedDict as a value: the class the document is made from.
+AnswerShape = type[Mapping[str, object]]
 
 
 # ------------------------------------------------------------------ messages
 
 
-class DeliveryFacts(Answer):
+@with_config(ANSWER_CONFIG)
+class DeliveryFacts(TypedDict):
     """A copy's delivery facts."""
 
-    delivery_state: DeliveryState
-    held_reason: HeldReason | None
+    delivery_state: DeliveryStateName
+    held_reason: HeldReasonName | None
     delivered_at: Time | None
     adapter_received_at: Time | None
     notification_attempted_at: Time | None
     agent_seen_at: Time | None
 
 
+@with_config(ANSWER_CONFIG)
 class RecipientFacts(DeliveryFacts):
     """One recipient's delivery facts, on a message the reader sent."""
 
     agent_id: str
 
 
-class AttachmentDescriptor(Answer):
+@with_config(ANSWER_CONFIG)
+class AttachmentDescriptor(TypedDict):
     """What a message says of a file it carries: never its content."""
 
     id: int
@@ -55,18 +102,21 @@ class AttachmentDescriptor(Answer):
     size: int
 
 
+@with_config(ANSWER_CONFIG)
 class AttachmentMeta(AttachmentDescriptor):
     sha256: str
 
 
-class UploadAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class UploadAnswer(TypedDict):
     """The uploader proved possession of these bytes (201 stored now, 200 already proven)."""
 
     sha256: str
     size: int
 
 
-class SendAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class SendAnswer(TypedDict):
     """A send's answer: sent once the message and its delivery rows are committed."""
 
     status: Literal["stored"]
@@ -75,41 +125,44 @@ class SendAnswer(Answer):
     created_at: Time
     duplicate: bool
     recipients: list[RecipientFacts]
-    attachments: list[AttachmentDescriptor] | None = None
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
 
 
-class MessageEntry(Answer):
+# "from" is a keyword: the keys up to it are declared the functional way, in wire order.
+_MessageStart = TypedDict("_MessageStart", {"message_id": int, "sequence": int, "from": str})
+
+
+@with_config(ANSWER_CONFIG)
+class MessageEntry(_MessageStart):
     """A message as the reader may see it: recipient facts only on the reader's own sends."""
 
-    message_id: int
-    sequence: int
-    sender: str = Field(alias="from")
-    scope: Scope
-    kind: Kind | None
+    scope: ScopeName
+    kind: KindName | None
     reply_expected: bool
-    priority: Priority
+    priority: PriorityName
     content: str | None
-    fields: MessageFields
+    fields: Fields
     reply_to: int | None
     correlation_id: str | None
     created_at: Time
-    from_owner: bool = False
-    to: str | None = None
-    room_id: str | None = None
-    addressed_to: list[str] | None = None
-    supersedes: int | None = None
-    deliver_at: Time | None = None
-    late: bool | None = None
-    schedule_id: int | None = None
-    slot: Time | None = None
-    client_request_id: str | None = None
-    recipients: list[RecipientFacts] | None = None
-    delivery: DeliveryFacts | None = None
-    redacted: bool = False
-    attachments: list[AttachmentDescriptor] | None = None
+    from_owner: NotRequired[Annotated[bool, _FALSE]]
+    to: NotRequired[Annotated[str | None, _NONE]]
+    room_id: NotRequired[Annotated[str | None, _NONE]]
+    addressed_to: NotRequired[Annotated[list[str] | None, _NONE]]
+    supersedes: NotRequired[Annotated[int | None, _NONE]]
+    deliver_at: NotRequired[Annotated[Time | None, _NONE]]
+    late: NotRequired[Annotated[bool | None, _NONE]]
+    schedule_id: NotRequired[Annotated[int | None, _NONE]]
+    slot: NotRequired[Annotated[Time | None, _NONE]]
+    client_request_id: NotRequired[Annotated[str | None, _NONE]]
+    recipients: NotRequired[Annotated[list[RecipientFacts] | None, _NONE]]
+    delivery: NotRequired[Annotated[DeliveryFacts | None, _NONE]]
+    redacted: NotRequired[Annotated[bool, _FALSE]]
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
 
 
-class MessagesPage(Answer):
+@with_config(ANSWER_CONFIG)
+class MessagesPage(TypedDict):
     """A page of the inbox (oldest first) or the history (newest first)."""
 
     view: Literal["inbox", "history"]
@@ -117,7 +170,8 @@ class MessagesPage(Answer):
     next_cursor: str | None
 
 
-class AcknowledgeAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class AcknowledgeAnswer(TypedDict):
     acknowledged: list[int]
     unknown_message_ids: list[int]
     held_message_ids: list[int]
@@ -127,29 +181,34 @@ class AcknowledgeAnswer(Answer):
 # ------------------------------------------------------------------ agents
 
 
-class Permissions(Answer):
+@with_config(ANSWER_CONFIG)
+class Permissions(TypedDict):
     manage_rooms: bool
     broadcast: bool
 
 
-class StatusLine(Answer):
+@with_config(ANSWER_CONFIG)
+class StatusLine(TypedDict):
     line: str
     updated_at: Time | None
 
 
-class OwnerRequests(Answer):
+@with_config(ANSWER_CONFIG)
+class OwnerRequests(TypedDict):
     count: int
     line: str
     updated_at: Time | None
 
 
-class UsageWindow(Answer):
+@with_config(ANSWER_CONFIG)
+class UsageWindow(TypedDict):
     used_percentage: float
     left_percentage: float
     resets_at: Time
 
 
-class UsageEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class UsageEntry(TypedDict):
     """The agent's latest plan usage reading, as pages show it."""
 
     five_hour: UsageWindow | None
@@ -159,14 +218,16 @@ class UsageEntry(Answer):
     reading_age_seconds: int
 
 
-class NoticesHeld(Answer):
+@with_config(ANSWER_CONFIG)
+class NoticesHeld(TypedDict):
     """A tmux bridge holds its notices: since when, and why (the pane is busy, say)."""
 
     since: Time
     reason: str
 
 
-class AgentEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class AgentEntry(TypedDict):
     """An enabled agent of the lobby with its status, owner requests and presence."""
 
     agent_id: str
@@ -183,28 +244,32 @@ class AgentEntry(Answer):
     unseen_notified_count: int
     oldest_unseen_notified_at: Time | None
     notification_attention_required: bool
-    transport: Literal["channel", "tmux", "none"]
+    transport: TransportName
     notices_held: NoticesHeld | None
-    usage: UsageEntry | None = None
+    usage: NotRequired[Annotated[UsageEntry | None, _NONE]]
 
 
-class AgentList(Answer):
+@with_config(ANSWER_CONFIG)
+class AgentList(TypedDict):
     lobby: str
     agents: list[AgentEntry]
 
 
-class StatusAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class StatusAnswer(TypedDict):
     status: str | None
     updated_at: Time | None
 
 
-class OwnerRequestsAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class OwnerRequestsAnswer(TypedDict):
     count: int
     line: str
     updated_at: Time | None
 
 
-class ReadyAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class ReadyAnswer(TypedDict):
     ready: Literal[True]
     runtime_id: str | None
     generation: int
@@ -214,28 +279,33 @@ class ReadyAnswer(Answer):
 # ------------------------------------------------------------------ rooms
 
 
-class RoomEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class RoomEntry(TypedDict):
     room_id: str
     members: list[str]
     created_at: Time
 
 
+@with_config(ANSWER_CONFIG)
 class ListedRoom(RoomEntry):
     member: bool
 
 
-class RoomList(Answer):
+@with_config(ANSWER_CONFIG)
+class RoomList(TypedDict):
     rooms: list[ListedRoom]
 
 
-class DeleteRoomAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class DeleteRoomAnswer(TypedDict):
     deleted: str
     held: int
     schedules_cancelled: int
     members: int
 
 
-class RestAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class RestAnswer(TypedDict):
     agent_ids: list[str]
     rest: bool
     at: Time | None
@@ -244,9 +314,10 @@ class RestAnswer(Answer):
 # ------------------------------------------------------------------ schedules
 
 
-class ScheduleEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class ScheduleEntry(TypedDict):
     schedule_id: int
-    scope: Scope
+    scope: ScopeName
     target: str | None
     time_zone: str
     times: list[str]
@@ -257,32 +328,37 @@ class ScheduleEntry(Answer):
     content_preview: str
 
 
+@with_config(ANSWER_CONFIG)
 class ScheduleAnswer(ScheduleEntry):
     duplicate: bool
 
 
-class WaitingMessage(Answer):
+@with_config(ANSWER_CONFIG)
+class WaitingMessage(TypedDict):
     message_id: int
     deliver_at: Time | None
-    scope: Scope
+    scope: ScopeName
     room_id: str | None
     content_preview: str
 
 
-class ScheduledList(Answer):
+@with_config(ANSWER_CONFIG)
+class ScheduledList(TypedDict):
     schedules: list[ScheduleEntry]
     messages: list[WaitingMessage]
 
 
-class CancelAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class CancelAnswer(TypedDict):
     """One of `message_id` or `schedule_id`, whichever was cancelled."""
 
-    message_id: int | None = None
-    schedule_id: int | None = None
+    message_id: NotRequired[Annotated[int | None, _NONE]]
+    schedule_id: NotRequired[Annotated[int | None, _NONE]]
     status: str
 
 
-class UpdateScheduledAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class UpdateScheduledAnswer(TypedDict):
     message_id: int
     deliver_at: Time | None
     content_bytes: int
@@ -291,31 +367,35 @@ class UpdateScheduledAnswer(Answer):
 # ------------------------------------------------------------------ continuity
 
 
-class CheckpointEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class CheckpointEntry(TypedDict):
     revision: int
-    checkpoint: dict[str, Any]
+    checkpoint: FreeObject
     covers_receipts_through: int
     saved_at: Time
     age_seconds: int
     saved_by_generation: int | None
 
 
-class SaveCheckpointAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class SaveCheckpointAnswer(TypedDict):
     """The acknowledgment fields are present when the save acknowledged messages."""
 
     revision: int
     saved_at: Time
     covers_receipts_through: int
-    acknowledged: list[int] | None = None
-    unknown_message_ids: list[int] | None = None
-    receipt_sequence: int | None = None
+    acknowledged: NotRequired[Annotated[list[int] | None, _NONE]]
+    unknown_message_ids: NotRequired[Annotated[list[int] | None, _NONE]]
+    receipt_sequence: NotRequired[Annotated[int | None, _NONE]]
 
 
-class ReadCheckpointAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class ReadCheckpointAnswer(TypedDict):
     checkpoint: CheckpointEntry | None
 
 
-class RuntimeEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class RuntimeEntry(TypedDict):
     runtime_id: str | None
     generation: int
     bound_at: Time | None
@@ -324,38 +404,45 @@ class RuntimeEntry(Answer):
     hello_request_id: str | None
 
 
-class MessageHeader(Answer):
-    message_id: int
-    sender: str = Field(alias="from")
-    kind: Kind | None
-    priority: Priority
+_HeaderStart = TypedDict("_HeaderStart", {"message_id": int, "from": str})
+
+
+@with_config(ANSWER_CONFIG)
+class MessageHeader(_HeaderStart):
+    kind: KindName | None
+    priority: PriorityName
     created_at: Time
     content_bytes: int
 
 
-class InboxSummary(Answer):
+@with_config(ANSWER_CONFIG)
+class InboxSummary(TypedDict):
     pending: int
     important: int
     oldest_pending_at: Time | None
     first: list[MessageHeader]
 
 
-class Receipt(Answer):
+@with_config(ANSWER_CONFIG)
+class Receipt(TypedDict):
     """When the reader acknowledged it, and that receipt's number."""
 
     receipt_sequence: int
     seen_at: Time
 
 
-class UncertainMessage(MessageEntry, Receipt):
+@with_config(ANSWER_CONFIG)
+class UncertainMessage(Receipt, MessageEntry):
     pass
 
 
-class UncertainHeader(MessageHeader, Receipt):
+@with_config(ANSWER_CONFIG)
+class UncertainHeader(Receipt, MessageHeader):
     pass
 
 
-class UncertainReceipts(Answer):
+@with_config(ANSWER_CONFIG)
+class UncertainReceipts(TypedDict):
     total: int
     covered_through: int
     messages: list[UncertainMessage]
@@ -363,18 +450,21 @@ class UncertainReceipts(Answer):
     next_cursor: str | None
 
 
-class GuideEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class GuideEntry(TypedDict):
     name: str
     purpose: str
     arguments: dict[str, str]
 
 
-class ToolGuide(Answer):
+@with_config(ANSWER_CONFIG)
+class ToolGuide(TypedDict):
     revision: str
     tools: list[GuideEntry]
 
 
-class BrokerIdentity(Answer):
+@with_config(ANSWER_CONFIG)
+class BrokerIdentity(TypedDict):
     host: str
     process_id: str
     version: str
@@ -382,7 +472,8 @@ class BrokerIdentity(Answer):
     incarnation: str
 
 
-class Restored(Answer):
+@with_config(ANSWER_CONFIG)
+class Restored(TypedDict):
     incarnation: str
     backup_taken_at: Time | None
     restored_at: Time | None
@@ -390,7 +481,8 @@ class Restored(Answer):
     note: str
 
 
-class ContextAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class ContextAnswer(TypedDict):
     """What a replacement session needs to carry on."""
 
     agent_id: str
@@ -410,13 +502,15 @@ class ContextAnswer(Answer):
 # ------------------------------------------------------------------ the catalog
 
 
-class ToolDefinition(Answer):
+@with_config(ANSWER_CONFIG)
+class ToolDefinition(TypedDict):
     name: str
     description: str
-    input_schema: dict[str, Any] = Field(description="The operation's JSON Schema")
+    input_schema: Annotated[FreeObject, Field(description="The operation's JSON Schema")]
 
 
-class Catalog(Answer):
+@with_config(ANSWER_CONFIG)
+class Catalog(TypedDict):
     """The operations this agent may call; `revision` hashes exactly these definitions."""
 
     revision: str
@@ -426,20 +520,23 @@ class Catalog(Answer):
 # ------------------------------------------------------------------ health
 
 
-class Health(Answer):
+@with_config(ANSWER_CONFIG)
+class Health(TypedDict):
     ok: Literal[True]
     service: Literal["pocolobby"]
     restore_mode: bool
     incarnation: str | None
-    restored_at: Time | None = None
+    restored_at: NotRequired[Annotated[Time | None, _NONE]]
 
 
-class HealthError(Answer):
+@with_config(ANSWER_CONFIG)
+class HealthError(TypedDict):
     code: Literal["store_unavailable"]
     message: str
 
 
-class Unhealthy(Answer):
+@with_config(ANSWER_CONFIG)
+class Unhealthy(TypedDict):
     ok: Literal[False]
     service: Literal["pocolobby"]
     error: HealthError
@@ -448,20 +545,24 @@ class Unhealthy(Answer):
 # ------------------------------------------------------------------ the agents' reports
 
 
-class UsageStored(Answer):
+@with_config(ANSWER_CONFIG)
+class UsageStored(TypedDict):
     stored: Literal[True]
     usage: UsageEntry | None
 
 
-class Stretch(Answer):
+@with_config(ANSWER_CONFIG)
+class Stretch(TypedDict):
     started_at: Time | None
     ended_at: Time | None
 
 
-class TurnAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class TurnAnswer(TypedDict):
     event: Literal["start", "end"]
     stretch: Stretch | None
 
 
-class TokensStored(Answer):
+@with_config(ANSWER_CONFIG)
+class TokensStored(TypedDict):
     stored: int

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from lobbies import queries
+from lobbies.answers import AttachmentDescriptor, at
 from lobbies.errors import BrokerError, not_found
 from lobbies.models import (
     Agent,
@@ -18,6 +19,7 @@ from lobbies.models import (
     Lobby,
     PendingUpload,
 )
+from lobbies.operator_answers import LobbyAttachments
 from lobbies.wire import iso
 
 
@@ -26,16 +28,18 @@ def lobby_usage_bytes(lobby_pk: int) -> int:
     return queries.lobby_attachment_bytes(lobby_pk)
 
 
-def descriptor(attachment: Attachment) -> dict[str, Any]:
-    return _described(attachment.pk, attachment.name, attachment.media_type, attachment.size)
-
-
-def _described(pk: int, name: str, media_type: str, size: int) -> dict[str, Any]:
+def descriptor(attachment: Attachment) -> AttachmentDescriptor:
     """What a message, a push or history says of a file: never its content."""
-    return {"id": pk, "name": name, "media_type": media_type, "size": size}
+    a = attachment
+    return {"id": a.pk, "name": a.name, "media_type": a.media_type, "size": a.size}
 
 
-def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+# A message's descriptors as the frames take them (lobbies/push.py, wire.messages_content);
+# the answers read them as `list[AttachmentDescriptor]`, the same keys.
+Described = dict[int, list[dict[str, Any]]]
+
+
+def descriptors_for(message_ids: Iterable[int]) -> Described:
     """Each message's attachment descriptors, in the order sent, in one query.
 
     Hand-written (lobbies/queries.py): every push and every page asks, and most messages have
@@ -44,10 +48,10 @@ def descriptors_for(message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]
     ids = list(message_ids)
     if not ids:
         return {}
-    found: dict[int, list[dict[str, Any]]] = {}
+    found: Described = {}
     for file in queries.attached_to(ids):
         found.setdefault(file.message_id, []).append(
-            _described(file.pk, file.name, file.media_type, file.size)
+            {"id": file.pk, "name": file.name, "media_type": file.media_type, "size": file.size}
         )
     return found
 
@@ -87,7 +91,7 @@ def attachment_for(viewer: Agent, attachment_id: int) -> Attachment:
     return attachment
 
 
-def lobby_attachments(lobby: Lobby, limit: int = 500) -> dict[str, Any]:
+def lobby_attachments(lobby: Lobby, limit: int = 500) -> LobbyAttachments:
     """The owner's listing, newest `limit`: metadata and usage, never content."""
     rows = (
         Attachment.objects.filter(lobby=lobby)
@@ -111,7 +115,7 @@ def lobby_attachments(lobby: Lobby, limit: int = 500) -> dict[str, Any]:
                 **descriptor(a),
                 "sha256": a.sha256,
                 "uploader": a.uploader.agent_id if a.uploader else None,
-                "created_at": iso(a.created_at),
+                "created_at": at(a.created_at),
                 "expired_at": iso(a.expired_at),
                 "messages": a.messages,
                 "schedules": a.schedules,

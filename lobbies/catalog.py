@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.utils import timezone
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from lobbies import answers, selectors
+from lobbies import agent_selectors, answers, selectors
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity, restore
 from lobbies.actions import messages as message_actions
@@ -27,7 +27,8 @@ from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError, bad_request, not_found
-from lobbies.models import Agent, Checkpoint
+from lobbies.jsonvalue import JSONObject
+from lobbies.models import Agent, Checkpoint, Room
 from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
     ATTACHMENTS_DESCRIPTION,
@@ -59,7 +60,8 @@ from lobbies.schemas import (
 )
 from lobbies.wire import MAX_ATTACHMENTS, iso
 
-Result = dict[str, Any]
+# What any tool answers: one of the shapes in lobbies/answers.py, as its `answer` says.
+Result = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Caller:
     runtime: RuntimeCaller | None = None
 
 
-def _sent(outcome: message_actions.SendOutcome, args: SendOptions) -> Result:
+def _sent(outcome: message_actions.SendOutcome, args: SendOptions) -> answers.SendAnswer:
     # Only a send that named files looks its descriptors up: the rest skip the query.
     return selectors.send_result(
         outcome.message,
@@ -80,24 +82,24 @@ def _sent(outcome: message_actions.SendOutcome, args: SendOptions) -> Result:
     )
 
 
-def _send_message(caller: Caller, args: SendMessage) -> Result:
+def _send_message(caller: Caller, args: SendMessage) -> answers.SendAnswer:
     return _sent(message_actions.send_message(caller.agent, args, caller.runtime), args)
 
 
-def _send_room_message(caller: Caller, args: SendRoomMessage) -> Result:
+def _send_room_message(caller: Caller, args: SendRoomMessage) -> answers.SendAnswer:
     return _sent(message_actions.send_room_message(caller.agent, args, caller.runtime), args)
 
 
-def _broadcast(caller: Caller, args: Broadcast) -> Result:
+def _broadcast(caller: Caller, args: Broadcast) -> answers.SendAnswer:
     return _sent(message_actions.broadcast(caller.agent, args, caller.runtime), args)
 
 
-def _schedule_message(caller: Caller, args: ScheduleMessage) -> Result:
+def _schedule_message(caller: Caller, args: ScheduleMessage) -> answers.ScheduleAnswer:
     schedule, duplicate = schedule_actions.schedule_message(caller.agent, args, caller.runtime)
     return {**selectors.schedule_entry(schedule), "duplicate": duplicate}
 
 
-def _list_scheduled(caller: Caller, args: ListScheduled) -> Result:
+def _list_scheduled(caller: Caller, args: ListScheduled) -> answers.ScheduledList:
     return selectors.list_scheduled(caller.agent)
 
 
@@ -110,7 +112,7 @@ def _cancel_scheduled(caller: Caller, args: CancelScheduled) -> Result:
     )
 
 
-def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
+def _update_scheduled(caller: Caller, args: UpdateScheduled) -> answers.UpdateScheduledAnswer:
     message = schedule_actions.update_scheduled(caller.agent, args, caller.runtime)
     return {
         "message_id": message.pk,
@@ -119,12 +121,15 @@ def _update_scheduled(caller: Caller, args: UpdateScheduled) -> Result:
     }
 
 
-def _list_rooms(caller: Caller, args: ListRooms) -> Result:
+def _list_rooms(caller: Caller, args: ListRooms) -> answers.RoomList:
     return selectors.list_rooms(caller.agent)
 
 
-def _room_change(change: Callable[..., Any]) -> Callable[[Caller, Any], Result]:
-    def run(caller: Caller, args: Any) -> Result:
+RoomChange = CreateRoom | SetRoomMembers | AddRoomMembers | RemoveRoomMembers
+
+
+def _room_change(change: Callable[..., Room]) -> Callable[[Caller, RoomChange], Result]:
+    def run(caller: Caller, args: RoomChange) -> answers.RoomEntry:
         room = change(caller.agent, args.room_id, list(args.members), caller.runtime)
         return selectors.room_entry(room)
 
@@ -136,21 +141,21 @@ def _delete_room(caller: Caller, args: DeleteRoom) -> Result:
     return {"deleted": args.room_id, **detail}
 
 
-def _rest_agents(caller: Caller, args: RestAgents) -> Result:
+def _rest_agents(caller: Caller, args: RestAgents) -> answers.RestAnswer:
     names = room_actions.rest_agents(
         caller.agent, args.agent_ids, args.rest, args.at, caller.runtime
     )
     return {"agent_ids": names, "rest": args.rest, "at": iso(args.at)}
 
 
-def _get_messages(caller: Caller, args: GetMessages) -> Result:
+def _get_messages(caller: Caller, args: GetMessages) -> answers.MessagesPage:
     agent = caller.agent
     if args.view == "history":
         return selectors.history_page(agent, args.query, args.limit, args.cursor)
     return selectors.inbox_page(agent, args.limit, args.cursor)
 
 
-def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
+def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> answers.AcknowledgeAnswer:
     outcome = receipt_actions.acknowledge_messages(caller.agent, args.message_ids, caller.runtime)
     return {
         "acknowledged": outcome.acknowledged,
@@ -160,11 +165,11 @@ def _acknowledge_messages(caller: Caller, args: AcknowledgeMessages) -> Result:
     }
 
 
-def _list_agents(caller: Caller, args: ListAgents) -> Result:
-    return selectors.list_agents(caller.agent)
+def _list_agents(caller: Caller, args: ListAgents) -> answers.AgentList:
+    return agent_selectors.list_agents(caller.agent)
 
 
-def _set_status(caller: Caller, args: SetStatus) -> Result:
+def _set_status(caller: Caller, args: SetStatus) -> answers.StatusAnswer:
     agent = agent_actions.set_status(caller.agent, args, caller.runtime)
     return {
         "status": agent.status_line or None,
@@ -172,7 +177,7 @@ def _set_status(caller: Caller, args: SetStatus) -> Result:
     }
 
 
-def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> Result:
+def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> answers.OwnerRequestsAnswer:
     agent = agent_actions.set_owner_requests(caller.agent, args, caller.runtime)
     return {
         "count": agent.owner_request_count,
@@ -181,7 +186,7 @@ def _set_owner_requests(caller: Caller, args: SetOwnerRequests) -> Result:
     }
 
 
-def _ready(caller: Caller, args: Ready) -> Result:
+def _ready(caller: Caller, args: Ready) -> answers.ReadyAnswer:
     agent = runtime_actions.ready(
         caller.agent, args.nonce, caller.runtime, args.checkpoint_revision
     )
@@ -193,11 +198,11 @@ def _ready(caller: Caller, args: Ready) -> Result:
     }
 
 
-def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> Result:
+def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> answers.SaveCheckpointAnswer:
     checkpoint, acknowledged = continuity.save_checkpoint(caller.agent, args, caller.runtime)
-    result: Result = {
+    result: answers.SaveCheckpointAnswer = {
         "revision": checkpoint.revision,
-        "saved_at": iso(checkpoint.saved_at),
+        "saved_at": answers.at(checkpoint.saved_at),
         "covers_receipts_through": checkpoint.covers_receipts_through,
     }
     if acknowledged is not None:
@@ -207,7 +212,7 @@ def _save_checkpoint(caller: Caller, args: SaveCheckpoint) -> Result:
     return result
 
 
-def _read_checkpoint(caller: Caller, args: ReadCheckpoint) -> Result:
+def _read_checkpoint(caller: Caller, args: ReadCheckpoint) -> answers.ReadCheckpointAnswer:
     checkpoint = Checkpoint.objects.filter(agent=caller.agent).first()
     return {"checkpoint": selectors.checkpoint_entry(checkpoint, timezone.now())}
 
@@ -218,7 +223,10 @@ def hello_request_id(agent: Agent) -> str | None:
 
 
 def _guidance(
-    agent: Agent, checkpoint: Checkpoint | None, uncertain: Result, inbox: Result
+    agent: Agent,
+    checkpoint: Checkpoint | None,
+    uncertain: answers.UncertainReceipts,
+    inbox: answers.InboxSummary,
 ) -> list[str]:
     covered_hint = f"covers_receipts_through {agent.receipt_sequence}"
     lines = []
@@ -259,33 +267,39 @@ def _guidance(
     return lines
 
 
-def _tool_guide(agent: Agent) -> Result:
+def _tool_guide(agent: Agent) -> answers.ToolGuide:
     """A compact guide generated from the same permission-filtered catalog discovery serves."""
     return _guide_for(_allowed_tools(agent))
 
 
 @functools.cache
-def _guide_for(tools: tuple[Tool, ...]) -> Result:
+def _guide_for(tools: tuple[Tool, ...]) -> answers.ToolGuide:
     catalog = _catalog_of(tools)
-    guide = []
+    guide: list[answers.GuideEntry] = []
     for tool in catalog["tools"]:
-        properties = tool["input_schema"].get("properties", {})
         guide.append(
             {
                 "name": tool["name"],
                 "purpose": tool["description"].split(". ")[0].rstrip(".") + ".",
-                "arguments": {
-                    name: (
-                        spec.get("description") or spec.get("type") or "see list_operations"
-                    ).split(". ")[0]
-                    for name, spec in properties.items()
-                },
+                "arguments": _arguments(tool["input_schema"]),
             }
         )
     return {"revision": catalog["revision"], "tools": guide}
 
 
-def _get_context(caller: Caller, args: GetContext) -> Result:
+def _arguments(schema: JSONObject) -> dict[str, str]:
+    """Each argument's first sentence: its description, else its type."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    found = {}
+    for name, spec in properties.items():
+        said = (spec.get("description") or spec.get("type")) if isinstance(spec, dict) else None
+        found[name] = str(said or "see list_operations").split(". ")[0]
+    return found
+
+
+def _get_context(caller: Caller, args: GetContext) -> answers.ContextAnswer:
     agent = Agent.objects.select_related("lobby").get(pk=caller.agent.pk)
     now = timezone.now()
     checkpoint = Checkpoint.objects.filter(agent=agent).first()
@@ -327,7 +341,7 @@ class Tool:
     name: str
     schema: type[Operation]
     run: Callable[[Caller, Any], Result]
-    answer: type[BaseModel]
+    answer: answers.AnswerShape
     guidance: str = ""
     permission: Permission | None = None
     errors: tuple[int, ...] = WRITE
@@ -337,7 +351,7 @@ class Tool:
         summary = inspect.cleandoc(self.schema.__doc__ or "")
         return f"{summary} {self.guidance}".strip()
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> answers.ToolDefinition:
         schema = self.schema.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
@@ -539,7 +553,7 @@ def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
     return tuple(tool for tool in TOOLS.values() if has_permission(agent, tool.permission))
 
 
-def catalog_for(agent: Agent) -> dict[str, Any]:
+def catalog_for(agent: Agent) -> answers.Catalog:
     """The permission-filtered catalog with a revision hashing exactly these definitions.
 
     Shared between callers (built once per set of tools): read it, never change it.
@@ -548,7 +562,7 @@ def catalog_for(agent: Agent) -> dict[str, Any]:
 
 
 @functools.cache
-def _catalog_of(tools: tuple[Tool, ...]) -> dict[str, Any]:
+def _catalog_of(tools: tuple[Tool, ...]) -> answers.Catalog:
     """Built once per set of tools and process: the definitions are code, and building them
     (pydantic schemas, the hash) cost far more than reading them, paid by every bridge at
     every connect (docs/PERFORMANCE.md, "Catalog reads at connect (in-process, one caller, 300
@@ -581,7 +595,7 @@ ParsedOperation = TypeVar("ParsedOperation", bound=Operation)
 
 
 def parse_arguments(
-    schema: type[ParsedOperation], raw: Mapping[str, Any], *, from_strings: bool = False
+    schema: type[ParsedOperation], raw: Mapping[str, object], *, from_strings: bool = False
 ) -> ParsedOperation:
     try:
         if from_strings:
@@ -592,7 +606,7 @@ def parse_arguments(
 
 
 def run_tool(
-    caller: Caller, name: str, raw: Mapping[str, Any], *, from_strings: bool = False
+    caller: Caller, name: str, raw: Mapping[str, object], *, from_strings: bool = False
 ) -> Result:
     agent = caller.agent
     tool = TOOLS.get(name)

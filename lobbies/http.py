@@ -6,9 +6,9 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import orjson
 from asgiref.sync import markcoroutinefunction, sync_to_async
@@ -20,7 +20,9 @@ from django.http import HttpRequest, HttpResponse
 from pydantic import BaseModel
 
 from lobbies import credentials
+from lobbies.answers import AnswerShape
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
+from lobbies.jsonvalue import JSONObject, JSONValue
 from lobbies.schemas import check_depth
 from lobbies.wire import MAX_JSON_DEPTH, PARSE_DEPTH, JsonTooDeep, check_json_nesting
 
@@ -37,7 +39,7 @@ class JsonAnswer(HttpResponse):
     library instead, never answered with a 500.
     """
 
-    def __init__(self, data: Any, status: int = 200) -> None:
+    def __init__(self, data: Mapping[str, object], status: int = 200) -> None:
         super().__init__(_encoded(data), status=status, content_type="application/json")
 
 
@@ -45,7 +47,7 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 _DJANGO = DjangoJSONEncoder()
 
 
-def _encoded(data: Any) -> bytes:
+def _encoded(data: Mapping[str, object]) -> bytes:
     try:
         return orjson.dumps(data, default=_DJANGO.default, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError):
@@ -88,13 +90,14 @@ class Documented:
     """One operation of a /v1 view as the OpenAPI document shows it (lobbies/openapi.py).
 
     `body` and `query` are the pydantic models the view parses its arguments with; `answer`
-    describes its success answer (None: any JSON object). `bind` fixes path parameters to one
-    value each, so one generic route (`tools/<name>`) reads as one path per operation.
+    is the TypedDict of its success answer (None: any JSON object). `bind` fixes path
+    parameters to one value each, so one generic route (`tools/<name>`) reads as one path per
+    operation.
     `errors` are the error statuses beyond those every operation of its kind can answer.
     """
 
     method: str
-    answer: type[BaseModel] | None
+    answer: AnswerShape | None
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     statuses: tuple[int, ...] = (200,)
@@ -103,7 +106,7 @@ class Documented:
     bind: tuple[tuple[str, str], ...] = ()
     summary: str = ""
     # Answers of their own shape at a status, instead of the error shape (health's 503).
-    others: tuple[tuple[int, type[BaseModel]], ...] = ()
+    others: tuple[tuple[int, AnswerShape], ...] = ()
     # A body that is not JSON arguments: its media type (the bytes of a file, say).
     raw_body: str | None = None
     # A success answer that is not JSON: its media type (a file's bytes).
@@ -111,6 +114,8 @@ class Documented:
 
 
 ViewFunction = TypeVar("ViewFunction", bound=Callable[..., HttpResponse])
+Arguments = ParamSpec("Arguments")
+Answered = TypeVar("Answered")
 
 
 def documented(*openapi: Documented) -> Callable[[ViewFunction], ViewFunction]:
@@ -149,7 +154,7 @@ def request_header(request: HttpRequest, name: str) -> str | None:
     return request.META.get(key if key in _UNPREFIXED else f"HTTP_{key}")
 
 
-def json_body(request: HttpRequest) -> dict[str, Any]:
+def json_body(request: HttpRequest) -> JSONObject:
     """The request body as a JSON object, refusing oversized, malformed or non-object bodies."""
     limit = settings.BOUNDS.request_bytes
     try:
@@ -202,7 +207,7 @@ def _may_hold_a_long_number(raw: bytes) -> bool:
     return digits >= _LONG_RUN and _LONG_NUMBER.search(raw) is not None
 
 
-def _parsed(raw: bytes) -> Any:
+def _parsed(raw: bytes) -> JSONValue:
     """JSON text parsed by orjson, faster than the standard parser (docs/PERFORMANCE.md,
     "Figures from code comments (issue 30, 2026-12-03)"); what orjson
     refuses (NaN, a lone surrogate, an infinite number, UTF-16) and text with a long number
@@ -212,20 +217,22 @@ def _parsed(raw: bytes) -> Any:
         check_json_nesting(raw, PARSE_DEPTH, "the body")
     if not _may_hold_a_long_number(raw):
         try:
-            return orjson.loads(raw)
+            quick: JSONValue = orjson.loads(raw)
+            return quick
         except orjson.JSONDecodeError:
             pass
     try:
-        return json.loads(raw)
+        parsed: JSONValue = json.loads(raw)
+        return parsed
     except RecursionError:  # UTF-16 text, say, which the bracket count did not see
         raise JsonTooDeep("the body nests JSON too deeply to be read") from None
 
 
-def in_worker_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+def in_worker_thread(fn: Callable[Arguments, Answered]) -> Callable[Arguments, Answered]:
     """Run `fn` as Django runs a request on its own thread: stale connections closed around it."""
 
     @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Answered:
         close_old_connections()
         try:
             return fn(*args, **kwargs)

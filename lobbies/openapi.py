@@ -14,14 +14,14 @@ import functools
 import re
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
-from pydantic import BaseModel
-from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import JsonSchemaMode, JsonSchemaValue
 
+from lobbies.answers import AnswerShape
 from lobbies.errors import ERROR_CODES
-from lobbies.http import Documented
+from lobbies.http import Documented, View
 
 OPENAPI_VERSION = "3.1.0"
 
@@ -77,7 +77,7 @@ class Undocumented(Exception):
 
 def _routes(
     patterns: list[URLPattern | URLResolver], prefix: str = ""
-) -> Iterator[tuple[str, Any]]:
+) -> Iterator[tuple[str, View]]:
     for pattern in patterns:
         route = prefix + str(pattern.pattern)
         if isinstance(pattern, URLResolver):
@@ -86,7 +86,7 @@ def _routes(
             yield route, pattern.callback
 
 
-def _operations(urlconf: str) -> Iterator[tuple[str, list[str], Documented, Any]]:
+def _operations(urlconf: str) -> Iterator[tuple[str, list[str], Documented, View]]:
     """(path template, its path parameters, operation, view) for every documented operation."""
     for route, view in _routes(get_resolver(urlconf).url_patterns):
         docs: tuple[Documented, ...] = getattr(view, "openapi", ())
@@ -114,8 +114,12 @@ def _operations(urlconf: str) -> Iterator[tuple[str, list[str], Documented, Any]
             yield path, names, doc, view
 
 
-def _models(urlconf: str) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
-    seen: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {}
+# A request model (validated) or an answer's TypedDict (serialized), as the schema is keyed.
+Shape = type[BaseModel] | AnswerShape
+
+
+def _models(urlconf: str) -> list[tuple[Shape, JsonSchemaMode]]:
+    seen: dict[tuple[Shape, JsonSchemaMode], None] = {}
     for _path, _names, doc, _view in _operations(urlconf):
         for model, mode in ((doc.body, "validation"), (doc.query, "validation")):
             if model is not None:
@@ -126,7 +130,7 @@ def _models(urlconf: str) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
     return list(seen)
 
 
-def _error_schema(status: int) -> dict[str, Any]:
+def _error_schema(status: int) -> JsonSchemaValue:
     return {
         "type": "object",
         "required": ["error"],
@@ -148,8 +152,8 @@ def _error_schema(status: int) -> dict[str, Any]:
     }
 
 
-def _error_response(status: int) -> dict[str, Any]:
-    response: dict[str, Any] = {
+def _error_response(status: int) -> JsonSchemaValue:
+    response: JsonSchemaValue = {
         "description": _ERROR_WORDS[status],
         "content": {
             "application/json": {"schema": {"$ref": f"#/components/schemas/Error{status}"}}
@@ -165,14 +169,14 @@ def _error_response(status: int) -> dict[str, Any]:
     return response
 
 
-def _summary(doc: Documented, view: Any) -> tuple[str, str]:
+def _summary(doc: Documented, view: View) -> tuple[str, str]:
     text = doc.summary or (doc.body.__doc__ if doc.body else "") or getattr(view, "__doc__", "")
     text = " ".join((text or "").split())
     first = text.split(". ")[0].rstrip(".")
     return first[:120], text
 
 
-def _present(spec: dict[str, Any]) -> dict[str, Any]:
+def _present(spec: JsonSchemaValue) -> JsonSchemaValue:
     """A query parameter's schema: it is absent or a string, never JSON null."""
     schema = {k: v for k, v in spec.items() if k not in ("title", "description")}
     if schema.get("default", ...) is None:
@@ -184,11 +188,11 @@ def _present(spec: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _query_parameters(schema: dict[str, Any]) -> list[dict[str, Any]]:
+def _query_parameters(schema: JsonSchemaValue) -> list[JsonSchemaValue]:
     required = set(schema.get("required", []))
     parameters = []
     for name, spec in schema.get("properties", {}).items():
-        parameter: dict[str, Any] = {
+        parameter: JsonSchemaValue = {
             "name": name,
             "in": "query",
             "required": name in required,
@@ -204,23 +208,25 @@ def _operation_id(method: str, path: str) -> str:
     return method.lower() + re.sub(r"[^A-Za-z0-9]+", "_", path).rstrip("_")
 
 
-def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> dict[str, Any]:
+def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> JsonSchemaValue:
     """The OpenAPI 3.1 document of every operation under `urlconf` (a module path)."""
-    keys, definitions = models_json_schema(
-        _models(urlconf), ref_template="#/components/schemas/{model}", by_alias=True
+    keys, definitions = TypeAdapter.json_schemas(
+        [(model, mode, TypeAdapter(model)) for model, mode in _models(urlconf)],
+        ref_template="#/components/schemas/{model}",
+        by_alias=True,
     )
-    components: dict[str, Any] = dict(definitions.get("$defs", {}))
+    components: JsonSchemaValue = dict(definitions.get("$defs", {}))
 
-    def schema_of(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
-        return keys[(model, mode)]
+    def schema_of(model: Shape, mode: JsonSchemaMode) -> JsonSchemaValue:
+        return dict(keys[(model, mode)])
 
-    def resolved(model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
+    def resolved(model: Shape, mode: JsonSchemaMode) -> JsonSchemaValue:
         schema = schema_of(model, mode)
         ref = schema.get("$ref", "")
         return components[ref.rsplit("/", 1)[-1]] if ref else schema
 
     statuses_used: set[int] = set()
-    paths: dict[str, dict[str, Any]] = {}
+    paths: dict[str, JsonSchemaValue] = {}
     for path, names, doc, view in _operations(urlconf):
         summary, description = _summary(doc, view)
         errors = {*_EVERY, *doc.errors}
@@ -241,7 +247,7 @@ def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> dict[str, Any]:
             if doc.raw_answer is not None
             else {"application/json": {"schema": answer}}
         )
-        responses: dict[str, Any] = {
+        responses: JsonSchemaValue = {
             str(status): {"description": "Done" if status < 300 else "", "content": content}
             for status in doc.statuses
         }
@@ -256,7 +262,7 @@ def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> dict[str, Any]:
                 "description": _ERROR_WORDS.get(status, ""),
                 "content": {"application/json": {"schema": schema_of(model, "serialization")}},
             }
-        operation: dict[str, Any] = {
+        operation: JsonSchemaValue = {
             "operationId": _operation_id(doc.method, path),
             "summary": summary,
             "description": description,
@@ -316,6 +322,6 @@ def _release() -> str:
 
 
 @functools.cache
-def document(urlconf: str) -> dict[str, Any]:
+def document(urlconf: str) -> JsonSchemaValue:
     """`generate`, once per process: the routes and models are code. Read it, never change it."""
     return generate(urlconf)

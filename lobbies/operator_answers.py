@@ -1,28 +1,35 @@
-"""What the operator's /v1/admin routes answer, as pydantic models (lobbies/answers.py says what
-these models are for and how the contract test holds them to the wire).
+"""What the operator's /v1/admin routes answer, as TypedDicts (lobbies/answers.py says how
+these shapes make the document and how the contract test holds them to the wire).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from lobbies.answers import AgentEntry, Answer, AttachmentDescriptor, Time
+from pydantic import with_config
+from typing_extensions import TypedDict  # as lobbies/answers.py says
+
+from lobbies.answers import ANSWER_CONFIG, AgentEntry, AttachmentDescriptor, Time
 
 
-class LobbyEntry(Answer):
+@with_config(ANSWER_CONFIG)
+class LobbyEntry(TypedDict):
     name: str
     created_at: Time
 
 
-class LobbyList(Answer):
+@with_config(ANSWER_CONFIG)
+class LobbyList(TypedDict):
     lobbies: list[LobbyEntry]
 
 
-class Deleted(Answer):
+@with_config(ANSWER_CONFIG)
+class Deleted(TypedDict):
     deleted: str
 
 
-class WaitingConversation(Answer):
+@with_config(ANSWER_CONFIG)
+class WaitingConversation(TypedDict):
     """A new conversation refused with runtime_conflict that waits for the owner's hand over."""
 
     runtime_id: str
@@ -30,6 +37,7 @@ class WaitingConversation(Answer):
     last_asked_at: Time
 
 
+@with_config(ANSWER_CONFIG)
 class OperatorAgentEntry(AgentEntry):
     """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
 
@@ -47,11 +55,13 @@ class OperatorAgentEntry(AgentEntry):
     active_credentials: int
 
 
-class OperatorAgentList(Answer):
+@with_config(ANSWER_CONFIG)
+class OperatorAgentList(TypedDict):
     agents: list[OperatorAgentEntry]
 
 
-class Credential(Answer):
+@with_config(ANSWER_CONFIG)
+class Credential(TypedDict):
     """A new agent token: shown once."""
 
     lobby: str
@@ -59,62 +69,74 @@ class Credential(Answer):
     token: str
 
 
-class Removed(Answer):
+@with_config(ANSWER_CONFIG)
+class Removed(TypedDict):
     removed: str
 
 
-class RoleAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class RoleAnswer(TypedDict):
     agent: str
     role_characters: int
 
 
-class DeliveryAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class DeliveryAnswer(TypedDict):
     lobby: str
     delivery_paused: bool
 
 
-class Disabled(Answer):
+@with_config(ANSWER_CONFIG)
+class Disabled(TypedDict):
     disabled: str
     held: int
 
 
-class Enabled(Answer):
+@with_config(ANSWER_CONFIG)
+class Enabled(TypedDict):
     enabled: str
 
 
-class CancelledForAgent(Answer):
+@with_config(ANSWER_CONFIG)
+class CancelledForAgent(TypedDict):
     agent: str
     messages: int
     schedules: int
 
 
-class RuntimeReset(Answer):
+@with_config(ANSWER_CONFIG)
+class RuntimeReset(TypedDict):
     reset: str
     retired_runtime_id: str | None
 
 
-class HandedOver(Answer):
+@with_config(ANSWER_CONFIG)
+class HandedOver(TypedDict):
     agent: str
     runtime_id: str
     retired_runtime_id: str | None
 
 
-class Resting(Answer):
+@with_config(ANSWER_CONFIG)
+class Resting(TypedDict):
     agent: str
     resting: bool
 
 
-class Retried(Answer):
+@with_config(ANSWER_CONFIG)
+class Retried(TypedDict):
     retried: str
 
 
-class PermissionsAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class PermissionsAnswer(TypedDict):
     agent: str
     broadcast: bool
     manage_rooms: bool
 
 
-class BrokerState(Answer):
+@with_config(ANSWER_CONFIG)
+class BrokerState(TypedDict):
     incarnation: str
     restore_mode: bool
     restored_from: str | None
@@ -123,22 +145,32 @@ class BrokerState(Answer):
     restore_finished_at: Time | None
 
 
+@with_config(ANSWER_CONFIG)
 class StatusLobby(LobbyEntry):
     agents: list[OperatorAgentEntry]
 
 
-class BrokerStatus(Answer):
+@with_config(ANSWER_CONFIG)
+class Lobbies(TypedDict):
+    """What the status selector reads; the route adds the broker's state."""
+
     lobbies: list[StatusLobby]
+
+
+@with_config(ANSWER_CONFIG)
+class BrokerStatus(Lobbies):
     broker: BrokerState
 
 
-class RestoreFinished(Answer):
+@with_config(ANSWER_CONFIG)
+class RestoreFinished(TypedDict):
     finished: Literal[True]
     incarnation: str
     uncertain: int
 
 
-class AccountAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class AccountAnswer(TypedDict):
     email: str
     enabled: bool
     may_create_lobbies: bool
@@ -146,27 +178,32 @@ class AccountAnswer(Answer):
     created: bool
 
 
-class OwnerAnswer(Answer):
+@with_config(ANSWER_CONFIG)
+class OwnerAnswer(TypedDict):
     lobby: str
     owner: str
 
 
-class RepositoryApproved(Answer):
+@with_config(ANSWER_CONFIG)
+class RepositoryApproved(TypedDict):
     lobby: str
     approved: str
 
 
-class RepositoryWithdrawn(Answer):
+@with_config(ANSWER_CONFIG)
+class RepositoryWithdrawn(TypedDict):
     lobby: str
     withdrawn: str
 
 
-class SettingsTicket(Answer):
+@with_config(ANSWER_CONFIG)
+class SettingsTicket(TypedDict):
     ticket: str
     expires_in: int
 
 
-class LobbyAttachmentUsage(Answer):
+@with_config(ANSWER_CONFIG)
+class LobbyAttachmentUsage(TypedDict):
     content_bytes: int
     quota_bytes: int
     attachments: int
@@ -174,6 +211,7 @@ class LobbyAttachmentUsage(Answer):
     pending_uploads: int
 
 
+@with_config(ANSWER_CONFIG)
 class LobbyAttachment(AttachmentDescriptor):
     sha256: str
     uploader: str | None
@@ -183,7 +221,8 @@ class LobbyAttachment(AttachmentDescriptor):
     schedules: int
 
 
-class LobbyAttachments(Answer):
+@with_config(ANSWER_CONFIG)
+class LobbyAttachments(TypedDict):
     """The owner's listing of a lobby's attachments: metadata and usage, never content."""
 
     lobby: str

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest
 
-from lobbies import answers, attachment_selectors, operator_answers, selectors
+from lobbies import agent_selectors, answers, attachment_selectors, operator_answers
 from lobbies.actions import continuity, operator, owner, restore, restore_commands, rooms
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
@@ -47,7 +47,7 @@ class AddAgent(Operation):
 
 def admin(
     method: str,
-    answer: type[answers.Answer],
+    answer: answers.AnswerShape,
     body: type[Operation] | None = None,
     *,
     statuses: tuple[int, ...] = (200,),
@@ -77,9 +77,9 @@ def lobbies(request: HttpRequest) -> JsonAnswer:
     if request.method == "POST":
         args = parse_arguments(CreateLobby, json_body(request))
         lobby = operator.create_lobby(args.name)
-        return JsonAnswer(selectors.lobby_entry(lobby), status=201)
+        return JsonAnswer(agent_selectors.lobby_entry(lobby), status=201)
     return JsonAnswer(
-        {"lobbies": [selectors.lobby_entry(lobby) for lobby in selectors.all_lobbies()]}
+        {"lobbies": [agent_selectors.lobby_entry(lobby) for lobby in agent_selectors.all_lobbies()]}
     )
 
 
@@ -131,10 +131,10 @@ def agents(request: HttpRequest, lobby: str) -> JsonAnswer:
             broadcast=args.broadcast,
         )
         return JsonAnswer(_credential_answer(lobby, agent.agent_id, token), status=201)
-    return JsonAnswer({"agents": selectors.operator_agents(operator.lobby_named(lobby))})
+    return JsonAnswer({"agents": agent_selectors.operator_agents(operator.lobby_named(lobby))})
 
 
-def _credential_answer(lobby: str, agent_id: str, token: str) -> dict[str, Any]:
+def _credential_answer(lobby: str, agent_id: str, token: str) -> operator_answers.Credential:
     return {"lobby": lobby, "agent": agent_id, "token": token}
 
 
@@ -190,7 +190,8 @@ def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonAnswer:
     return JsonAnswer(owner.cancel_lobby_scheduled(lobby, args.message_id))
 
 
-AgentRoute = Callable[[HttpRequest, str, str], dict[str, Any]]
+# What an action answers: the TypedDict its `AgentAction.answer` names.
+AgentRoute = Callable[[HttpRequest, str, str], Mapping[str, object]]
 
 
 @dataclass(frozen=True)
@@ -198,33 +199,38 @@ class AgentAction:
     """One `POST …/agents/<agent_id>/<action>`: what it runs, takes and answers."""
 
     run: AgentRoute
-    answer: type[answers.Answer]
+    answer: answers.AnswerShape
     summary: str
     body: type[Operation] | None = None
 
 
-def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Credential:
     return _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
 
 
-def _disable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _disable(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Disabled:
     return {"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)}
 
 
-def _enable(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _enable(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Enabled:
     operator.enable_agent(lobby, agent_id)
     return {"enabled": agent_id}
 
 
-def _cancel_scheduled(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
-    return {"agent": agent_id, **owner.cancel_agent_scheduled(lobby, agent_id)}
+def _cancel_scheduled(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.CancelledForAgent:
+    counts = owner.cancel_agent_scheduled(lobby, agent_id)
+    return {"agent": agent_id, "messages": counts["messages"], "schedules": counts["schedules"]}
 
 
-def _reset_runtime(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _reset_runtime(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.RuntimeReset:
     return {"reset": agent_id, "retired_runtime_id": operator.reset_runtime(lobby, agent_id)}
 
 
-def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.HandedOver:
     handed = operator.hand_over(lobby, agent_id)
     return {
         "agent": agent_id,
@@ -234,7 +240,7 @@ def _hand_over(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any
 
 
 def _resting(resting: bool) -> AgentRoute:
-    def run(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+    def run(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Resting:
         operator.agent_named(lobby, agent_id)  # an unknown agent is 404, as for every action
         rooms.rest_agents(operator.operator_changer(lobby), [agent_id], resting, None)
         return {"agent": agent_id, "resting": resting}
@@ -242,12 +248,16 @@ def _resting(resting: bool) -> AgentRoute:
     return run
 
 
-def _retry_notifications(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _retry_notifications(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.Retried:
     operator.retry_notifications(lobby, agent_id)
     return {"retried": agent_id}
 
 
-def _permissions(request: HttpRequest, lobby: str, agent_id: str) -> dict[str, Any]:
+def _permissions(
+    request: HttpRequest, lobby: str, agent_id: str
+) -> operator_answers.PermissionsAnswer:
     args = parse_arguments(SetPermissions, json_body(request))
     agent = operator.set_permissions(
         lobby, agent_id, broadcast=args.broadcast, manage_rooms=args.manage_rooms
@@ -332,7 +342,7 @@ def status(request: HttpRequest) -> JsonAnswer:
     name = parse_arguments(StatusQuery, request.GET.dict(), from_strings=True).lobby or None
     if name:
         operator.lobby_named(name)
-    return JsonAnswer({**selectors.status(name), "broker": restore.state_entry()})
+    return JsonAnswer({**agent_selectors.status(name), "broker": restore.state_entry()})
 
 
 @api_view(("POST",), admin("POST", operator_answers.RestoreFinished, errors=(409,)))

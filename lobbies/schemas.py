@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -138,13 +138,13 @@ def in_utc(value: datetime) -> datetime:
         raise ValueError("is outside the calendar once converted to UTC") from None
 
 
-def json_depth(value: Any) -> int:
-    """How deeply `value` nests lists and objects, counted without recursion."""
+def json_depth(value: object) -> int:
+    """How deeply `value` (any value at all) nests lists and objects, counted without recursion."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, list | tuple):
             children = item
         else:
@@ -154,7 +154,7 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def check_depth(value: Any, what: str = "the body") -> None:
+def check_depth(value: object, what: str = "the body") -> None:
     if json_depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"{what} nests JSON deeper than {MAX_JSON_DEPTH} levels")
 

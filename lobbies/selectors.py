@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Literal, NamedTuple, cast
 
 from django.db import connection
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
 from lobbies import queries, store, wire
+from lobbies.answers import (
+    AttachmentDescriptor,
+    BrokerIdentity,
+    CheckpointEntry,
+    DeliveryFacts,
+    InboxSummary,
+    MessageEntry,
+    MessageHeader,
+    MessagesPage,
+    RecipientFacts,
+    RoomEntry,
+    RoomList,
+    ScheduledList,
+    ScheduleEntry,
+    SendAnswer,
+    UncertainHeader,
+    UncertainMessage,
+    UncertainReceipts,
+    at,
+)
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
+from lobbies.jsonvalue import JSONObject
 from lobbies.models import (
     Agent,
     BrokerState,
@@ -20,44 +42,23 @@ from lobbies.models import (
     Delivery,
     DeliveryState,
     HeldReason,
-    Lobby,
     Message,
-    Priority,
     ReceiptEvent,
     Room,
     RoomMember,
     Schedule,
     Scope,
-    Transport,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.presence import PROCESS_ID, live_connections, waiting_runtime
+from lobbies.presence import PROCESS_ID
 from lobbies.queries import Copy
-from lobbies.usage import readings_for, usage_entry
-from lobbies.wire import EVENT_VERSION, addressing_facts, delivery_facts, encode_cursor, iso
-
-if TYPE_CHECKING:
-
-    class AnnotatedAgent(Agent):
-        """An agent row with the live facts and counts the reads below annotate."""
-
-        connected: bool
-        heartbeat_at: datetime | None
-        last_receipt_at: datetime | None
-        unseen_notified: int | None
-        oldest_unseen_notified: datetime | None
-        transport: str | None
-        held_since: datetime | None
-        held_reason: str | None
-        last_sent_at: datetime | None
-        last_received_at: datetime | None
-        online: bool  # board.selectors.shown_agents
-        pending: int
-        important: int  # pending and important (operator_agents)
-        held: int
-
-else:
-    AnnotatedAgent = Agent
+from lobbies.wire import (
+    EVENT_VERSION,
+    addressing_facts,
+    delivery_facts,
+    encode_cursor,
+    iso,
+)
 
 
 def decode_cursor(view: str, cursor: str) -> int:
@@ -79,7 +80,7 @@ class Shown(NamedTuple):
     reply_expected: bool
     priority: str
     content: str
-    fields: Any
+    fields: JSONObject
     reply_to: int | None
     correlation_id: str
     client_request_id: str
@@ -161,10 +162,10 @@ def message_for(
     viewer: Agent,
     message: Message | Shown,
     deliveries: list[Copy],
-    attachments: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    attachments: list[AttachmentDescriptor] | None = None,
+) -> MessageEntry:
     """A message as `viewer` may see it: recipient facts only on the viewer's own sends."""
-    body: dict[str, Any] = {
+    body: MessageEntry = {
         "message_id": message.pk,
         "sequence": message.sequence,
         "from": message.sender_name,
@@ -176,13 +177,14 @@ def message_for(
         "fields": message.fields,
         "reply_to": message.reply_to,
         "correlation_id": message.correlation_id or None,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
     }
     if message.sender_name == OWNER_SENDER:
         body["from_owner"] = True
     if attachments:
         body["attachments"] = attachments
-    body.update(addressing_facts(message))
+    # wire.py builds the frames' facts untyped; they are exactly these keys of the answers'.
+    body.update(cast(MessageEntry, addressing_facts(message)))
     if message.scope == Scope.DIRECT and deliveries:
         body["to"] = deliveries[0].agent_id
     elif message.scope != Scope.DIRECT:
@@ -190,39 +192,50 @@ def message_for(
     me = viewer.pk
     if message.sender_id == me:
         body["client_request_id"] = message.client_request_id
-        body["recipients"] = [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries]
+        body["recipients"] = cast(
+            "list[RecipientFacts]",
+            [{"agent_id": d.agent_id, **delivery_facts(d)} for d in deliveries],
+        )
     mine = next((d for d in deliveries if d.recipient_id == me), None)
     if mine is not None:
-        body["delivery"] = delivery_facts(mine)
+        body["delivery"] = cast(DeliveryFacts, delivery_facts(mine))
         if mine.redacted and message.sender_id != me:
             body["content"], body["fields"], body["redacted"] = None, {}, True
             body.pop("attachments", None)
     return body
 
 
+def _attached(message_ids: Iterable[int]) -> dict[int, list[AttachmentDescriptor]]:
+    # `Described` is the frames' type (lobbies/push.py): the same keys.
+    return cast("dict[int, list[AttachmentDescriptor]]", descriptors_for(message_ids))
+
+
 def send_result(
     message: Message, deliveries: list[Delivery], *, duplicate: bool, with_attachments: bool
-) -> dict[str, Any]:
-    result = {
+) -> SendAnswer:
+    result: SendAnswer = {
         "status": "stored",
         "message_id": message.pk,
         "sequence": message.sequence,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
         "duplicate": duplicate,
-        "recipients": [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
+        "recipients": cast(
+            "list[RecipientFacts]",
+            [{"agent_id": d.recipient.agent_id, **delivery_facts(d)} for d in deliveries],
+        ),
     }
-    attached = descriptors_for([message.pk]).get(message.pk) if with_attachments else None
+    attached = _attached([message.pk]).get(message.pk) if with_attachments else None
     if attached:
         result["attachments"] = attached
     return result
 
 
-def room_entry(room: Room) -> dict[str, Any]:
+def room_entry(room: Room) -> RoomEntry:
     members = sorted(RoomMember.objects.filter(room=room).values_list("agent__agent_id", flat=True))
-    return {"room_id": room.room_id, "members": members, "created_at": iso(room.created_at)}
+    return {"room_id": room.room_id, "members": members, "created_at": at(room.created_at)}
 
 
-def list_rooms(viewer: Agent) -> dict[str, Any]:
+def list_rooms(viewer: Agent) -> RoomList:
     """Every room of the lobby with its members: membership is no secret inside a lobby."""
     rooms = Room.objects.filter(lobby_id=viewer.lobby_id).order_by("room_id")
     members: dict[int, list[str]] = {}
@@ -237,7 +250,7 @@ def list_rooms(viewer: Agent) -> dict[str, Any]:
             {
                 "room_id": r.room_id,
                 "members": members.get(r.pk, []),
-                "created_at": iso(r.created_at),
+                "created_at": at(r.created_at),
                 "member": viewer.agent_id in members.get(r.pk, []),
             }
             for r in rooms
@@ -245,7 +258,7 @@ def list_rooms(viewer: Agent) -> dict[str, Any]:
     }
 
 
-def schedule_entry(schedule: Schedule) -> dict[str, Any]:
+def schedule_entry(schedule: Schedule) -> ScheduleEntry:
     return {
         "schedule_id": schedule.pk,
         "scope": schedule.scope,
@@ -260,7 +273,7 @@ def schedule_entry(schedule: Schedule) -> dict[str, Any]:
     }
 
 
-def list_scheduled(sender: Agent) -> dict[str, Any]:
+def list_scheduled(sender: Agent) -> ScheduledList:
     """Compact: what will fire and when, not whole bodies."""
     schedules = Schedule.objects.filter(sender=sender, status="active").order_by("next_slot")
     waiting = Message.objects.filter(sender=sender, scheduled_pending=True).order_by("deliver_at")
@@ -283,7 +296,7 @@ def list_scheduled(sender: Agent) -> dict[str, Any]:
 NEVER_ARRIVED = (HeldReason.SCHEDULED, HeldReason.CANCELLED)
 
 
-def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
+def inbox_page(agent: Agent, limit: int, cursor: str | None) -> MessagesPage:
     """Pending deliveries, oldest first. Held ones (scheduled, disabled) are never listed."""
     after = decode_cursor("inbox", cursor) if cursor else 0
     messages = Message.objects.filter(
@@ -294,7 +307,7 @@ def inbox_page(agent: Agent, limit: int, cursor: str | None) -> dict[str, Any]:
     return _page(agent, _shown(messages), limit, "inbox")
 
 
-def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
+def history_page(agent: Agent, query: str | None, limit: int, cursor: str | None) -> MessagesPage:
     """Messages the agent sent or received, newest first, optionally searched."""
     received = Delivery.objects.filter(message=OuterRef("pk"), recipient=agent).exclude(
         held_reason__in=NEVER_ARRIVED
@@ -354,11 +367,13 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
     return rows
 
 
-def _page(agent: Agent, rows: list[Shown], limit: int, view: str) -> dict[str, Any]:
+def _page(
+    agent: Agent, rows: list[Shown], limit: int, view: Literal["inbox", "history"]
+) -> MessagesPage:
     more = len(rows) > limit
     rows = rows[:limit]
     copies = _copies(agent, rows)
-    attached = descriptors_for(m.pk for m in rows)
+    attached = _attached(m.pk for m in rows)
     return {
         "view": view,
         "messages": [message_for(agent, m, copies.get(m.pk, []), attached.get(m.pk)) for m in rows],
@@ -382,227 +397,29 @@ def _copies(viewer: Agent, messages: list[Shown]) -> dict[int, list[Copy]]:
     return found
 
 
-def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
-    """Live facts per agent: connection, heartbeat, last receipt, unseen notified messages."""
-    live = live_connections().filter(agent=OuterRef("pk")).order_by()
-    newest = live.order_by("-generation", "-connected_at")
-    unseen = (
-        Delivery.objects.filter(
-            recipient=OuterRef("pk"),
-            state=DeliveryState.PENDING,
-            notification_attempted_at__isnull=False,
-        )
-        .filter(
-            Q(recipient__last_progress_at__isnull=True)
-            | Q(notification_attempted_at__gt=F("recipient__last_progress_at"))
-        )
-        .order_by()
-        .values("recipient")
-    )
-    receipts = ReceiptEvent.objects.filter(agent=OuterRef("pk")).order_by().values("agent")
-    # The annotations below are the attributes AnnotatedAgent declares.
-    annotated = agents.annotate(
-        connected=Exists(live),
-        heartbeat_at=Subquery(
-            live.values("agent").annotate(t=Max("last_heartbeat_at")).values("t")
-        ),
-        last_receipt_at=Subquery(receipts.annotate(t=Max("created_at")).values("t")),
-        unseen_notified=Subquery(unseen.annotate(n=Count("id")).values("n")),
-        oldest_unseen_notified=Subquery(
-            unseen.annotate(t=Min("notification_attempted_at")).values("t")
-        ),
-        # The newest live connection's delivery facts (a newer process fences older ones).
-        transport=Subquery(newest.values("transport")[:1]),
-        held_since=Subquery(newest.values("held_since")[:1]),
-        held_reason=Subquery(newest.values("held_reason")[:1]),
-    )
-    return cast("QuerySet[AnnotatedAgent]", annotated)
-
-
-def with_last_message_at(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
-    """When each agent last sent a message or received a direct one: derived, never stored."""
-    # Newest first through (sender, created_at) and (recipient, delivered_at): each a few
-    # index steps per agent, where an aggregate read every delivery the agent ever had.
-    # Its own daily schedules' occurrences aside: a reminder does not make an idle agent active.
-    last_sent = (
-        Message.objects.filter(sender=OuterRef("pk"), schedule__isnull=True)
-        .order_by("-created_at")
-        .values("created_at")
-    )
-    last_received = (
-        Delivery.objects.filter(
-            recipient=OuterRef("pk"), message__scope=Scope.DIRECT, delivered_at__isnull=False
-        )
-        .order_by("-delivered_at")
-        .values("delivered_at")
-    )
-    return _with_presence(
-        agents.annotate(
-            last_sent_at=Subquery(last_sent[:1]),
-            last_received_at=Subquery(last_received[:1]),
-        )
-    )
-
-
-def last_message_at(agent: AnnotatedAgent) -> datetime | None:
-    times = [t for t in (agent.last_sent_at, agent.last_received_at) if t is not None]
-    return max(times) if times else None
-
-
-def last_activity_at(agent: AnnotatedAgent) -> datetime | None:
-    """The latest of sent, received and acknowledged (seed 000's activity); None if none."""
-    times = [t for t in (last_message_at(agent), agent.last_receipt_at) if t is not None]
-    return max(times) if times else None
-
-
-def idle_seconds(activity: datetime | None, now: datetime) -> int | None:
-    return None if activity is None else max(0, int((now - activity).total_seconds()))
-
-
-def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> dict[str, Any]:
-    activity = last_activity_at(agent)
-    return {
-        "agent_id": agent.agent_id,
-        "description": agent.description,
-        "permissions": {"manage_rooms": agent.manage_rooms, "broadcast": agent.broadcast},
-        "status": {"line": agent.status_line, "updated_at": iso(agent.status_updated_at)}
-        if agent.status_line
-        else None,
-        "owner_requests": {
-            "count": agent.owner_request_count,
-            "line": agent.owner_request_line,
-            "updated_at": iso(agent.owner_requests_updated_at),
-        }
-        if agent.owner_request_count
-        else None,
-        "last_message_at": iso(last_message_at(agent)),
-        "last_activity_at": iso(activity),
-        "idle_seconds": idle_seconds(activity, now or datetime.now(UTC)),
-        "connected": agent.connected,
-        "last_heartbeat_at": iso(agent.heartbeat_at),
-        "last_receipt_at": iso(agent.last_receipt_at),
-        "unseen_notified_count": agent.unseen_notified or 0,
-        "oldest_unseen_notified_at": iso(agent.oldest_unseen_notified),
-        "notification_attention_required": agent.notification_attention_required,
-        **delivery_entry(agent),
-    }
-
-
-def delivery_entry(agent: AnnotatedAgent) -> dict[str, Any]:
-    """How pushes reach the agent: its bridge's transport (channel, tmux) or none when no
-    bridge is connected; for tmux, since when and why notices are held (None: not held)."""
-    transport = (agent.transport or Transport.CHANNEL) if agent.connected else "none"
-    held = None
-    if transport != "none" and agent.held_since is not None:
-        held = {"since": iso(agent.held_since), "reason": agent.held_reason or ""}
-    return {"transport": transport, "notices_held": held}
-
-
-def list_agents(viewer: Agent) -> dict[str, Any]:
-    agents = list(
-        with_last_message_at(
-            Agent.objects.filter(lobby_id=viewer.lobby_id, enabled=True).order_by("agent_id")
-        )
-    )
-    readings, now = readings_for({a.pk for a in agents}), datetime.now(UTC)
-    return {
-        "lobby": viewer.lobby.name,
-        "agents": [
-            {**agent_entry(a, now), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
-        ],
-    }
-
-
-def operator_agents(lobby: Lobby) -> list[dict[str, Any]]:
-    """The owner's listing: disabled agents too, with inbox counts and the runtime binding."""
-    agents = with_last_message_at(
-        Agent.objects.filter(lobby=lobby)
-        .exclude(agent_id=OWNER_SENDER)
-        .annotate(
-            pending=Count("deliveries", filter=Q(deliveries__state=DeliveryState.PENDING)),
-            important=Count(
-                "deliveries",
-                filter=Q(
-                    deliveries__state=DeliveryState.PENDING,
-                    deliveries__message__priority=Priority.IMPORTANT,
-                ),
-            ),
-            held=Count("deliveries", filter=Q(deliveries__state=DeliveryState.HELD)),
-        )
-        .order_by("agent_id")
-    )
-    now = datetime.now(UTC)
-    return [
-        {
-            **agent_entry(a, now),
-            "enabled": a.enabled,
-            "pending": a.pending,
-            "important": a.important,
-            "held": a.held,
-            "runtime_id": a.runtime_id,
-            "runtime_generation": a.runtime_generation,
-            "runtime_bound_at": iso(a.runtime_bound_at),
-            "runtime_released_at": iso(a.runtime_released_at),
-            "waiting": waiting_entry(a, now),
-            "loaded_checkpoint_revision": a.loaded_checkpoint_revision,
-            "active_credentials": a.credentials.filter(revoked_at__isnull=True).count(),
-        }
-        for a in agents
-    ]
-
-
-def waiting_entry(agent: Agent, now: datetime) -> dict[str, Any] | None:
-    """The new conversation waiting to take over the agent, while it still asks."""
-    runtime_id = waiting_runtime(agent, now)
-    if runtime_id is None:
-        return None
-    return {
-        "runtime_id": runtime_id,
-        "since": iso(agent.waiting_since),
-        "last_asked_at": iso(agent.waiting_seen_at),
-    }
-
-
-def lobby_entry(lobby: Lobby) -> dict[str, Any]:
-    return {"name": lobby.name, "created_at": iso(lobby.created_at)}
-
-
-def all_lobbies() -> QuerySet[Lobby]:
-    return Lobby.objects.order_by("name")
-
-
-def status(lobby_name: str | None = None) -> dict[str, Any]:
-    lobbies = all_lobbies()
-    if lobby_name:
-        lobbies = lobbies.filter(name=lobby_name)
-    return {
-        "lobbies": [{**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies]
-    }
-
-
 # ---------------------------------------------------------------- continuity
 
 
-def checkpoint_entry(checkpoint: Checkpoint | None, now: datetime) -> dict[str, Any] | None:
+def checkpoint_entry(checkpoint: Checkpoint | None, now: datetime) -> CheckpointEntry | None:
     if checkpoint is None:
         return None
     return {
         "revision": checkpoint.revision,
         "checkpoint": checkpoint.body,
         "covers_receipts_through": checkpoint.covers_receipts_through,
-        "saved_at": iso(checkpoint.saved_at),
+        "saved_at": at(checkpoint.saved_at),
         "age_seconds": int((now - checkpoint.saved_at).total_seconds()),
         "saved_by_generation": checkpoint.saved_by_generation,
     }
 
 
-def _header(message: Message) -> dict[str, Any]:
+def _header(message: Message) -> MessageHeader:
     return {
         "message_id": message.pk,
         "from": message.sender_name,
         "kind": message.kind,
         "priority": message.priority,
-        "created_at": iso(message.created_at),
+        "created_at": at(message.created_at),
         "content_bytes": message.content_bytes,
     }
 
@@ -611,7 +428,7 @@ UNCERTAIN_WITH_BODIES = 5
 UNCERTAIN_HEADERS = 20
 
 
-def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[str, Any]:
+def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> UncertainReceipts:
     """Acknowledged messages the checkpoint does not cover: work that may be half done."""
     after = max(covered, decode_cursor("uncertain", cursor) if cursor else 0)
     events = ReceiptEvent.objects.filter(agent=agent, sequence__gt=after).order_by("sequence")
@@ -619,16 +436,16 @@ def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[s
     page = list(events.select_related("message")[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS + 1])
     more = len(page) > UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS
     page = page[: UNCERTAIN_WITH_BODIES + UNCERTAIN_HEADERS]
-    with_bodies = [
+    with_bodies: list[UncertainMessage] = [
         {
             **message_for(agent, e.message, []),
             "receipt_sequence": e.sequence,
-            "seen_at": iso(e.created_at),
+            "seen_at": at(e.created_at),
         }
         for e in page[:UNCERTAIN_WITH_BODIES]
     ]
-    headers = [
-        {**_header(e.message), "receipt_sequence": e.sequence, "seen_at": iso(e.created_at)}
+    headers: list[UncertainHeader] = [
+        {**_header(e.message), "receipt_sequence": e.sequence, "seen_at": at(e.created_at)}
         for e in page[UNCERTAIN_WITH_BODIES:]
     ]
     return {
@@ -640,7 +457,7 @@ def uncertain_receipts(agent: Agent, covered: int, cursor: str | None) -> dict[s
     }
 
 
-def inbox_summary(agent: Agent) -> dict[str, Any]:
+def inbox_summary(agent: Agent) -> InboxSummary:
     pending = Delivery.objects.filter(recipient=agent, state=DeliveryState.PENDING)
     counts = pending.aggregate(
         n=Count("id"),
@@ -656,7 +473,7 @@ def inbox_summary(agent: Agent) -> dict[str, Any]:
     }
 
 
-def broker_identity() -> dict[str, Any]:
+def broker_identity() -> BrokerIdentity:
     """Which broker answered: useful when several processes serve one lobby."""
     try:
         release = version("pocolobby")

@@ -10,17 +10,44 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models.base import ModelState
+from django.db.models.expressions import Col
 from django.db.models.signals import post_init, pre_init
 
+if TYPE_CHECKING:
+    from django.db.backends.utils import _SQLType as SqlValue
+
 M = TypeVar("M", bound=models.Model)
+
+# What a hand-written statement binds: values the driver adapts (Django's adaptation, where a
+# field needs one, has run first: `as_db_time`, `_prepared`); django-stubs' own list of them.
+Params: TypeAlias = "Sequence[SqlValue]"
+# A row as the driver returns it: its columns' types are the statement's, known to its caller.
+Row = tuple[Any, ...]
+# A model field of any value type (django-stubs' two type parameters: set and get).
+Field: TypeAlias = "models.Field[Any, Any]"  # not subscriptable at run time
+# A column the ORM converts when it reads one: (position, column, converters, stored as UTC).
+Converter = tuple[int, Col, list[Callable[..., object]], bool]
+# A column an INSERT writes: (field, attribute, types that need no adaptation, "datetime"/"json").
+Written: TypeAlias = "tuple[Field, str, tuple[type, ...], str]"
+
+
+class Cursor(Protocol):
+    """The DB-API cursor both drivers (and Django's wrapper) hand back."""
+
+    @property
+    def lastrowid(self) -> int | None: ...
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Row | None: ...
+    def fetchall(self) -> list[Row]: ...
 
 
 @functools.lru_cache(maxsize=512)
@@ -46,7 +73,7 @@ def _db() -> BaseDatabaseWrapper:
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _query(sql: str, params: list[Any], fetch: str, db: BaseDatabaseWrapper | None = None) -> Any:
+def _query(sql: str, params: Params, fetch: str, db: BaseDatabaseWrapper | None = None) -> Any:
     """Run one statement on this thread's connection; `fetch` is "one", "all", "count" or
     "key" (the new row's rowid, SQLite's answer to an INSERT).
 
@@ -73,7 +100,7 @@ def _query(sql: str, params: list[Any], fetch: str, db: BaseDatabaseWrapper | No
         return _fetch(cursor, fetch)
 
 
-def _fetch(cursor: Any, fetch: str) -> Any:
+def _fetch(cursor: Cursor, fetch: str) -> Any:
     if fetch == "one":
         return cursor.fetchone()
     if fetch == "all":
@@ -83,13 +110,13 @@ def _fetch(cursor: Any, fetch: str) -> Any:
     return cursor.rowcount
 
 
-def marks(values: Collection[Any]) -> str:
+def marks(values: Collection[object]) -> str:
     """`%s, %s, ...`: one placeholder per value, for `IN (...)` lists of hand-written SQL."""
     return ", ".join(["%s"] * len(values))
 
 
 @functools.cache
-def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], list[Any]]:
+def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], list[Converter]]:
     """The column list, attribute names and per-column converters the ORM would apply.
 
     Converters are listed as (position, column, functions, utc) for the columns that have
@@ -98,7 +125,7 @@ def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], lis
     """
     fields = model._meta.concrete_fields
     columns = ", ".join(f't."{f.column}"' for f in fields)
-    converters = []
+    converters: list[Converter] = []
     for position, field in enumerate(fields):
         column = field.get_col(model._meta.db_table)
         found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
@@ -108,7 +135,7 @@ def _reader(model: type[models.Model], vendor: str) -> tuple[str, list[str], lis
     return columns, [f.attname for f in fields], converters
 
 
-def _convert(row: Any, converters: list[Any], db: BaseDatabaseWrapper) -> list[Any]:
+def _convert(row: Row, converters: list[Converter], db: BaseDatabaseWrapper) -> list[Any]:
     values = list(row)
     utc = db.timezone is UTC  # as time_reader: SQLite's times are stored in UTC
     for position, column, functions, as_utc in converters:
@@ -122,7 +149,7 @@ def _convert(row: Any, converters: list[Any], db: BaseDatabaseWrapper) -> list[A
     return values
 
 
-def _instance(model: type[M], attnames: list[str], values: list[Any], alias: str) -> M:
+def _instance(model: type[M], attnames: list[str], values: list[object], alias: str) -> M:
     """A model instance of a full row, as `Model.from_db` builds it.
 
     `Model.__init__` sets each field through its descriptor and sends pre_init and
@@ -145,7 +172,7 @@ def _instance(model: type[M], attnames: list[str], values: list[Any], alias: str
 def select_all(
     model: type[M],
     where: str,
-    params: list[Any],
+    params: Params,
     *,
     join: str = "",
     tail: str = "",
@@ -162,7 +189,7 @@ def select_all(
     return [_instance(model, attnames, _convert(row, converters, db), db.alias) for row in rows]
 
 
-def execute(sql: str, params: list[Any]) -> int:
+def execute(sql: str, params: Params) -> int:
     """A hand-written write; returns the number of rows it touched."""
     return int(_query(sql, params, "count"))
 
@@ -189,7 +216,7 @@ def _select_sql(
 def select(
     model: type[M],
     where: str,
-    params: list[Any],
+    params: Params,
     *,
     join: str = "",
     annotations: dict[str, str] | None = None,
@@ -219,7 +246,7 @@ def select(
 # where the column is nullable), None for datetimes. Any other value, and every other field
 # class (JSON, subclasses), goes through get_db_prep_save.
 _NONE = type(None)
-_PASSTHROUGH: dict[type[models.Field[Any, Any]], tuple[type, ...]] = {
+_PASSTHROUGH: dict[type[Field], tuple[type, ...]] = {
     models.CharField: (str, _NONE),
     models.TextField: (str, _NONE),
     models.IntegerField: (int, _NONE),
@@ -231,7 +258,7 @@ _PASSTHROUGH: dict[type[models.Field[Any, Any]], tuple[type, ...]] = {
 }
 
 
-def _plain_types(field: models.Field[Any, Any]) -> tuple[type, ...]:
+def _plain_types(field: Field) -> tuple[type, ...]:
     if type(field) is models.BooleanField:
         return (bool, _NONE) if field.null else (bool,)
     if type(field) is models.DateTimeField:
@@ -239,7 +266,7 @@ def _plain_types(field: models.Field[Any, Any]) -> tuple[type, ...]:
     return _PASSTHROUGH.get(type(field), ())
 
 
-def _kind(field: models.Field[Any, Any], vendor: str) -> str:
+def _kind(field: Field, vendor: str) -> str:
     """ "datetime" or "json" for the fields `_prepared` adapts itself, else "". (JSON only
     on SQLite, which takes the text; psycopg is handed its own Jsonb wrapper.)"""
     if _is_datetime(field):
@@ -249,7 +276,7 @@ def _kind(field: models.Field[Any, Any], vendor: str) -> str:
     return ""
 
 
-def _is_datetime(field: models.Field[Any, Any]) -> bool:
+def _is_datetime(field: Field) -> bool:
     """For an aware datetime, get_db_prep_save of this field is the backend's adaptation."""
     return type(field) is models.DateTimeField
 
@@ -257,7 +284,7 @@ def _is_datetime(field: models.Field[Any, Any]) -> bool:
 @functools.lru_cache(maxsize=256)
 def _writer(
     model: type[models.Model], vendor: str, names: tuple[str, ...]
-) -> tuple[str, list[Any], list[Any]]:
+) -> tuple[str, list[Written], list[str]]:
     """For an INSERT of `names` (and defaults for the rest): its SQL, the fields in column
     order with the types that need no adaptation, and every concrete field's attribute name
     in model order."""
@@ -278,21 +305,24 @@ def _writer(
         # RETURNING there buffers its rows in an ephemeral table opened and closed per
         # statement (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
         sql += f' RETURNING "{pk.column}"'
-    plan = [(f, f.attname, _plain_types(f), _kind(f, vendor)) for f in written]
+    plan: list[Written] = [(f, f.attname, _plain_types(f), _kind(f, vendor)) for f in written]
     return sql, plan, [f.attname for f in model._meta.concrete_fields]
 
 
 def _prepared(
-    plan: list[Any], values: dict[str, Any], full: dict[str, Any], db: BaseDatabaseWrapper
-) -> list[Any]:
+    plan: list[Written],
+    values: Mapping[str, object],
+    full: dict[str, object],
+    db: BaseDatabaseWrapper,
+) -> list[SqlValue]:
     """A row's parameters in column order, each adapted as its field would; `full` gets
     every value written, defaults included."""
-    prepared = []
+    prepared: list[SqlValue] = []
     for field, name, plain, kind in plan:
         value = values[name] if name in values else field.get_default()
         full[name] = value
         if type(value) in plain:
-            prepared.append(value)
+            prepared.append(cast("SqlValue", value))  # one of `plain`: str, int, bool, None
         elif kind == "datetime" and type(value) is datetime and value.utcoffset() is not None:
             prepared.append(_db_time(value, db))
         elif kind == "json" and type(value) in (dict, list) and not value:
@@ -302,7 +332,7 @@ def _prepared(
     return prepared
 
 
-def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> Any:
+def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> str | None:
     """An aware datetime as the backend's adaptation stores it; a UTC one on SQLite (whose
     connection time zone is UTC here) directly, as the naive UTC text Django writes."""
     if db.vendor == "sqlite" and moment.tzinfo is UTC and db.timezone is UTC:
@@ -312,11 +342,11 @@ def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> Any:
     return db.ops.adapt_datetimefield_value(moment)
 
 
-def insert(model: type[M], values: dict[str, Any]) -> M:
+def insert(model: type[M], values: Mapping[str, object]) -> M:
     """INSERT one row, adapting each value as its field would, and return the instance."""
     db = _db()
     sql, plan, attnames = _writer(model, db.vendor, tuple(values))
-    full: dict[str, Any] = {}
+    full: dict[str, object] = {}
     prepared = _prepared(plan, values, full, db)
     pk = model._meta.pk.attname
     if pk in values:  # a key of the row's own (a UUID): nothing to read back
@@ -332,7 +362,7 @@ def insert(model: type[M], values: dict[str, Any]) -> M:
 ROWS_PER_INSERT = 500
 
 
-def insert_many(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
+def insert_many(model: type[models.Model], rows: Sequence[Mapping[str, object]]) -> None:
     """INSERT rows that carry their own keys (every row the same columns), many per
     statement: a broadcast's notices, one statement instead of one per recipient."""
     if not rows:
@@ -347,11 +377,11 @@ def insert_many(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         _query(f"{head} VALUES {', '.join([group] * len(chunk))}", params, "count", db)
 
 
-def scalar_row(sql: str, params: list[Any]) -> tuple[Any, ...]:
+def scalar_row(sql: str, params: Params) -> Row:
     return tuple(_query(sql, params, "one"))
 
 
-def as_db_time(moment: Any) -> Any:
+def as_db_time(moment: datetime | None) -> str | None:
     """A datetime as this backend stores it, for parameters of hand-written SQL."""
     db = _db()
     if type(moment) is datetime and moment.utcoffset() is not None:
@@ -359,7 +389,7 @@ def as_db_time(moment: Any) -> Any:
     return db.ops.adapt_datetimefield_value(moment)
 
 
-def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def rows(sql: str, params: Params) -> list[Row]:
     """Every row of a hand-written SELECT, as the driver returns it (no conversion)."""
     return [tuple(row) for row in _query(sql, params, "all")]
 

@@ -16,7 +16,6 @@ import re
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from pydantic import (
     Field,
@@ -26,6 +25,7 @@ from pydantic import (
     field_validator,
 )
 
+from lobbies.answers import UsageEntry, UsageWindow
 from lobbies.schemas import Operation, in_utc
 
 WEEK = timedelta(days=7)
@@ -169,7 +169,7 @@ def shown(reading: Reading | None, now: datetime) -> Shown | None:
     return Shown(reading, five, week, pace, pace is not None and abs(pace) > OFF_PACE_POINTS, age)
 
 
-def _window_json(window: Window | None) -> dict[str, Any] | None:
+def _window_json(window: Window | None) -> UsageWindow | None:
     if window is None:
         return None
     return {
@@ -179,7 +179,7 @@ def _window_json(window: Window | None) -> dict[str, Any] | None:
     }
 
 
-def usage_entry(reading: Reading | None, now: datetime) -> dict[str, Any] | None:
+def usage_entry(reading: Reading | None, now: datetime) -> UsageEntry | None:
     """The `usage` field of list_agents."""
     view = shown(reading, now)
     if view is None:

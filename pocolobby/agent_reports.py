@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from lobbies.jsonvalue import JSONObject, JSONValue
 from lobbies.wire import PARSE_DEPTH, load_json
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config
 
@@ -42,7 +42,7 @@ def config_path(raw: str | None) -> str:
     return value
 
 
-def _send(config: AgentConfig, method: str, path: str, body: dict[str, Any], timeout: float) -> int:
+def _send(config: AgentConfig, method: str, path: str, body: JSONObject, timeout: float) -> int:
     """One JSON request with the agent's token; the HTTP status, or 0 if it never answered."""
     request = urllib.request.Request(  # noqa: S310 (the url is the agent's http(s) broker)
         f"{config.url}/v1/{path}",
@@ -70,7 +70,7 @@ def _state_path(config: AgentConfig) -> Path:
     return config.path.parent / f".{config.path.name}.reports.json"
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def _read_state(path: Path) -> JSONObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -78,7 +78,7 @@ def _read_state(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_state(path: Path, state: dict[str, Any]) -> None:
+def _write_state(path: Path, state: JSONObject) -> None:
     """Mode 0600 from the start, replaced atomically; a failure only costs a resend."""
     temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
@@ -103,7 +103,7 @@ class Window:
         return max(0.0, 100.0 - self.used)
 
 
-def _window(data: Any) -> Window | None:
+def _window(data: JSONValue) -> Window | None:
     if not isinstance(data, dict):
         return None
     used, resets = data.get("used_percentage"), data.get("resets_at")
@@ -124,7 +124,7 @@ def pace_words(week: Window, now: float) -> str:
     return f"{abs(pace):.0f} ahead" if pace > 0 else f"{abs(pace):.0f} behind"
 
 
-def status_text(name: str, data: dict[str, Any], now: float) -> str:
+def status_text(name: str, data: JSONObject, now: float) -> str:
     raw_limits = data.get("rate_limits")
     limits = raw_limits if isinstance(raw_limits, dict) else {}
     five, week = _window(limits.get("five_hour")), _window(limits.get("seven_day"))
@@ -135,12 +135,13 @@ def status_text(name: str, data: dict[str, Any], now: float) -> str:
         parts.append(f"week {week.left:.0f}% left ({pace_words(week, now)})")
     if len(parts) == 1:
         model = data.get("model")
-        if isinstance(model, dict) and isinstance(model.get("display_name"), str):
-            parts.append(model["display_name"][:40])
+        display = model.get("display_name") if isinstance(model, dict) else None
+        if isinstance(display, str):
+            parts.append(display[:40])
     return " · ".join(parts)
 
 
-def _find_email(data: Any) -> str | None:
+def _find_email(data: JSONValue) -> str | None:
     if isinstance(data, dict):
         for key in ("email", "emailAddress", "email_address"):
             value = data.get(key)
@@ -194,7 +195,7 @@ def statusline(raw_config: str | None, stdin: str, now: float | None = None) -> 
     return line
 
 
-def _report_usage(config: AgentConfig, data: dict[str, Any], now: float) -> None:
+def _report_usage(config: AgentConfig, data: JSONObject, now: float) -> None:
     limits = data.get("rate_limits")
     if not isinstance(limits, dict):
         return
@@ -203,22 +204,27 @@ def _report_usage(config: AgentConfig, data: dict[str, Any], now: float) -> None
         return
     path = _state_path(config)
     state = _read_state(path)
-    if now - float(state.get("email_checked_at") or 0) >= EMAIL_SECONDS:
+    if now - _seconds(state.get("email_checked_at")) >= EMAIL_SECONDS:
         state["email"] = claude_account_email()
         state["email_checked_at"] = now
         _write_state(path, state)
-    reading: dict[str, Any] = {
+    reading: JSONObject = {
         "five_hour": {"used_percentage": five.used, "resets_at": five.resets_at},
         "seven_day": {"used_percentage": week.used, "resets_at": week.resets_at},
     }
     if state.get("email"):
         reading["account_email"] = state["email"]
-    due = reading != state.get("sent") or now - float(state.get("sent_at") or 0) >= RESEND_SECONDS
+    due = reading != state.get("sent") or now - _seconds(state.get("sent_at")) >= RESEND_SECONDS
     if not due:
         return
     if _send(config, "PUT", "usage", reading, NETWORK_TIMEOUT) == 200:
         state["sent"], state["sent_at"] = reading, now
         _write_state(path, state)
+
+
+def _seconds(value: JSONValue) -> float:
+    """A time this module wrote into its state file; 0 (long ago) if it is missing."""
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 # ---------------------------------------------------------------- transcripts
@@ -232,7 +238,7 @@ class DayTotals:
     cache_creation_tokens: int = 0
 
 
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
+def _lines(path: Path) -> Iterator[JSONObject]:
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for raw in handle:
@@ -255,7 +261,7 @@ def transcript_files(transcript: Path, session_id: str) -> list[Path]:
     return files
 
 
-def _count(value: Any) -> int:
+def _count(value: JSONValue) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
@@ -265,7 +271,7 @@ def token_days(files: Iterable[Path]) -> dict[str, DayTotals]:
     A response spans several transcript lines that repeat its usage; the last line of an id
     wins, on the day its first line was written.
     """
-    usage_of: dict[str, dict[str, Any]] = {}
+    usage_of: dict[str, JSONObject] = {}
     day_of: dict[str, str] = {}
     anonymous = 0
     for path in files:
@@ -302,7 +308,7 @@ def token_days(files: Iterable[Path]) -> dict[str, DayTotals]:
     return totals
 
 
-def tokens_body(session_id: str, totals: dict[str, DayTotals]) -> dict[str, Any]:
+def tokens_body(session_id: str, totals: dict[str, DayTotals]) -> JSONObject:
     return {
         "days": [
             {
@@ -318,7 +324,7 @@ def tokens_body(session_id: str, totals: dict[str, DayTotals]) -> dict[str, Any]
     }
 
 
-def _session_id(raw: Any, transcript: Path | None) -> str:
+def _session_id(raw: JSONValue, transcript: Path | None) -> str:
     value = raw if isinstance(raw, str) and raw else (transcript.stem if transcript else "")
     return "".join(c for c in value if c.isalnum() or c in "._:-")[:100]
 

@@ -18,13 +18,13 @@ from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from board import alert_mail, alerts, refresh
-from board.vapid import broker_vapid
+from board.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
 from lobbies.actions.restore import access_closed
@@ -124,7 +124,7 @@ def _tick_and_close() -> TickResult:
     return tick()
 
 
-async def _listen_for_wakes(layer: Any, channel: str, woken: asyncio.Event) -> None:
+async def _listen_for_wakes(layer: BaseChannelLayer, channel: str, woken: asyncio.Event) -> None:
     """Turn commit wakes from any process into an in-process event.
 
     The receive is never cancelled (channel layers handle a cancelled receive poorly), and
@@ -208,7 +208,7 @@ class AlertWork:
 
     pushes: list[alerts.Push] = field(default_factory=list)
     mails: list[alert_mail.WaitingMail] = field(default_factory=list)
-    vapid: Any = None
+    vapid: Vapid02 | None = None
 
 
 def _find_alert_work() -> AlertWork:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
+from lobbies.jsonvalue import JSONObject
 from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, json_for_terminal, load_json
 
 # Every field of an answer is another party's text (a peer's message and name, an operator's
@@ -79,9 +80,9 @@ def _read_content(raw: str, stdin: TextIO) -> str:
     return stdin.read() if raw == "-" else raw
 
 
-def send_arguments(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
+def send_arguments(args: argparse.Namespace, stdin: TextIO) -> JSONObject:
     """send_message's arguments: only what was given, so the broker applies its own defaults."""
-    arguments: dict[str, Any] = {
+    arguments: JSONObject = {
         "to": args.to,
         "content": _read_content(args.content, stdin),
         "client_request_id": args.request_id,
@@ -103,8 +104,8 @@ def send_arguments(args: argparse.Namespace, stdin: TextIO) -> dict[str, Any]:
     return arguments
 
 
-def _page_arguments(args: argparse.Namespace, view: str) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"view": view}
+def _page_arguments(args: argparse.Namespace, view: str) -> JSONObject:
+    arguments: JSONObject = {"view": view}
     for key in ("query", "limit", "cursor"):
         value = getattr(args, key, None)
         if value is not None:
@@ -112,7 +113,7 @@ def _page_arguments(args: argparse.Namespace, view: str) -> dict[str, Any]:
     return arguments
 
 
-def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, dict[str, Any]]:
+def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, JSONObject]:
     """The tool and its arguments for one `msg` subcommand."""
     command = args.msg_command
     if command == "send":
@@ -243,7 +244,7 @@ def render_failure(outcome: Outcome, code: int, request_id: str | None) -> str:
     return f"outcome unknown ({what}{message}): {may}{retry}"
 
 
-def failure_json(outcome: Outcome, code: int) -> dict[str, Any]:
+def failure_json(outcome: Outcome, code: int) -> JSONObject:
     error = dict(outcome.error) or {"code": outcome.code, "message": outcome.message}
     return {
         "outcome": "refused" if code == EXIT_REFUSED else "unknown",
@@ -257,7 +258,7 @@ def failure_json(outcome: Outcome, code: int) -> dict[str, Any]:
 
 
 async def _call(
-    url: str, token: str, tool: str, arguments: dict[str, Any], files: list[LocalFile]
+    url: str, token: str, tool: str, arguments: JSONObject, files: list[LocalFile]
 ) -> Outcome | types.CallToolResult:
     """One tool call; with files, the bridge's own describe, upload-what-is-missing, repeat."""
     # No runtime headers: a shell command is no bound runtime, as a tool call without a stream.
@@ -326,7 +327,7 @@ def run(
     return code
 
 
-def _fields(raw: str) -> dict[str, Any]:
+def _fields(raw: str) -> JSONObject:
     try:
         value = load_json(raw, MAX_JSON_DEPTH, "--fields")
     except JsonTooDeep as error:

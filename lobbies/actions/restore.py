@@ -11,10 +11,11 @@ lobbies/actions/restore_commands.py, which builds on this module.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from lobbies.answers import Restored
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, BrokerState, DeliveryState, UncertainWork
+from lobbies.operator_answers import BrokerState as StateEntry
 from lobbies.wire import iso
 
 # This process's last reading: True once the store was seen open. A store only enters restore
@@ -55,7 +56,7 @@ def check_open() -> None:
         )
 
 
-def state_entry() -> dict[str, Any]:
+def state_entry() -> StateEntry:
     """What health and status show about this store's history."""
     state = broker_state()
     return {
@@ -81,7 +82,7 @@ def uncertain_message_ids(agent_pk: int) -> list[int]:
     )
 
 
-def restore_entry(agent: Agent) -> dict[str, Any] | None:
+def restore_entry(agent: Agent) -> Restored | None:
     """get_context's account of a restore this session has not yet confirmed (ready)."""
     if not UncertainWork.objects.filter(agent=agent).exists():
         return None

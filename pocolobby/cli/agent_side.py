@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from pocolobby.cli.common import CliError
+from pocolobby.cli.common import CliError, Subparsers
 
 
 def bridge_cmd(args: argparse.Namespace) -> int:
@@ -67,7 +66,7 @@ def tokens_cmd(args: argparse.Namespace) -> int:
     return send_tokens(args.config, args.transcripts)
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """`bridge`, `connect`, `statusline`, `hook` and `tokens`."""
     _bridge_parser(sub)
     _connect_parser(sub)
@@ -76,7 +75,7 @@ def add_parsers(sub: Any) -> None:
     _tokens_parser(sub)
 
 
-def _bridge_parser(sub: Any) -> None:
+def _bridge_parser(sub: Subparsers) -> None:
     p = sub.add_parser("bridge", help="the MCP stdio server an agent session runs")
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument(
@@ -122,7 +121,7 @@ def _bridge_parser(sub: Any) -> None:
     p.set_defaults(func=bridge_cmd)
 
 
-def _connect_parser(sub: Any) -> None:
+def _connect_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "connect",
         help="write the host's MCP entry (.mcp.json, Codex's config.toml or Gemini's "
@@ -147,19 +146,19 @@ def _connect_parser(sub: Any) -> None:
     p.set_defaults(func=connect_cmd)
 
 
-def _statusline_parser(sub: Any) -> None:
+def _statusline_parser(sub: Subparsers) -> None:
     p = sub.add_parser("statusline", help="Claude Code status line: plan usage to the broker")
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.set_defaults(func=statusline_cmd)
 
 
-def _hook_parser(sub: Any) -> None:
+def _hook_parser(sub: Subparsers) -> None:
     p = sub.add_parser("hook", help="Claude Code UserPromptSubmit/Stop hook: turns and tokens")
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.set_defaults(func=hook_cmd)
 
 
-def _tokens_parser(sub: Any) -> None:
+def _tokens_parser(sub: Subparsers) -> None:
     p = sub.add_parser("tokens", help="send a session transcript's token counts by hand")
     p.add_argument("--config", help="the agent's configuration file (or $POCOLOBBY_CONFIG)")
     p.add_argument("transcripts", nargs="+", help="session transcript .jsonl files")

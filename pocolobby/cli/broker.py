@@ -11,7 +11,14 @@ import sys
 from typing import Any
 
 from pocolobby import config, store_lock
-from pocolobby.cli.common import CliError, StoreRefused, lock_store, release_store, setup_django
+from pocolobby.cli.common import (
+    CliError,
+    StoreRefused,
+    Subparsers,
+    lock_store,
+    release_store,
+    setup_django,
+)
 
 # How long a starting `serve` on PostgreSQL waits for another one checking the schema.
 SHARE_WAIT_SECONDS = 30.0
@@ -186,7 +193,7 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """`serve` and `init`."""
     p = sub.add_parser("serve", help="run the broker")
     p.add_argument("--host", default="127.0.0.1")

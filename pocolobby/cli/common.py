@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 from pocolobby import store_lock
 
@@ -23,6 +23,10 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+# What `add_subparsers` answers on a Parser: each command module adds its commands to it.
+Subparsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
 class StoreRefused(CliError):

@@ -6,11 +6,17 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from pocolobby import config
 from pocolobby.cli.admin_client import broker_url, call
-from pocolobby.cli.common import CliError, StoreRefused, lock_store, release_store, setup_django
+from pocolobby.cli.common import (
+    CliError,
+    StoreRefused,
+    Subparsers,
+    lock_store,
+    release_store,
+    setup_django,
+)
 
 
 def backup_cmd(args: argparse.Namespace) -> int:
@@ -117,7 +123,7 @@ def manage_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """`backup`, `restore` and `manage`."""
     p = sub.add_parser("backup", help="a checked, consistent copy of the store while it serves")
     p.add_argument("--to", help="directory for backups (default <data dir>/backups)")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 from urllib.parse import quote, urlsplit
 
+from lobbies.jsonvalue import JSONObject, JSONValue
 from lobbies.wire import for_terminal as shown
 from pocolobby import config
 from pocolobby.cli.admin_client import (
@@ -19,6 +19,7 @@ from pocolobby.cli.admin_client import (
     segment,
     table,
 )
+from pocolobby.cli.common import Subparsers
 
 
 def lobby_cmd(args: argparse.Namespace) -> int:
@@ -156,17 +157,18 @@ def _duration(seconds: int | None) -> str:
     return f"{seconds // 86400}d"
 
 
-def _yes(value: Any) -> str:
+def _yes(value: JSONValue) -> str:
     return "yes" if value else "no"
 
 
-def _narrow(agent: dict[str, Any]) -> dict[str, str]:
+def _narrow(agent: JSONObject) -> dict[str, str]:
     """One agent's row of the default view; held counts held messages and says when the
     agent's notices are held too."""
     name = str(agent["agent_id"])
     if len(name) > AGENT_CHARS:
         name = name[: AGENT_CHARS - 1] + "…"
     held = str(agent.get("held") or 0)
+    idle = agent.get("idle_seconds")
     if agent.get("notices_held"):
         held += "+notices"
     return {
@@ -176,7 +178,7 @@ def _narrow(agent: dict[str, Any]) -> dict[str, str]:
         "pending": str(agent.get("pending") or 0),
         "imp": str(agent.get("important") or 0),
         "held": held,
-        "idle": _duration(agent.get("idle_seconds")),
+        "idle": _duration(idle if isinstance(idle, int) else None),
         "attn": "YES" if agent.get("notification_attention_required") else "-",
         "via": str(agent.get("transport") or "-"),
     }
@@ -281,7 +283,7 @@ def settings_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: Subparsers) -> None:
     """`lobby`, `agent`, `account`, `attachments`, `status` and `settings`."""
     _lobby_parser(sub)
     _agent_parser(sub)
@@ -291,7 +293,7 @@ def add_parsers(sub: Any) -> None:
     _settings_parser(sub)
 
 
-def _lobby_parser(sub: Any) -> None:
+def _lobby_parser(sub: Subparsers) -> None:
     p = sub.add_parser("lobby", help="create, list or delete lobbies")
     lsub = p.add_subparsers(dest="lobby_command", required=True)
     lsub.add_parser("create").add_argument("name")
@@ -307,7 +309,7 @@ def _lobby_parser(sub: Any) -> None:
     p.set_defaults(func=lobby_cmd)
 
 
-def _agent_parser(sub: Any) -> None:
+def _agent_parser(sub: Subparsers) -> None:
     p = sub.add_parser("agent", help="provision and manage agents")
     asub = p.add_subparsers(dest="agent_command", required=True)
     add = asub.add_parser("add", help="admit an agent and write its configuration file")
@@ -351,7 +353,7 @@ def _agent_parser(sub: Any) -> None:
     p.set_defaults(func=agent_cmd)
 
 
-def _account_parser(sub: Any) -> None:
+def _account_parser(sub: Subparsers) -> None:
     p = sub.add_parser("account", help="a hosted broker's accounts: who may sign in, and as what")
     acsub = p.add_subparsers(dest="account_command", required=True)
     aset = acsub.add_parser(
@@ -370,14 +372,14 @@ def _account_parser(sub: Any) -> None:
     p.set_defaults(func=account_cmd)
 
 
-def _attachments_parser(sub: Any) -> None:
+def _attachments_parser(sub: Subparsers) -> None:
     p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
     p.add_argument("lobby")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=attachments_cmd)
 
 
-def _status_parser(sub: Any) -> None:
+def _status_parser(sub: Subparsers) -> None:
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
     p.add_argument("lobby", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -387,7 +389,7 @@ def _status_parser(sub: Any) -> None:
     p.set_defaults(func=status_cmd)
 
 
-def _settings_parser(sub: Any) -> None:
+def _settings_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "settings", help="print a one-minute link to this broker's dashboards and settings"
     )

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from lobbies import push, selectors
+from lobbies import agent_selectors, push
 from lobbies.actions.continuity import set_role
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import AuditEvent, Checkpoint, ReceiptEvent
@@ -221,7 +221,7 @@ def test_ready_records_the_revision_the_session_loaded(backend):
     assert context["runtime"]["loaded_checkpoint_revision"] is None  # not ready yet
     second.ok("ready", nonce=second.nonce, checkpoint_revision=1)
     assert second.ok("get_context")["runtime"]["loaded_checkpoint_revision"] == 1
-    (entry,) = selectors.status("my-team")["lobbies"][0]["agents"][:1]
+    (entry,) = agent_selectors.status("my-team")["lobbies"][0]["agents"][:1]
     assert (entry["agent_id"], entry["loaded_checkpoint_revision"]) == ("backend", 1)
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from lobbies import presence
 from lobbies.actions.runtime import DeliveryReport, report_delivery
+from lobbies.agent_selectors import status
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, Connection
-from lobbies.selectors import status
 from tests.conftest import AgentClient
 
 

@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.test import Client
 from django.utils import timezone
 
-from lobbies import selectors
+from lobbies import agent_selectors
 from lobbies.actions import operator
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller, release_runtime
@@ -96,7 +96,7 @@ def _first_ask_earlier(agent: AgentClient, seconds: float) -> None:
 
 
 def _status_entry(agent_id: str) -> dict[str, Any]:
-    (lobby,) = selectors.status("my-team")["lobbies"]
+    (lobby,) = agent_selectors.status("my-team")["lobbies"]
     return next(a for a in lobby["agents"] if a["agent_id"] == agent_id)
 
 

@@ -119,6 +119,6 @@ def test_activity_is_the_latest_of_sent_received_and_acknowledged_with_idle_seco
 
 
 def operator_status() -> list[dict]:
-    from lobbies import selectors
+    from lobbies import agent_selectors
 
-    return selectors.status("my-team")["lobbies"]
+    return agent_selectors.status("my-team")["lobbies"]

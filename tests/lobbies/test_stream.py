@@ -16,11 +16,11 @@ from lobbies.actions import operator
 from lobbies.actions.messages import send_message
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
+from lobbies.agent_selectors import list_agents
 from lobbies.consumers import BATCH_MAX, Batches
 from lobbies.errors import BrokerError
 from lobbies.models import AuditEvent, BrokerProcess, Connection, Delivery, Message, Notice
 from lobbies.schemas import SendMessage
-from lobbies.selectors import list_agents
 from lobbies.wire import MAX_PUSH_CONTENT_BYTES
 from pocolobby.bridge import link
 from pocolobby.config import Bounds

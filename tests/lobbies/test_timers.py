@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from lobbies import timers
 from lobbies.actions.messages import send_message
+from lobbies.agent_selectors import list_agents
 from lobbies.models import Agent, SeenReceipt
 from lobbies.schemas import SendMessage
-from lobbies.selectors import list_agents
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, run_tick, sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
