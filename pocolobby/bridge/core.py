@@ -16,6 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
+from lobbies.wire import WelcomeFrame
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide
@@ -63,20 +64,17 @@ class Bridge(Notices):
         self.state = "starting"
         return True
 
-    def on_welcome(self, frame: dict[str, Any]) -> None:
-        generation = frame.get("generation")
-        if not isinstance(generation, int):
-            log.warning("the broker's welcome has no generation; ignoring it")
-            return
+    def on_welcome(self, frame: WelcomeFrame) -> None:
+        generation = frame["generation"]
         if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
             log.info("admitted: this conversation now holds the agent")
             self.spawn(self._tools_work_now())
-        if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
+        if frame["runtime_id"] not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation
         self.welcomed = True
-        self.agent_id = str(frame.get("agent_id") or self.agent_id)
-        self.lobby_id = str(frame.get("lobby_id") or self.lobby_id)
+        self.agent_id = frame["agent_id"] or self.agent_id
+        self.lobby_id = frame["lobby_id"] or self.lobby_id
         self.state = "connected"
         self.last_error = None
         self.linked.set()
@@ -87,7 +85,7 @@ class Bridge(Notices):
             self.lobby_id,
             self.agent_id,
             generation,
-            " (new process: bootstrap follows)" if frame.get("bootstrap") else "",
+            " (new process: bootstrap follows)" if frame["bootstrap"] else "",
         )
         self.request_catalog()
 
@@ -127,12 +125,8 @@ class Bridge(Notices):
             await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
         await self.announce_list_change()
 
-    def catalog_announced(self, revision: Any) -> None:
-        if (
-            not isinstance(revision, str)
-            or self.catalog is None
-            or (revision != self.catalog.revision)
-        ):
+    def catalog_announced(self, revision: str) -> None:
+        if self.catalog is None or revision != self.catalog.revision:
             self.request_catalog()
 
     # ------------------------------------------------------------ tool calls

@@ -19,6 +19,8 @@ from lobbies.wire import (
     PARSE_DEPTH,
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
+    DeliveryFrame,
+    NoticeFrame,
     load_json,
 )
 from pocolobby.bridge import attachments
@@ -66,15 +68,15 @@ class Notice:
     meta: dict[str, str]
 
     @classmethod
-    def parse(cls, notice_id: str, frame: dict[str, Any]) -> Notice | None:
-        """The notice, or None when it has no content to write."""
-        content = frame.get("content")
-        if not isinstance(content, str):
-            return None
-        raw_ids = frame.get("message_ids")
-        ids = [i for i in raw_ids if isinstance(i, int)] if isinstance(raw_ids, list) else []
-        kind = str(frame.get("notice_kind"))
-        return cls(notice_id, kind, content, ids, clean_meta(frame.get("meta")))
+    def of(cls, frame: NoticeFrame) -> Notice:
+        """The notice of a parsed frame (lobbies.wire.parse_notice), its meta fit for a channel."""
+        return cls(
+            frame["notice_id"],
+            frame["notice_kind"],
+            frame["content"],
+            frame["message_ids"],
+            clean_meta(frame["meta"]),
+        )
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -94,17 +96,11 @@ class Notice:
 class Notices(Listing):
     """Pushes to the host, on top of the catalog and the tool list."""
 
-    async def on_notice(self, frame: dict[str, Any], send: SendFrame) -> None:
+    async def on_notice(self, frame: NoticeFrame, send: SendFrame) -> None:
         """Receipt, filter, write to the host, and confirm the write to the broker."""
-        notice_id = frame.get("notice_id")
-        if not isinstance(notice_id, str):
-            log.warning("ignored a notice without a notice_id")
-            return
+        notice_id = frame["notice_id"]
         await send({"type": FRAME_RECEIVED, "notice_id": notice_id})
-        notice = Notice.parse(notice_id, frame)
-        if notice is None:
-            log.warning("ignored notice %s without content", notice_id)
-            return
+        notice = Notice.of(frame)
         if self._already_answered(notice):
             return
         if self.pane_problem is not None:
@@ -209,7 +205,7 @@ class Notices(Listing):
         except Exception as exc:  # the socket closed: the broker re-pushes; typed twice is fine
             log.warning("notice %s typed but not confirmed: %s", notice_id, exc)
 
-    def delivery_frame(self, attention: bool = False) -> dict[str, Any]:
+    def delivery_frame(self, attention: bool = False) -> DeliveryFrame:
         """This process's delivery facts for the broker (see lobbies.wire.FRAME_DELIVERY)."""
         if not self.tmux_delivery:
             return {"type": FRAME_DELIVERY, "transport": TRANSPORT_CHANNEL, "held": False}

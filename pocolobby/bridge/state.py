@@ -13,7 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX
+from lobbies.wire import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX, BridgeFrame
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.catalog import Catalog
@@ -24,7 +24,7 @@ from pocolobby.bridge.results import Stop, stopped_text
 
 log = logging.getLogger("pocolobby.bridge")
 
-SendFrame = Callable[[dict[str, Any]], Awaitable[None]]
+SendFrame = Callable[[BridgeFrame], Awaitable[None]]
 ToolHandler = Callable[[dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
