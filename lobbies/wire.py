@@ -309,10 +309,10 @@ def check_json_nesting(text: str | bytes, max_depth: int, what: str = "the text"
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]')
 
 
-def scalar_members(line: bytes) -> dict[str, Any]:
+def scalar_members(line: bytes) -> JsonObject:
     """The members of a JSON object's top level whose values are not arrays or objects,
     read without parsing the rest (which may nest too deeply to parse)."""
-    found: dict[str, Any] = {}
+    found: JsonObject = {}
     depth = 0
     key: str | None = None
     value_start: int | None = None
@@ -394,7 +394,7 @@ class DeliveryRow(Protocol):
     def agent_seen_at(self) -> datetime | None: ...
 
 
-def delivery_facts(delivery: DeliveryRow) -> dict[str, Any]:
+def delivery_facts(delivery: DeliveryRow) -> dict[str, str | None]:
     return {
         "delivery_state": delivery.state,
         "held_reason": delivery.held_reason,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from lobbies.wire import (
     FRAME_DELIVERY,
@@ -20,6 +19,7 @@ from lobbies.wire import (
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
     DeliveryFrame,
+    JsonObject,
     NoticeFrame,
     load_json,
 )
@@ -36,7 +36,7 @@ META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
 
 
-def clean_meta(raw: Any) -> dict[str, str]:
+def clean_meta(raw: object) -> dict[str, str]:
     """Channel attributes: identifier keys with string values only; anything else is dropped."""
     if not isinstance(raw, dict):
         return {}
@@ -47,7 +47,7 @@ def clean_meta(raw: Any) -> dict[str, str]:
     }
 
 
-def _payload(content: str) -> dict[str, Any]:
+def _payload(content: str) -> JsonObject:
     """The JSON object after a notice's headline, or {} when there is none."""
     _, _, rest = content.partition("\n")
     try:
@@ -79,7 +79,7 @@ class Notice:
         )
 
     @property
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         return _payload(self.content)
 
     @property
@@ -137,7 +137,7 @@ class Notices(Listing):
         text = notice.content if note is None else f"{notice.content}\n\n{note}"
         if notice.kind == "messages" and (named := attachments.attachments_note(notice.payload)):
             text = f"{text}\n\n{named}"
-        params = {"content": text, "meta": notice.meta}
+        params: JsonObject = {"content": text, "meta": {**notice.meta}}
         try:
             await self.host.notify(CHANNEL_METHOD, params)
         except HostGone:
@@ -151,7 +151,7 @@ class Notices(Listing):
             self.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
 
-    def offer_bootstrap_again(self, nonce: str, params: dict[str, Any]) -> None:
+    def offer_bootstrap_again(self, nonce: str, params: JsonObject) -> None:
         """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
         schedule ends, the host leaves, or the broker stops this process)."""
         self.bootstrap_offer = (nonce, params)
@@ -169,7 +169,7 @@ class Notices(Listing):
             or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
         )
 
-    async def _repeat_bootstrap(self, nonce: str, params: dict[str, Any]) -> None:
+    async def _repeat_bootstrap(self, nonce: str, params: JsonObject) -> None:
         calls = self._context_calls
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)
