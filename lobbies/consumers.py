@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -34,7 +34,16 @@ from lobbies.actions.runtime import (
 from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
-from lobbies.events import agent_group
+from lobbies.events import (
+    BootstrapMessage,
+    CatalogMessage,
+    CloseMessage,
+    HintMessage,
+    ReceiptsMessage,
+    SupersededMessage,
+    WakeMessage,
+    agent_group,
+)
 from lobbies.hosts import HostRefused, site_for
 from lobbies.models import Agent
 from lobbies.tokens import agent_for_token
@@ -50,21 +59,32 @@ from lobbies.wire import (
     FRAME_RECEIVED,
     FRAME_RELEASE,
     FRAME_WELCOME,
+    BrokerFrame,
+    CatalogFrame,
+    ErrorFrame,
+    HeartbeatFrame,
     JsonTooDeep,
+    NoticeFrame,
+    WelcomeFrame,
     load_json,
 )
 
 log = logging.getLogger("pocolobby.stream")
+Arguments = ParamSpec("Arguments")
+Result = TypeVar("Result")
 
 
-def on_worker(fn: Any) -> Any:
+def on_worker(
+    fn: Callable[Arguments, Result],
+) -> Callable[Arguments, Awaitable[Result]]:
     """Database work of a socket on the loop's default executor, not Django's sync thread.
 
     Each socket keeps its own order (its push lock). On PostgreSQL that executor is a pool;
     on SQLite `pocolobby serve` gives it one thread for all of the process's database work
     (pocolobby/server.py), so its connection's page cache stays valid.
     """
-    return database_sync_to_async(fn, thread_sensitive=False)
+    wrapped = database_sync_to_async(fn, thread_sensitive=False)  # channels is untyped
+    return cast(Callable[Arguments, Awaitable[Result]], wrapped)
 
 
 MAX_FRAME_BYTES = 16 * 1024
@@ -195,7 +215,7 @@ async def _on_the_store(
     return answer
 
 
-async def next_push(agent_pk: int, generation: int) -> push.Frame | push.Deferred | None:
+async def next_push(agent_pk: int, generation: int) -> NoticeFrame | push.Deferred | None:
     """The socket's next push; a broadcast's pushes share one commit on the embedded store."""
     return await _on_the_store(PUSHES, push.push_frame, (agent_pk, generation))
 
@@ -270,27 +290,33 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 "connection": self.connection_pk,
             },
         )
-        await self._send_frame(
-            {
-                "type": FRAME_WELCOME,
-                "event_version": EVENT_VERSION,
-                "agent_id": agent.agent_id,
-                "lobby_id": agent.lobby.name,
-                "runtime_id": agent.runtime_id,
-                "generation": self.generation,
-                "bootstrap": self.claim.started,
-            }
-        )
+        welcome: WelcomeFrame = {
+            "type": FRAME_WELCOME,
+            "event_version": EVENT_VERSION,
+            "agent_id": agent.agent_id,
+            "lobby_id": agent.lobby.name,
+            "runtime_id": agent.runtime_id,
+            "generation": self.generation,
+            "bootstrap": self.claim.started,
+        }
+        await self._send_frame(welcome)
         if self.claim.started:
-            await self._send_built(push.bootstrap_frame, self.agent_pk, self.generation)
+            await self._send_built(lambda: push.bootstrap_frame(self.agent_pk, self.generation))
         else:
             await reconnect_pushes(self.agent_pk, self.generation)
         await self._push()
 
     async def _refuse(self, error: BrokerError) -> None:
-        await self._send_frame(
-            {"type": FRAME_ERROR, "status": error.status, **error.as_json()["error"]}
-        )
+        refusal: ErrorFrame = {
+            "type": FRAME_ERROR,
+            "status": error.status,
+            "code": error.code,
+            "message": error.message,
+        }
+        if error.extra:  # a refusal's extra facts follow its message, as in an HTTP answer
+            await self.send(text_data=json.dumps({**refusal, **error.extra}, ensure_ascii=False))
+        else:
+            await self._send_frame(refusal)
         await self.close(code=4000 + error.status)
 
     async def disconnect(self, code: int) -> None:
@@ -344,7 +370,8 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         kind = frame["type"]
         if kind == FRAME_HEARTBEAT:
             await FACTS.flush()  # a heartbeat's answer means: all you reported is recorded
-            await self._send_frame({"type": FRAME_HEARTBEAT})
+            beat: HeartbeatFrame = {"type": FRAME_HEARTBEAT}
+            await self._send_frame(beat)
         elif kind in (FRAME_RECEIVED, FRAME_HOST_WRITTEN):
             notice_id = frame.get("notice_id")
             if isinstance(notice_id, str) and (
@@ -375,8 +402,8 @@ class BridgeConsumer(AsyncWebsocketConsumer):
 
     # ------------------------------------------------------------ group messages
 
-    async def agent_wake(self, event: dict[str, Any]) -> None:
-        if event.get("priority") == "important":
+    async def agent_wake(self, event: WakeMessage) -> None:
+        if event["priority"] == "important":
             await self._push()
         elif self.flush_task is None or self.flush_task.done():
             self.flush_task = asyncio.create_task(self._push_after_batch_delay())
@@ -385,27 +412,28 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         await asyncio.sleep(settings.BOUNDS.push_batch_ms / 1000)
         await self._push()
 
-    async def agent_hint(self, event: dict[str, Any]) -> None:
-        if event.get("generation") == self.generation:
-            await self._send_built(
-                push.hint_frame, self.agent_pk, self.generation, list(event["message_ids"])
-            )
+    async def agent_hint(self, event: HintMessage) -> None:
+        if event["generation"] == self.generation:
+            ids = list(event["message_ids"])
+            await self._send_built(lambda: push.hint_frame(self.agent_pk, self.generation, ids))
 
-    async def agent_bootstrap(self, event: dict[str, Any]) -> None:
-        if event.get("generation") == self.generation:
-            await self._send_built(push.bootstrap_frame, self.agent_pk, self.generation)
+    async def agent_bootstrap(self, event: BootstrapMessage) -> None:
+        if event["generation"] == self.generation:
+            await self._send_built(lambda: push.bootstrap_frame(self.agent_pk, self.generation))
 
-    async def agent_receipts(self, event: dict[str, Any]) -> None:
-        await self._send_built(push.receipts_frame, self.agent_pk, list(event["receipts"]))
+    async def agent_receipts(self, event: ReceiptsMessage) -> None:
+        receipts = list(event["receipts"])
+        await self._send_built(lambda: push.receipts_frame(self.agent_pk, receipts))
 
-    async def agent_catalog(self, event: dict[str, Any]) -> None:
+    async def agent_catalog(self, event: CatalogMessage) -> None:
         """The agent's tools changed: name the new revision; the bridge reloads the catalog."""
         revision = await on_worker(catalog_revision)(self.agent_pk)
         if revision is not None:
             async with self.push_lock:
-                await self._send_frame({"type": FRAME_CATALOG, "revision": revision})
+                announced: CatalogFrame = {"type": FRAME_CATALOG, "revision": revision}
+                await self._send_frame(announced)
 
-    async def agent_superseded(self, event: dict[str, Any]) -> None:
+    async def agent_superseded(self, event: SupersededMessage) -> None:
         if event.get("connection") == self.connection_pk:
             return
         if event.get("generation", 0) >= self.generation:
@@ -417,7 +445,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 )
             )
 
-    async def agent_close(self, event: dict[str, Any]) -> None:
+    async def agent_close(self, event: CloseMessage) -> None:
         code = str(event.get("code", "revoked"))
         await self._refuse(BrokerError(403, code, str(event.get("reason", "closed by the owner"))))
 
@@ -444,9 +472,9 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         await asyncio.sleep(seconds + 0.05)
         await self._push()
 
-    async def _send_built(self, build: Any, *args: Any) -> None:
+    async def _send_built(self, build: Callable[[], NoticeFrame | None]) -> None:
         async with self.push_lock:
-            frame = await on_worker(build)(*args)
+            frame = await on_worker(build)()
             if frame is not None:
                 await self._send_frame(frame)
 
@@ -455,10 +483,11 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         await self._error(error.code, error.message)
 
     async def _error(self, code: str, message: str) -> None:
-        await self._send_frame({"type": FRAME_ERROR, "code": code, "message": message})
+        answer: ErrorFrame = {"type": FRAME_ERROR, "code": code, "message": message}
+        await self._send_frame(answer)
 
-    async def _send_frame(self, frame: dict[str, Any]) -> None:
-        if frame.get("type") == FRAME_NOTICE:
+    async def _send_frame(self, frame: BrokerFrame) -> None:
+        if frame["type"] == FRAME_NOTICE:
             if len(self.sent_notices) > 5000:  # older ids fall back to a lookup
                 self.sent_notices.clear()
             self.sent_notices.add(frame["notice_id"])

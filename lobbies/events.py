@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 
 import channels.exceptions
 import channels.layers
@@ -19,9 +19,82 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from lobbies.wire import JsonObject
+
 log = logging.getLogger("pocolobby.events")
 
 DISPATCH_GROUP = "pocolobby.dispatch"
+
+
+# The channel-layer messages a bridge's socket handles (lobbies.consumers.BridgeConsumer has
+# one method per `type`, dots as underscores), and the dispatcher's wake (pocolobby.loops).
+class WakeMessage(TypedDict):
+    """New messages wait: `important` skips the batching delay."""
+
+    type: Literal["agent.wake"]
+    priority: str
+
+
+class HintMessage(TypedDict):
+    """Remind the runtime of `generation` of messages it did not confirm writing."""
+
+    type: Literal["agent.hint"]
+    generation: int
+    message_ids: list[int]
+
+
+class BootstrapMessage(TypedDict):
+    type: Literal["agent.bootstrap"]
+    generation: int
+
+
+class ReceiptsMessage(TypedDict):
+    """Read receipts owed to the sender: each `message_id`, `seen_by`, `seen_at`."""
+
+    type: Literal["agent.receipts"]
+    receipts: list[JsonObject]
+
+
+class CatalogMessage(TypedDict):
+    type: Literal["agent.catalog"]
+
+
+class SupersededMessage(TypedDict):
+    """A newer socket of the agent opened: every other one of `generation` or older closes."""
+
+    type: Literal["agent.superseded"]
+    generation: int
+    connection: int | None
+
+
+class CloseMessage(TypedDict):
+    """An owner action closes the agent's sockets (revoked, disabled, reset)."""
+
+    type: Literal["agent.close"]
+    code: str
+    reason: str
+
+
+class DispatchWake(TypedDict):
+    type: Literal["dispatch.wake"]
+
+
+ChannelMessage: TypeAlias = (
+    WakeMessage
+    | HintMessage
+    | BootstrapMessage
+    | ReceiptsMessage
+    | CatalogMessage
+    | SupersededMessage
+    | CloseMessage
+    | DispatchWake
+)
+
+
+class ChannelLayer(Protocol):
+    """What this module uses of a channels layer (channels is untyped)."""
+
+    async def group_send(self, group: str, message: ChannelMessage) -> None: ...
 
 
 def agent_group(agent_pk: int) -> str:
@@ -33,7 +106,7 @@ def agent_group(agent_pk: int) -> str:
 SERVER_LOOP: dict[str, asyncio.AbstractEventLoop] = {}
 
 
-def _log_failure(future: asyncio.Future[Any]) -> None:
+def _log_failure(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("could not publish a wake", exc_info=future.exception())
 
@@ -48,10 +121,16 @@ class Outbox:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pending: dict[asyncio.AbstractEventLoop, list[tuple[Any, str, dict[str, Any]]]] = {}
+        self.pending: dict[
+            asyncio.AbstractEventLoop, list[tuple[ChannelLayer, str, ChannelMessage]]
+        ] = {}
 
     def hand(
-        self, loop: asyncio.AbstractEventLoop, layer: Any, group: str, message: dict[str, Any]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        layer: ChannelLayer,
+        group: str,
+        message: ChannelMessage,
     ) -> None:
         with self.lock:
             waiting = self.pending.setdefault(loop, [])
@@ -75,8 +154,8 @@ class Outbox:
 OUTBOX = Outbox()
 
 
-def publish(group: str, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
+def publish(group: str, message: ChannelMessage) -> None:
+    layer: ChannelLayer | None = get_channel_layer()
     if layer is None:
         return
     loop = SERVER_LOOP.get("loop")
@@ -91,10 +170,10 @@ def publish(group: str, message: dict[str, Any]) -> None:
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:  # a lost wake is recovered by the dispatcher's tick, never by the sender
-        log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
+        log.warning("could not publish %s to %s", message["type"], group, exc_info=True)
 
 
-def on_commit_publish(messages: Iterable[tuple[str, dict[str, Any]]]) -> None:
+def on_commit_publish(messages: Iterable[tuple[str, ChannelMessage]]) -> None:
     pending = list(messages)
 
     def send() -> None:

@@ -20,9 +20,7 @@ from lobbies.actions import restore
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.models import Agent, Delivery, DeliveryState, Notice, NoticeKind, Priority
 from lobbies.queries import Recipient
-from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, iso
-
-Frame = dict[str, Any]
+from lobbies.wire import EVENT_VERSION, FRAME_NOTICE, NoticeFrame, iso
 
 NOTICE_WINDOW = timedelta(minutes=1)
 # The most messages one notice carries; the rest go in the next one.
@@ -37,6 +35,10 @@ class Deferred:
     seconds: float
 
 
+# One socket's answer in a batch of pushes: a notice, a deferral, its failure, or nothing due.
+PushAnswer = NoticeFrame | Deferred | Exception | None
+
+
 def _notice(
     agent: Agent | Recipient,
     kind: NoticeKind,
@@ -45,7 +47,7 @@ def _notice(
     *,
     now: datetime,
     count: int | None = None,
-) -> Frame:
+) -> NoticeFrame:
     row = _notice_row(agent, kind, message_ids, now)
     store.insert(Notice, row)
     return _notice_frame(row, shown, count)
@@ -67,8 +69,8 @@ def _notice_row(
 
 def _notice_frame(
     row: dict[str, Any], shown: presentation.Presentation, count: int | None = None
-) -> Frame:
-    message_ids = row["message_ids"]
+) -> NoticeFrame:
+    message_ids: list[int] = row["message_ids"]
     return {
         "type": FRAME_NOTICE,
         "event_version": EVENT_VERSION,
@@ -105,7 +107,7 @@ def _schedule_retry(agent: Agent | Recipient, now: datetime) -> None:
         queries.schedule_first_retry([agent.pk], agent.notify_next_at)
 
 
-def bootstrap_frame(agent_pk: int, generation: int) -> Frame | None:
+def bootstrap_frame(agent_pk: int, generation: int) -> NoticeFrame | None:
     """A new runtime's bootstrap: the nonce, and everything that waited as one backlog notice."""
     with transaction.atomic():
         agent = _current(agent_pk, generation, resting_too=True)
@@ -153,7 +155,7 @@ def _waiting(agent_pk: int, generation: int) -> bool:
     return bool(queries.pushable_copies([(agent_pk, generation)], [0], limit=1))
 
 
-def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
+def push_frame(agent_pk: int, generation: int) -> NoticeFrame | Deferred | None:
     """New pending messages with their bodies, important first; None when nothing is due,
     Deferred when the agent's notices of the last minute reached the cap.
 
@@ -162,7 +164,7 @@ def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
     """
     if not _waiting(agent_pk, generation):
         return None
-    answers: list[Frame | Deferred | Exception | None] = [None]
+    answers: list[PushAnswer] = [None]
     with transaction.atomic():
         _record_pushes([(agent_pk, generation)], [0], answers)
     answer = answers[0]
@@ -170,7 +172,7 @@ def push_frame(agent_pk: int, generation: int) -> Frame | Deferred | None:
     return answer
 
 
-def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exception | None]:
+def push_frames(asks: list[tuple[int, int]]) -> list[PushAnswer]:
     """`push_frame` for the sockets that ask together (a broadcast wakes them all at once),
     recorded in one write transaction: one commit, one fsync, instead of one per recipient.
 
@@ -185,7 +187,7 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
     connection; on PostgreSQL each socket's push commits on its own pool thread
     (consumers.BridgeConsumer).
     """
-    answers: list[Frame | Deferred | Exception | None] = [None] * len(asks)
+    answers: list[PushAnswer] = [None] * len(asks)
     due = sorted(queries.pushable_copies(asks, list(range(len(asks))), limit=1))
     if not due:
         return answers
@@ -205,9 +207,7 @@ def push_frames(asks: list[tuple[int, int]]) -> list[Frame | Deferred | Exceptio
     return answers
 
 
-def _record_pushes(
-    asks: list[tuple[int, int]], due: list[int], answers: list[Frame | Deferred | Exception | None]
-) -> None:
+def _record_pushes(asks: list[tuple[int, int]], due: list[int], answers: list[PushAnswer]) -> None:
     """The pushes of `push_frames`, set-based, inside its write transaction."""
     now = timezone.now()
     recipients, pushing = _pushable_asks(asks, due, answers, now)
@@ -248,7 +248,7 @@ def _record_pushes(
 def _pushable_asks(
     asks: list[tuple[int, int]],
     due: list[int],
-    answers: list[Frame | Deferred | Exception | None],
+    answers: list[PushAnswer],
     now: datetime,
 ) -> tuple[dict[int, Recipient], list[int]]:
     """The asks that may be pushed now (each one's agent current, enabled, not resting, its
@@ -287,7 +287,7 @@ def _mark_pushed(
         queries.mark_pushed(generation, deliveries, now)
 
 
-def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame | None:
+def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> NoticeFrame | None:
     """A coalesced reminder of unacknowledged messages, counted as of now, naming them."""
     with transaction.atomic():
         agent = _current(agent_pk, generation)
@@ -307,7 +307,7 @@ def hint_frame(agent_pk: int, generation: int, message_ids: list[int]) -> Frame 
         return _notice(agent, NoticeKind.HINT, still, shown, now=now)
 
 
-def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> Frame | None:
+def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> NoticeFrame | None:
     with transaction.atomic():
         agent = Agent.objects.select_related("lobby").filter(pk=agent_pk, enabled=True).first()
         if agent is None or agent.runtime_id is None:

@@ -17,11 +17,11 @@ import io
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 import mcp_types as types
 
-from lobbies.wire import MAX_ATTACHMENTS
+from lobbies.wire import MAX_ATTACHMENTS, JsonObject, JsonValue
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
 from pocolobby.bridge.files import (
     IMAGE_LIMIT,
@@ -60,8 +60,9 @@ class BadArguments(ValueError):
 # ------------------------------------------------------------------ sending
 
 
-def parse_paths(raw: Any) -> list[str]:
-    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+def parse_paths(raw: JsonValue) -> list[str]:
+    paths = [p for p in raw if isinstance(p, str)] if isinstance(raw, list) else []
+    if not isinstance(raw, list) or len(paths) != len(raw):
         raise BadArguments(
             "attachments: must be a list of absolute local file paths (strings), like "
             '["/home/you/Pictures/shot.png"]'
@@ -70,7 +71,7 @@ def parse_paths(raw: Any) -> list[str]:
         raise BadArguments(
             f"attachments: at most {MAX_ATTACHMENTS} files per send; this call lists {len(raw)}"
         )
-    return raw
+    return paths
 
 
 def read_all(paths: Sequence[str], places: Places) -> list[LocalFile]:
@@ -87,29 +88,34 @@ def refused_text(name: str, refusal: FileRefused) -> str:
     )
 
 
-Call = Callable[[str, dict[str, Any]], Awaitable[Outcome]]
+Call = Callable[[str, JsonObject], Awaitable[Outcome]]
 
 
 async def send_with_files(
     broker: BrokerClient,
     call: Call,
     name: str,
-    arguments: dict[str, Any],
+    arguments: JsonObject,
     local: list[LocalFile],
 ) -> Outcome | types.CallToolResult:
     """Send descriptions; upload exactly what the broker misses; repeat the request once."""
-    described = {**arguments, "attachments": [f.description() for f in local]}
+    described: JsonObject = {**arguments, "attachments": [f.description() for f in local]}
     outcome = await call(name, described)
     if outcome.code != UPLOAD_REQUIRED:
         return outcome
     by_hash = {f.sha256: f for f in local}
     missing = outcome.error.get("missing")
-    if not isinstance(missing, list) or not all(m in by_hash for m in missing):
+    named = [m for m in missing if isinstance(m, str)] if isinstance(missing, list) else []
+    if (
+        not isinstance(missing, list)
+        or len(named) != len(missing)
+        or not by_hash.keys() >= set(named)
+    ):
         return failure(
             f"Not sent: the broker asked for attachment content this {name} did not describe "
             f"({as_text(missing)}), so the bridge uploaded nothing and nothing was stored."
         )
-    for sha256 in dict.fromkeys(missing):
+    for sha256 in dict.fromkeys(named):
         upload = await _upload(broker, by_hash[sha256])
         if not upload.ok:
             return _upload_failed(name, arguments, by_hash[sha256], upload)
@@ -130,7 +136,7 @@ async def _upload(broker: BrokerClient, local: LocalFile) -> Outcome:
 
 
 def _upload_failed(
-    name: str, arguments: dict[str, Any], local: LocalFile, outcome: Outcome
+    name: str, arguments: JsonObject, local: LocalFile, outcome: Outcome
 ) -> types.CallToolResult:
     if outcome.transport is not None:
         why = f"the connection failed ({outcome.message})"
@@ -160,7 +166,7 @@ class Request:
 _ARGUMENTS = ("attachment_id", "max_chars", "offset", "outline", "save_to", "save_only")
 
 
-def parse_request(arguments: dict[str, Any]) -> Request:
+def parse_request(arguments: JsonObject) -> Request:
     extra = [k for k in arguments if k not in _ARGUMENTS]
     if extra:
         raise BadArguments(
@@ -178,10 +184,11 @@ def parse_request(arguments: dict[str, Any]) -> Request:
     if not _is_int(offset) or offset < 0:
         raise BadArguments("offset: a character offset, 0 or more (next_offset of a part)")
     outline = arguments.get("outline", False)
+    if not isinstance(outline, bool):
+        raise BadArguments("outline: true or false")
     save_only = arguments.get("save_only", False)
-    for key, value in (("outline", outline), ("save_only", save_only)):
-        if not isinstance(value, bool):
-            raise BadArguments(f"{key}: true or false")
+    if not isinstance(save_only, bool):
+        raise BadArguments("save_only: true or false")
     save_to = arguments.get("save_to")
     if save_to is not None and (not isinstance(save_to, str) or not save_to.strip()):
         raise BadArguments("save_to: an absolute folder path")
@@ -190,7 +197,7 @@ def parse_request(arguments: dict[str, Any]) -> Request:
     return Request(attachment_id, max_chars, offset, outline, save_to, save_only)
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
+def _is_int(value: JsonValue) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -216,7 +223,7 @@ async def get_attachment(
         )
     media_type = got.media_type.split(";", 1)[0].strip().lower()
     name = _safe_name(got.name, request.attachment_id)
-    facts: dict[str, Any] = {
+    facts: JsonObject = {
         "attachment_id": request.attachment_id,
         "name": name,
         "media_type": media_type,
@@ -253,14 +260,14 @@ def _safe_name(name: str, attachment_id: int) -> str:
 
 
 def _result(
-    facts: dict[str, Any], *extra: types.TextContent | types.ImageContent
+    facts: JsonObject, *extra: types.TextContent | types.ImageContent
 ) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=as_text(facts)), *extra]
     )
 
 
-def _image(facts: dict[str, Any], data: bytes, media_type: str) -> types.CallToolResult:
+def _image(facts: JsonObject, data: bytes, media_type: str) -> types.CallToolResult:
     fitted = fit_image(data, media_type)
     if fitted is None:
         facts["shown"] = False
@@ -320,7 +327,7 @@ def fit_image(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]] | N
     return None
 
 
-def _document(facts: dict[str, Any], data: bytes, request: Request) -> types.CallToolResult:
+def _document(facts: JsonObject, data: bytes, request: Request) -> types.CallToolResult:
     text = data.decode("utf-8", errors="replace")
     if request.outline:
         headings = outline(text)
@@ -373,7 +380,7 @@ def outline(text: str) -> list[tuple[int, int, str]]:
 # ------------------------------------------------------------------ pushes
 
 
-def attachments_note(payload: dict[str, Any]) -> str | None:
+def attachments_note(payload: JsonObject) -> str | None:
     """One sentence naming each attachment of a push's messages (never their content)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
@@ -405,7 +412,7 @@ def attachments_note(payload: dict[str, Any]) -> str | None:
     )
 
 
-def _size(value: Any) -> str:
+def _size(value: JsonValue) -> str:
     if not _is_int(value):
         return "size unknown"
     size = float(value)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import mcp_types as types
 
+from lobbies.wire import JsonObject, JsonValue, WelcomeFrame
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide
@@ -63,20 +63,17 @@ class Bridge(Notices):
         self.state = "starting"
         return True
 
-    def on_welcome(self, frame: dict[str, Any]) -> None:
-        generation = frame.get("generation")
-        if not isinstance(generation, int):
-            log.warning("the broker's welcome has no generation; ignoring it")
-            return
+    def on_welcome(self, frame: WelcomeFrame) -> None:
+        generation = frame["generation"]
         if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
             log.info("admitted: this conversation now holds the agent")
             self.spawn(self._tools_work_now())
-        if frame.get("runtime_id") not in (None, self.runtime.runtime_id):
+        if frame["runtime_id"] not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation
         self.welcomed = True
-        self.agent_id = str(frame.get("agent_id") or self.agent_id)
-        self.lobby_id = str(frame.get("lobby_id") or self.lobby_id)
+        self.agent_id = frame["agent_id"] or self.agent_id
+        self.lobby_id = frame["lobby_id"] or self.lobby_id
         self.state = "connected"
         self.last_error = None
         self.linked.set()
@@ -87,7 +84,7 @@ class Bridge(Notices):
             self.lobby_id,
             self.agent_id,
             generation,
-            " (new process: bootstrap follows)" if frame.get("bootstrap") else "",
+            " (new process: bootstrap follows)" if frame["bootstrap"] else "",
         )
         self.request_catalog()
 
@@ -115,29 +112,25 @@ class Bridge(Notices):
         log.error(
             "not connected to PocoLobby (%s %s): %s", stop.status, stop.code, self.stopped_text()
         )
-        meta = {
+        meta: JsonObject = {
             "priority": "important",
             "scope": "notice",
             "agent_id": self.agent_id,
             "lobby_id": self.lobby_id,
         }
-        payload = {"stopped": {"code": stop.code, "status": stop.status}}
+        payload: JsonObject = {"stopped": {"code": stop.code, "status": stop.status}}
         content = f"{self.stopped_sentence()}\n{as_text(payload)}"
         with contextlib.suppress(HostGone):
             await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
         await self.announce_list_change()
 
-    def catalog_announced(self, revision: Any) -> None:
-        if (
-            not isinstance(revision, str)
-            or self.catalog is None
-            or (revision != self.catalog.revision)
-        ):
+    def catalog_announced(self, revision: str) -> None:
+        if self.catalog is None or revision != self.catalog.revision:
             self.request_catalog()
 
     # ------------------------------------------------------------ tool calls
 
-    async def call_tool(self, name: str, arguments: Any) -> types.CallToolResult:
+    async def call_tool(self, name: str, arguments: JsonObject | None) -> types.CallToolResult:
         """Run one tool; never raises, whatever the arguments."""
         try:
             if arguments is None:
@@ -182,12 +175,12 @@ class Bridge(Notices):
             )
         return None
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> Outcome | types.CallToolResult:
+    async def _call(self, name: str, arguments: JsonObject) -> Outcome | types.CallToolResult:
         """The broker's answer, or the gate's refusal when the bridge cannot call it yet."""
         refused = await self._gate()
         return refused if refused is not None else await self.broker.call(name, arguments)
 
-    async def run_operation(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def run_operation(self, name: str, arguments: JsonObject) -> types.CallToolResult:
         if "attachments" in arguments:
             return await self._send_with_attachments(name, arguments)
         outcome = await self._call(name, arguments)
@@ -200,7 +193,7 @@ class Bridge(Notices):
         return Places.current(self.config.identity)
 
     async def _send_with_attachments(
-        self, name: str, arguments: dict[str, Any]
+        self, name: str, arguments: JsonObject
     ) -> types.CallToolResult:
         """A send naming local files: rules, read, describe, send, upload what is missing.
 
@@ -237,7 +230,7 @@ class Bridge(Notices):
             return outcome
         return self.render(name, arguments, outcome)
 
-    async def _get_attachment(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _get_attachment(self, arguments: JsonObject) -> types.CallToolResult:
         try:
             request = attachments.parse_request(arguments)
         except attachments.BadArguments as exc:
@@ -255,9 +248,7 @@ class Bridge(Notices):
             )
         return self.render("get_attachment", arguments, outcome)
 
-    def render(
-        self, name: str, arguments: dict[str, Any], outcome: Outcome
-    ) -> types.CallToolResult:
+    def render(self, name: str, arguments: JsonObject, outcome: Outcome) -> types.CallToolResult:
         """A broker answer as the model should read it; a superseded generation rechecks."""
         if outcome.code == "generation_superseded" and self.recheck is not None:
             # The binding moved on (a newer process, or the owner's reset) while the stream
@@ -267,7 +258,7 @@ class Bridge(Notices):
 
     # ------------------------------------------------------------ the bridge's own tools
 
-    async def _acknowledge_messages(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _acknowledge_messages(self, arguments: JsonObject) -> types.CallToolResult:
         outcome = await self._call("acknowledge_messages", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -275,11 +266,11 @@ class Bridge(Notices):
             self._remember_acknowledged(outcome.data.get("acknowledged"))
         return self.render("acknowledge_messages", arguments, outcome)
 
-    def _remember_acknowledged(self, ids: Any) -> None:
+    def _remember_acknowledged(self, ids: JsonValue) -> None:
         if isinstance(ids, list):
             self.acknowledged.update(i for i in ids if isinstance(i, int))
 
-    async def _ready(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _ready(self, arguments: JsonObject) -> types.CallToolResult:
         outcome = await self._call("ready", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -290,7 +281,7 @@ class Bridge(Notices):
             self.ready_generation = self.generation
         return self.render("ready", arguments, outcome)
 
-    async def _save_checkpoint(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _save_checkpoint(self, arguments: JsonObject) -> types.CallToolResult:
         outcome = await self._call("save_checkpoint", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -306,7 +297,7 @@ class Bridge(Notices):
             self._remember_acknowledged(acknowledged)
         return self.render("save_checkpoint", arguments, outcome)
 
-    async def _get_context(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _get_context(self, arguments: JsonObject) -> types.CallToolResult:
         self._context_calls += 1
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
@@ -323,7 +314,7 @@ class Bridge(Notices):
 
     async def _local_context(self) -> types.CallToolResult:
         """What the bridge can offer when the broker has no get_context route yet."""
-        context: dict[str, Any] = {
+        context: JsonObject = {
             "notice": (
                 "This broker does not serve get_context yet, so your role, checkpoint and "
                 "uncertain receipts are not available. Below are this bridge's facts, your "
@@ -332,9 +323,10 @@ class Bridge(Notices):
         }
         inbox = await self.broker.call("get_messages", {"view": "inbox", "limit": 50})
         if inbox.ok and inbox.data is not None:
+            messages = inbox.data.get("messages")
             context["inbox"] = [
                 {k: m.get(k) for k in ("message_id", "from", "kind", "priority", "created_at")}
-                for m in inbox.data.get("messages", [])
+                for m in (messages if isinstance(messages, list) else [])
                 if isinstance(m, dict)
             ]
             context["inbox_next_cursor"] = inbox.data.get("next_cursor")
@@ -347,7 +339,7 @@ class Bridge(Notices):
         context["bridge"] = self.bridge_facts()
         return success(context)
 
-    async def _list_operations(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _list_operations(self, arguments: JsonObject) -> types.CallToolResult:
         if arguments:
             return failure(
                 f"unknown argument {next(iter(arguments))!r}: list_operations takes no arguments"
@@ -355,7 +347,7 @@ class Bridge(Notices):
         if self.catalog is None:
             await self.wait_for_catalog()
         catalog = self.catalog
-        bridge_tools = [
+        bridge_tools: list[JsonValue] = [
             {"name": t.name, "description": t.description, "input_schema": t.schema}
             for t in OWN_TOOLS
         ]
@@ -377,7 +369,7 @@ class Bridge(Notices):
             }
         )
 
-    async def _call_operation(self, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call_operation(self, arguments: JsonObject) -> types.CallToolResult:
         extra = [k for k in arguments if k not in ("name", "arguments")]
         if extra:
             return failure(

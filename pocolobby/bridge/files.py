@@ -23,9 +23,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
 
-from lobbies.wire import IMAGE_MEDIA_TYPES, JsonTooDeep, load_json, scalar_members
+from lobbies.wire import IMAGE_MEDIA_TYPES, JsonObject, JsonTooDeep, load_json, scalar_members
 
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
@@ -204,7 +203,7 @@ class LocalFile:
     def size(self) -> int:
         return len(self.data)
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JsonObject:
         return {
             "sha256": self.sha256,
             "name": self.name,

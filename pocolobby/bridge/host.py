@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -35,7 +35,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
-from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, check_json_nesting, scalar_members
+from lobbies.wire import MAX_JSON_DEPTH, JsonObject, JsonTooDeep, check_json_nesting, scalar_members
 
 log = logging.getLogger("pocolobby.bridge.host")
 
@@ -157,7 +157,7 @@ class HostPipe:
             log.warning("ignored a response from the host that is not valid JSON-RPC")
             return  # a malformed response has no one to answer
         valid_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool)
-        request_id = raw_id if valid_id else None
+        request_id = raw_id if valid_id and isinstance(raw_id, str | int) else None
         log.warning("answered -32600 to a line from the host that is not a JSON-RPC message")
         await self._answer_bad_line(
             INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", request_id
@@ -170,7 +170,7 @@ class HostPipe:
         members = scalar_members(line) if len(line) <= ID_SEARCH_BYTES else {}
         raw_id = members.get("id")
         valid_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool)
-        request_id = raw_id if valid_id else None
+        request_id = raw_id if valid_id and isinstance(raw_id, str | int) else None
         if isinstance(members.get("method"), str):
             if request_id is None:
                 log.warning("ignored a notification from the host nesting too deeply")
@@ -208,7 +208,7 @@ class HostPipe:
                 self._closed = True
                 raise HostGone(str(exc) or type(exc).__name__) from exc
 
-    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
         """An unsolicited notification, outside any request; HostGone if it was not written."""
         if params is None:
             message = JSONRPCNotification(jsonrpc="2.0", method=method)

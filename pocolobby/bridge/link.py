@@ -18,8 +18,9 @@ import contextlib
 import json
 import logging
 import random
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -37,11 +38,26 @@ from lobbies.wire import (
     MAX_PUSH_FRAME_BYTES,
     PARSE_DEPTH,
     RUNTIME_HEADER,
+    BridgeFrame,
+    CatalogFrame,
+    ErrorFrame,
+    FrameRefused,
+    HeartbeatFrame,
+    NoticeFrame,
+    ReleaseFrame,
+    WelcomeFrame,
+    for_terminal,
     load_json,
+    parse_catalog,
+    parse_error,
+    parse_heartbeat,
+    parse_notice,
+    parse_welcome,
 )
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.results import Stop
+from pocolobby.bridge.state import SendFrame
 
 log = logging.getLogger("pocolobby.bridge.link")
 
@@ -119,7 +135,8 @@ class Link:
             return
         if self.bridge.welcomed and self.bridge.stop is None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(socket.send(json.dumps({"type": FRAME_RELEASE})), timeout)
+                release: ReleaseFrame = {"type": FRAME_RELEASE}
+                await asyncio.wait_for(socket.send(json.dumps(release)), timeout)
         # The close frame goes out at once; only the wait for the broker's answer is bounded.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(socket.close(code=1001, reason="the host quit"), timeout)
@@ -193,45 +210,15 @@ class Link:
     async def _serve(self, socket: ClientConnection, seen: _Socket) -> None:
         """Read frames until the socket closes."""
 
-        async def send(frame: dict[str, Any]) -> None:
+        async def send(frame: BridgeFrame) -> None:
             await socket.send(json.dumps(frame))
 
         heartbeat = asyncio.ensure_future(self._heartbeat(socket))
         self.bridge.send_frame = send
+        reader = _Reader(self.bridge, seen, send)
         try:
             async for raw in socket:
-                try:
-                    frame = load_json(raw, PARSE_DEPTH, "the frame")
-                except ValueError:
-                    log.warning("ignored a frame that is not JSON or nests too deeply")
-                    continue
-                if not isinstance(frame, dict):
-                    continue
-                size = len(raw.encode() if isinstance(raw, str) else raw)
-                if size > MAX_PUSH_BYTES:
-                    _refuse_oversized(frame, size)
-                    continue
-                kind = frame.get("type")
-                if kind == FRAME_WELCOME:
-                    seen.welcomed = True
-                    self.bridge.on_welcome(frame)
-                    self.bridge.report_delivery()
-                elif kind == FRAME_NOTICE:
-                    await self.bridge.on_notice(frame, send)
-                elif kind == FRAME_ERROR and "status" in frame:
-                    # A refusal: the close that follows makes it final.
-                    seen.refusal_code = str(frame.get("code") or "") or None
-                    seen.refusal_message = str(frame.get("message") or "")
-                elif kind == FRAME_ERROR:
-                    log.warning(
-                        "the broker answered a frame with %s: %s",
-                        frame.get("code"),
-                        frame.get("message"),
-                    )
-                elif kind == FRAME_CATALOG:
-                    self.bridge.catalog_announced(frame.get("revision"))
-                elif kind != FRAME_HEARTBEAT:
-                    log.debug("ignored a frame of type %r", kind)
+                await reader.take(raw)
         finally:
             if self.bridge.send_frame is send:
                 self.bridge.send_frame = None
@@ -243,10 +230,11 @@ class Link:
         with contextlib.suppress(ConnectionClosed):
             while True:
                 await asyncio.sleep(HEARTBEAT_SECONDS)
-                await socket.send(json.dumps({"type": FRAME_HEARTBEAT}))
+                beat: HeartbeatFrame = {"type": FRAME_HEARTBEAT}
+                await socket.send(json.dumps(beat))
 
 
-def _refuse_oversized(frame: dict[str, Any], size: int) -> None:
+def _refuse_oversized(frame: Mapping[str, object], size: int) -> None:
     """Neither written to the host nor confirmed: the broker's facts show it never arrived."""
     ids = frame.get("message_ids")
     log.warning(
@@ -259,3 +247,89 @@ def _refuse_oversized(frame: dict[str, Any], size: int) -> None:
         ids[:20] if isinstance(ids, list) else "none",
         MAX_PUSH_BYTES,
     )
+
+
+Frame = TypeVar("Frame", WelcomeFrame, NoticeFrame, ErrorFrame, HeartbeatFrame, CatalogFrame)
+
+
+class _Take(Protocol):
+    async def __call__(self, frame: Mapping[str, object]) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Route(Generic[Frame]):
+    """One frame type: its parser (lobbies.wire) and what the bridge does with the frame."""
+
+    kind: str
+    parse: Callable[[Mapping[str, object]], Frame]
+    handle: Callable[[Frame], Awaitable[None]]
+
+    async def __call__(self, frame: Mapping[str, object]) -> None:
+        try:
+            parsed = self.parse(frame)
+        except FrameRefused as refused:  # the broker's bug or another version's: say which
+            log.warning("refused a %s frame from the broker: %s", self.kind, refused)
+            return
+        await self.handle(parsed)
+
+
+class _Reader:
+    """The frames of one socket, each parsed by its type's parser and handed on."""
+
+    def __init__(self, bridge: Bridge, seen: _Socket, send: SendFrame) -> None:
+        self.bridge = bridge
+        self.seen = seen
+        self.send = send
+        self.routes: dict[str, _Take] = {
+            FRAME_WELCOME: _Route(FRAME_WELCOME, parse_welcome, self._welcome),
+            FRAME_NOTICE: _Route(FRAME_NOTICE, parse_notice, self._notice),
+            FRAME_ERROR: _Route(FRAME_ERROR, parse_error, self._error),
+            FRAME_CATALOG: _Route(FRAME_CATALOG, parse_catalog, self._catalog),
+            FRAME_HEARTBEAT: _Route(FRAME_HEARTBEAT, parse_heartbeat, self._heartbeat),
+        }
+
+    async def take(self, raw: str | bytes) -> None:
+        """Parse one frame and hand it on; a frame that is refused is logged and dropped."""
+        try:
+            frame = load_json(raw, PARSE_DEPTH, "the frame")
+        except ValueError:
+            log.warning("ignored a frame that is not JSON or nests too deeply")
+            return
+        if not isinstance(frame, dict):
+            log.warning("ignored a frame that is not a JSON object")
+            return
+        size = len(raw.encode() if isinstance(raw, str) else raw)
+        if size > MAX_PUSH_BYTES:
+            _refuse_oversized(frame, size)
+            return
+        kind = frame.get("type")
+        route = self.routes.get(kind) if isinstance(kind, str) else None
+        if route is None:
+            log.debug("ignored a frame of type %s", for_terminal(kind)[:40])
+            return
+        await route(frame)
+
+    async def _welcome(self, frame: WelcomeFrame) -> None:
+        self.seen.welcomed = True
+        self.bridge.on_welcome(frame)
+        self.bridge.report_delivery()
+
+    async def _notice(self, frame: NoticeFrame) -> None:
+        await self.bridge.on_notice(frame, self.send)
+
+    async def _error(self, frame: ErrorFrame) -> None:
+        if "status" in frame:  # a refusal: the close that follows makes it final
+            self.seen.refusal_code = frame["code"] or None
+            self.seen.refusal_message = frame["message"]
+        else:
+            log.warning(
+                "the broker answered a frame with %s: %s",
+                for_terminal(frame["code"]),
+                for_terminal(frame["message"]),
+            )
+
+    async def _catalog(self, frame: CatalogFrame) -> None:
+        self.bridge.catalog_announced(frame["revision"])
+
+    async def _heartbeat(self, frame: HeartbeatFrame) -> None:
+        """The broker's answer to ours: the stream is alive (nothing more to do)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from lobbies.wire import (
     FRAME_DELIVERY,
@@ -19,6 +18,9 @@ from lobbies.wire import (
     PARSE_DEPTH,
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
+    DeliveryFrame,
+    JsonObject,
+    NoticeFrame,
     load_json,
 )
 from pocolobby.bridge import attachments
@@ -34,7 +36,7 @@ META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
 
 
-def clean_meta(raw: Any) -> dict[str, str]:
+def clean_meta(raw: object) -> dict[str, str]:
     """Channel attributes: identifier keys with string values only; anything else is dropped."""
     if not isinstance(raw, dict):
         return {}
@@ -45,7 +47,7 @@ def clean_meta(raw: Any) -> dict[str, str]:
     }
 
 
-def _payload(content: str) -> dict[str, Any]:
+def _payload(content: str) -> JsonObject:
     """The JSON object after a notice's headline, or {} when there is none."""
     _, _, rest = content.partition("\n")
     try:
@@ -66,18 +68,18 @@ class Notice:
     meta: dict[str, str]
 
     @classmethod
-    def parse(cls, notice_id: str, frame: dict[str, Any]) -> Notice | None:
-        """The notice, or None when it has no content to write."""
-        content = frame.get("content")
-        if not isinstance(content, str):
-            return None
-        raw_ids = frame.get("message_ids")
-        ids = [i for i in raw_ids if isinstance(i, int)] if isinstance(raw_ids, list) else []
-        kind = str(frame.get("notice_kind"))
-        return cls(notice_id, kind, content, ids, clean_meta(frame.get("meta")))
+    def of(cls, frame: NoticeFrame) -> Notice:
+        """The notice of a parsed frame (lobbies.wire.parse_notice), its meta fit for a channel."""
+        return cls(
+            frame["notice_id"],
+            frame["notice_kind"],
+            frame["content"],
+            frame["message_ids"],
+            clean_meta(frame["meta"]),
+        )
 
     @property
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         return _payload(self.content)
 
     @property
@@ -94,17 +96,11 @@ class Notice:
 class Notices(Listing):
     """Pushes to the host, on top of the catalog and the tool list."""
 
-    async def on_notice(self, frame: dict[str, Any], send: SendFrame) -> None:
+    async def on_notice(self, frame: NoticeFrame, send: SendFrame) -> None:
         """Receipt, filter, write to the host, and confirm the write to the broker."""
-        notice_id = frame.get("notice_id")
-        if not isinstance(notice_id, str):
-            log.warning("ignored a notice without a notice_id")
-            return
+        notice_id = frame["notice_id"]
         await send({"type": FRAME_RECEIVED, "notice_id": notice_id})
-        notice = Notice.parse(notice_id, frame)
-        if notice is None:
-            log.warning("ignored notice %s without content", notice_id)
-            return
+        notice = Notice.of(frame)
         if self._already_answered(notice):
             return
         if self.pane_problem is not None:
@@ -141,7 +137,7 @@ class Notices(Listing):
         text = notice.content if note is None else f"{notice.content}\n\n{note}"
         if notice.kind == "messages" and (named := attachments.attachments_note(notice.payload)):
             text = f"{text}\n\n{named}"
-        params = {"content": text, "meta": notice.meta}
+        params: JsonObject = {"content": text, "meta": {**notice.meta}}
         try:
             await self.host.notify(CHANNEL_METHOD, params)
         except HostGone:
@@ -155,7 +151,7 @@ class Notices(Listing):
             self.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
 
-    def offer_bootstrap_again(self, nonce: str, params: dict[str, Any]) -> None:
+    def offer_bootstrap_again(self, nonce: str, params: JsonObject) -> None:
         """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
         schedule ends, the host leaves, or the broker stops this process)."""
         self.bootstrap_offer = (nonce, params)
@@ -173,7 +169,7 @@ class Notices(Listing):
             or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
         )
 
-    async def _repeat_bootstrap(self, nonce: str, params: dict[str, Any]) -> None:
+    async def _repeat_bootstrap(self, nonce: str, params: JsonObject) -> None:
         calls = self._context_calls
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)
@@ -209,7 +205,7 @@ class Notices(Listing):
         except Exception as exc:  # the socket closed: the broker re-pushes; typed twice is fine
             log.warning("notice %s typed but not confirmed: %s", notice_id, exc)
 
-    def delivery_frame(self, attention: bool = False) -> dict[str, Any]:
+    def delivery_frame(self, attention: bool = False) -> DeliveryFrame:
         """This process's delivery facts for the broker (see lobbies.wire.FRAME_DELIVERY)."""
         if not self.tmux_delivery:
             return {"type": FRAME_DELIVERY, "transport": TRANSPORT_CHANNEL, "held": False}

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION
+from lobbies.wire import EVENT_VERSION, JsonObject, JsonValue
 from pocolobby.bridge.broker import Outcome
 
 
@@ -25,20 +24,20 @@ class Stop:
     message: str
 
 
-def as_text(data: Any) -> str:
+def as_text(data: JsonValue) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def success(data: Any) -> types.CallToolResult:
+def success(data: JsonValue) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(data))])
 
 
-def failure(text: str, details: dict[str, Any] | None = None) -> types.CallToolResult:
+def failure(text: str, details: JsonObject | None = None) -> types.CallToolResult:
     body = text if details is None else f"{text}\n{as_text(details)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=body)], is_error=True)
 
 
-def retry_advice(arguments: dict[str, Any]) -> str:
+def retry_advice(arguments: JsonObject) -> str:
     if "client_request_id" in arguments:
         return (
             "Retry with the same arguments and the same client_request_id: the broker "
@@ -49,7 +48,7 @@ def retry_advice(arguments: dict[str, Any]) -> str:
 
 
 def render(
-    name: str, arguments: dict[str, Any], outcome: Outcome, broker_url: str
+    name: str, arguments: JsonObject, outcome: Outcome, broker_url: str
 ) -> types.CallToolResult:
     """A broker answer as the model should read it."""
     if outcome.ok:

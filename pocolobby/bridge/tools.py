@@ -7,28 +7,29 @@ itself or wraps with bookkeeping, and the instructions sent once at `initialize`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from lobbies.wire import JsonObject
 
 
 @dataclass(frozen=True)
 class OwnTool:
     name: str
     description: str
-    schema: dict[str, Any]
+    schema: JsonObject
     # When the broker lists this name, its description and schema win (they stay current)
     # and `note` says what the bridge adds.
     catalog_schema: bool = True
     note: str = ""
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+def _object(properties: JsonObject, required: list[str] | None = None) -> JsonObject:
+    schema: JsonObject = {"type": "object", "properties": properties}
     if required:
-        schema["required"] = required
+        schema["required"] = [*required]
     return schema
 
 
-_IDS = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 500}
+_IDS: JsonObject = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 500}
 
 OWN_TOOLS: tuple[OwnTool, ...] = (
     OwnTool(

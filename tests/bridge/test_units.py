@@ -18,6 +18,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from lobbies import wire
 from pocolobby.bridge import core, link, listing, notices
 from pocolobby.bridge.broker import Outcome
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
@@ -183,12 +184,18 @@ def notice(
     body = payload if payload is not None else {"messages": [{"message_id": i} for i in ids]}
     return {
         "type": "notice",
+        "event_version": wire.EVENT_VERSION,
         "notice_id": notice_id,
         "notice_kind": kind,
+        "generation": 1,
+        "as_of": "2026-12-03T12:00:00.000Z",
         "message_ids": ids,
+        "count": len(ids),
+        "truncated": False,
         "content": "PocoLobby headline.\n" + json.dumps(body),
         "meta": meta
         or {"priority": "info", "scope": "direct", "agent_id": "beta", "lobby_id": "team"},
+        "extensions": {},
     }
 
 
@@ -196,6 +203,7 @@ def welcome(bridge: Bridge, generation: int = 1, bootstrap: bool = True) -> None
     bridge.on_welcome(
         {
             "type": "welcome",
+            "event_version": wire.EVENT_VERSION,
             "generation": generation,
             "bootstrap": bootstrap,
             "agent_id": "beta",
@@ -422,6 +430,7 @@ async def test_the_link_reconnects_with_its_generation_and_stops_on_a_refusal(mo
         return json.dumps(
             {
                 "type": "welcome",
+                "event_version": wire.EVENT_VERSION,
                 "generation": 7,
                 "bootstrap": bootstrap,
                 "agent_id": "beta",
@@ -487,6 +496,7 @@ async def test_a_push_over_72_kib_is_refused_with_a_log_line_and_the_link_keeps_
             json.dumps(
                 {
                     "type": "welcome",
+                    "event_version": wire.EVENT_VERSION,
                     "generation": 1,
                     "bootstrap": False,
                     "agent_id": "beta",

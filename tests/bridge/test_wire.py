@@ -7,11 +7,17 @@ broker and no Django (`test_units.test_the_bridge_and_the_cli_import_no_django..
 from __future__ import annotations
 
 import ast
+import json
+import logging
 import subprocess
 import sys
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
-from lobbies import consumers, credentials, push, selectors, wire
+import pytest
+
+from lobbies import consumers, credentials, presentation, push, selectors, wire
 from pocolobby.bridge import broker, link, notices, results, state
 from tests.server import REPO_ROOT
 
@@ -92,3 +98,77 @@ def test_the_wire_module_imports_nothing_of_django_or_the_apps():
         timeout=60,
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+class _Told:
+    """A stand-in for the bridge: what the link handed it, frame by frame."""
+
+    def __init__(self) -> None:
+        self.notices: list[wire.NoticeFrame] = []
+        self.welcomes: list[wire.WelcomeFrame] = []
+
+    async def on_notice(self, frame: wire.NoticeFrame, send: object) -> None:
+        self.notices.append(frame)
+
+    def on_welcome(self, frame: wire.WelcomeFrame) -> None:
+        self.welcomes.append(frame)
+
+    def report_delivery(self) -> None:
+        pass
+
+
+async def _unused_send(frame: wire.BridgeFrame) -> None:
+    raise AssertionError("nothing is sent back for these frames")
+
+
+def _reader(told: _Told) -> link._Reader:
+    return link._Reader(told, link._Socket(), _unused_send)  # type: ignore[arg-type]
+
+
+def _pushed_notice() -> wire.NoticeFrame:
+    """A notice as lobbies.push builds it and the bridge's socket sends it."""
+    row = {
+        "id": uuid.UUID("00000000-0000-4000-8000-000000000001"),
+        "generation": 3,
+        "kind": "messages",
+        "message_ids": [7, 8],
+        "created_at": datetime(2026, 12, 3, 12, 0, tzinfo=UTC),
+    }
+    shown = presentation.Presentation(
+        "PocoLobby: 2 new messages.\n{}", {"priority": "info", "scope": "direct"}, truncated=True
+    )
+    return push._notice_frame(row, shown)
+
+
+@pytest.mark.asyncio
+async def test_a_notice_built_by_push_parses_in_the_bridge_to_the_same_frame():
+    built = _pushed_notice()
+    told = _Told()
+    await _reader(told).take(json.dumps(built, ensure_ascii=False))  # as consumers sends it
+    assert told.notices == [built]
+    assert wire.parse_notice(json.loads(json.dumps(built))) == built
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_frame_is_refused_with_a_log_line_never_a_traceback(caplog):
+    told = _Told()
+    reader = _reader(told)
+    malformed = {**_pushed_notice(), "message_ids": [7, "8"]}
+    welcome = {"type": "welcome", "event_version": wire.EVENT_VERSION, "generation": "1"}
+    with caplog.at_level(logging.WARNING, logger="pocolobby.bridge.link"):
+        await reader.take(json.dumps(malformed))
+        await reader.take(json.dumps(welcome))
+        await reader.take("[1, 2]")
+        await reader.take("{not json")
+    assert told.notices == [] and told.welcomes == []
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0] == (
+        "refused a notice frame from the broker: message_ids: a list of integers expected"
+    )
+    assert said[1].startswith("refused a welcome frame from the broker: ")
+    assert said[2:] == [
+        "ignored a frame that is not a JSON object",
+        "ignored a frame that is not JSON or nests too deeply",
+    ]
+    with pytest.raises(wire.FrameRefused, match="content: text expected"):
+        wire.parse_notice({**_pushed_notice(), "content": None})

@@ -1,0 +1,91 @@
+"""The broker's store. Every closed value set is a choice list and a database CHECK.
+
+One module per part of the store, re-exported here: `lobbies.models.X` is every model
+and closed value set, whichever module defines it.
+"""
+
+from __future__ import annotations
+
+from lobbies.models.agents import Agent, Credential, DeletedLobby, Lobby, RetiredRuntime
+from lobbies.models.attachments import (
+    Attachment,
+    AttachmentContent,
+    MessageAttachment,
+    PendingUpload,
+    ScheduleAttachment,
+)
+from lobbies.models.choices import (
+    DELIVERABLE,
+    ActorKind,
+    AuditAction,
+    DeliveryState,
+    HeldReason,
+    Kind,
+    NoticeKind,
+    OccurrenceOutcome,
+    Priority,
+    ScheduleStatus,
+    Scope,
+    Transport,
+    closed_set,
+)
+from lobbies.models.messages import (
+    Checkpoint,
+    Delivery,
+    Message,
+    Notice,
+    ReceiptEvent,
+    Schedule,
+    ScheduleOccurrence,
+    SeenReceipt,
+)
+from lobbies.models.operations import (
+    AuditEvent,
+    BrokerProcess,
+    BrokerState,
+    Connection,
+    UncertainWork,
+)
+from lobbies.models.rooms import ArchivedRoom, Room, RoomMember
+
+__all__ = [
+    "DELIVERABLE",
+    "ActorKind",
+    "Agent",
+    "ArchivedRoom",
+    "Attachment",
+    "AttachmentContent",
+    "AuditAction",
+    "AuditEvent",
+    "BrokerProcess",
+    "BrokerState",
+    "Checkpoint",
+    "Connection",
+    "Credential",
+    "DeletedLobby",
+    "Delivery",
+    "DeliveryState",
+    "HeldReason",
+    "Kind",
+    "Lobby",
+    "Message",
+    "MessageAttachment",
+    "Notice",
+    "NoticeKind",
+    "OccurrenceOutcome",
+    "PendingUpload",
+    "Priority",
+    "ReceiptEvent",
+    "RetiredRuntime",
+    "Room",
+    "RoomMember",
+    "Schedule",
+    "ScheduleAttachment",
+    "ScheduleOccurrence",
+    "ScheduleStatus",
+    "Scope",
+    "SeenReceipt",
+    "Transport",
+    "UncertainWork",
+    "closed_set",
+]
