@@ -2,8 +2,8 @@
 
 Nothing here lists a route or a field. The generator walks a URL configuration; every view
 on it states its operations (`lobbies.http.Documented`: the pydantic models it parses its
-arguments with, the model of its answer, its error statuses, its token), and the schemas
-come from those models, the same ones that validate the requests. A route whose view says
+arguments with, the TypedDict its answer is built as, its error statuses, its token), and the
+schemas come from those types, the same ones that validate the requests and type the answers. A route whose view says
 nothing, or a method it serves without saying how, fails the generation: the document cannot
 silently miss an operation.
 """
@@ -300,7 +300,8 @@ def generate(urlconf: str, *, title: str = "PocoLobby /v1") -> JsonSchemaValue:
             "version": _release(),
             "description": (
                 "Generated from the pydantic models and the tool catalog that validate the "
-                "requests (lobbies/openapi.py); docs/API.md tells the behaviour."
+                "requests and the TypedDicts the answers are built as (lobbies/openapi.py); "
+                "docs/API.md tells the behaviour."
             ),
         },
         "paths": dict(sorted(paths.items())),
