@@ -22,10 +22,9 @@ from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, wi
 from pydantic_core import CoreSchema
 from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
-from lobbies.jsonvalue import JSONValue
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.schemas import MessageFields
-from lobbies.wire import iso
+from lobbies.wire import JSONValue, iso
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.errors import BrokerError, bad_request, not_found
-from lobbies.jsonvalue import JSONObject
 from lobbies.models import Agent, Checkpoint, Room
 from lobbies.permissions import Permission, has_permission, require_permission
 from lobbies.schemas import (
@@ -58,7 +57,7 @@ from lobbies.schemas import (
     SetStatus,
     UpdateScheduled,
 )
-from lobbies.wire import MAX_ATTACHMENTS, iso
+from lobbies.wire import MAX_ATTACHMENTS, JSONObject, iso
 
 # What any tool answers: one of the shapes in lobbies/answers.py, as its `answer` says.
 Result = Mapping[str, object]

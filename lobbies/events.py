@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from lobbies.wire import JsonObject
+from lobbies.wire import JSONObject
 
 log = logging.getLogger("pocolobby.events")
 
@@ -52,7 +52,7 @@ class ReceiptsMessage(TypedDict):
     """Read receipts owed to the sender: each `message_id`, `seen_by`, `seen_at`."""
 
     type: Literal["agent.receipts"]
-    receipts: list[JsonObject]
+    receipts: list[JSONObject]
 
 
 class CatalogMessage(TypedDict):

@@ -22,9 +22,15 @@ from pydantic import BaseModel
 from lobbies import credentials
 from lobbies.answers import AnswerShape
 from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
-from lobbies.jsonvalue import JSONObject, JSONValue
 from lobbies.schemas import check_depth
-from lobbies.wire import MAX_JSON_DEPTH, PARSE_DEPTH, JsonTooDeep, check_json_nesting
+from lobbies.wire import (
+    MAX_JSON_DEPTH,
+    PARSE_DEPTH,
+    JSONObject,
+    JsonTooDeep,
+    JSONValue,
+    check_json_nesting,
+)
 
 log = logging.getLogger("pocolobby.api")
 

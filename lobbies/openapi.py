@@ -3,9 +3,9 @@
 Nothing here lists a route or a field. The generator walks a URL configuration; every view
 on it states its operations (`lobbies.http.Documented`: the pydantic models it parses its
 arguments with, the TypedDict its answer is built as, its error statuses, its token), and the
-schemas come from those types, the same ones that validate the requests and type the answers. A route whose view says
-nothing, or a method it serves without saying how, fails the generation: the document cannot
-silently miss an operation.
+schemas come from those types, the same ones that validate the requests and type the answers.
+A route whose view says nothing, or a method it serves without saying how, fails the
+generation: the document cannot silently miss an operation.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from lobbies.answers import (
 )
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
-from lobbies.jsonvalue import JSONObject
 from lobbies.models import (
     Agent,
     BrokerState,
@@ -54,6 +53,7 @@ from lobbies.presence import PROCESS_ID
 from lobbies.queries import Copy
 from lobbies.wire import (
     EVENT_VERSION,
+    JSONObject,
     addressing_facts,
     delivery_facts,
     encode_cursor,

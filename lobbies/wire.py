@@ -66,8 +66,10 @@ HELD_REASON_CHARS = 200
 # typing them costs nothing on the push path; the bridge checks what it reads with one
 # parsing function per frame type (`parse_welcome`, `parse_notice`, ...).
 
-JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
-JsonObject: TypeAlias = dict[str, JsonValue]
+# JSON as Python holds it once parsed, for code that reads free JSON (frames, a checkpoint, a
+# request body, a host's status line) and narrows it with isinstance rather than trusting it.
+JSONValue: TypeAlias = str | int | float | bool | list["JSONValue"] | dict[str, "JSONValue"] | None
+JSONObject: TypeAlias = dict[str, JSONValue]
 
 
 class WelcomeFrame(TypedDict):
@@ -96,7 +98,7 @@ class NoticeFrame(TypedDict):
     truncated: bool
     content: str
     meta: dict[str, str]
-    extensions: JsonObject
+    extensions: JSONObject
 
 
 class ErrorFrame(TypedDict):
@@ -195,7 +197,7 @@ def _texts(frame: Mapping[str, object], key: str) -> dict[str, str]:
     return value
 
 
-def _object(frame: Mapping[str, object], key: str) -> JsonObject:
+def _object(frame: Mapping[str, object], key: str) -> JSONObject:
     value = frame.get(key)
     if not isinstance(value, dict):
         raise FrameRefused(f"{key}: an object expected")
@@ -309,10 +311,10 @@ def check_json_nesting(text: str | bytes, max_depth: int, what: str = "the text"
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]')
 
 
-def scalar_members(line: bytes) -> JsonObject:
+def scalar_members(line: bytes) -> JSONObject:
     """The members of a JSON object's top level whose values are not arrays or objects,
     read without parsing the rest (which may nest too deeply to parse)."""
-    found: JsonObject = {}
+    found: JSONObject = {}
     depth = 0
     key: str | None = None
     value_start: int | None = None

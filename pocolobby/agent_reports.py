@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lobbies.jsonvalue import JSONObject, JSONValue
-from lobbies.wire import PARSE_DEPTH, load_json
+from lobbies.wire import PARSE_DEPTH, JSONObject, JSONValue, load_json
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config
 
 NETWORK_TIMEOUT = 2.0  # seconds: a status line or a hook must not hang the session

@@ -28,8 +28,7 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
-from lobbies.jsonvalue import JSONObject
-from lobbies.wire import MAX_JSON_DEPTH, JsonTooDeep, json_for_terminal, load_json
+from lobbies.wire import MAX_JSON_DEPTH, JSONObject, JsonTooDeep, json_for_terminal, load_json
 
 # Every field of an answer is another party's text (a peer's message and name, an operator's
 # role, a broker's error echoing input): printed through these, never raw (issue 28).

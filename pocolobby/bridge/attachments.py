@@ -21,7 +21,7 @@ from typing import TypeGuard
 
 import mcp_types as types
 
-from lobbies.wire import MAX_ATTACHMENTS, JsonObject, JsonValue
+from lobbies.wire import MAX_ATTACHMENTS, JSONObject, JSONValue
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
 from pocolobby.bridge.files import (
     IMAGE_LIMIT,
@@ -60,7 +60,7 @@ class BadArguments(ValueError):
 # ------------------------------------------------------------------ sending
 
 
-def parse_paths(raw: JsonValue) -> list[str]:
+def parse_paths(raw: JSONValue) -> list[str]:
     paths = [p for p in raw if isinstance(p, str)] if isinstance(raw, list) else []
     if not isinstance(raw, list) or len(paths) != len(raw):
         raise BadArguments(
@@ -88,18 +88,18 @@ def refused_text(name: str, refusal: FileRefused) -> str:
     )
 
 
-Call = Callable[[str, JsonObject], Awaitable[Outcome]]
+Call = Callable[[str, JSONObject], Awaitable[Outcome]]
 
 
 async def send_with_files(
     broker: BrokerClient,
     call: Call,
     name: str,
-    arguments: JsonObject,
+    arguments: JSONObject,
     local: list[LocalFile],
 ) -> Outcome | types.CallToolResult:
     """Send descriptions; upload exactly what the broker misses; repeat the request once."""
-    described: JsonObject = {**arguments, "attachments": [f.description() for f in local]}
+    described: JSONObject = {**arguments, "attachments": [f.description() for f in local]}
     outcome = await call(name, described)
     if outcome.code != UPLOAD_REQUIRED:
         return outcome
@@ -136,7 +136,7 @@ async def _upload(broker: BrokerClient, local: LocalFile) -> Outcome:
 
 
 def _upload_failed(
-    name: str, arguments: JsonObject, local: LocalFile, outcome: Outcome
+    name: str, arguments: JSONObject, local: LocalFile, outcome: Outcome
 ) -> types.CallToolResult:
     if outcome.transport is not None:
         why = f"the connection failed ({outcome.message})"
@@ -166,7 +166,7 @@ class Request:
 _ARGUMENTS = ("attachment_id", "max_chars", "offset", "outline", "save_to", "save_only")
 
 
-def parse_request(arguments: JsonObject) -> Request:
+def parse_request(arguments: JSONObject) -> Request:
     extra = [k for k in arguments if k not in _ARGUMENTS]
     if extra:
         raise BadArguments(
@@ -197,7 +197,7 @@ def parse_request(arguments: JsonObject) -> Request:
     return Request(attachment_id, max_chars, offset, outline, save_to, save_only)
 
 
-def _is_int(value: JsonValue) -> TypeGuard[int]:
+def _is_int(value: JSONValue) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -223,7 +223,7 @@ async def get_attachment(
         )
     media_type = got.media_type.split(";", 1)[0].strip().lower()
     name = _safe_name(got.name, request.attachment_id)
-    facts: JsonObject = {
+    facts: JSONObject = {
         "attachment_id": request.attachment_id,
         "name": name,
         "media_type": media_type,
@@ -260,14 +260,14 @@ def _safe_name(name: str, attachment_id: int) -> str:
 
 
 def _result(
-    facts: JsonObject, *extra: types.TextContent | types.ImageContent
+    facts: JSONObject, *extra: types.TextContent | types.ImageContent
 ) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=as_text(facts)), *extra]
     )
 
 
-def _image(facts: JsonObject, data: bytes, media_type: str) -> types.CallToolResult:
+def _image(facts: JSONObject, data: bytes, media_type: str) -> types.CallToolResult:
     fitted = fit_image(data, media_type)
     if fitted is None:
         facts["shown"] = False
@@ -327,7 +327,7 @@ def fit_image(data: bytes, media_type: str) -> tuple[bytes, tuple[int, int]] | N
     return None
 
 
-def _document(facts: JsonObject, data: bytes, request: Request) -> types.CallToolResult:
+def _document(facts: JSONObject, data: bytes, request: Request) -> types.CallToolResult:
     text = data.decode("utf-8", errors="replace")
     if request.outline:
         headings = outline(text)
@@ -380,7 +380,7 @@ def outline(text: str) -> list[tuple[int, int, str]]:
 # ------------------------------------------------------------------ pushes
 
 
-def attachments_note(payload: JsonObject) -> str | None:
+def attachments_note(payload: JSONObject) -> str | None:
     """One sentence naming each attachment of a push's messages (never their content)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
@@ -412,7 +412,7 @@ def attachments_note(payload: JsonObject) -> str | None:
     )
 
 
-def _size(value: JsonValue) -> str:
+def _size(value: JSONValue) -> str:
     if not _is_int(value):
         return "size unknown"
     size = float(value)

@@ -20,7 +20,7 @@ from lobbies.wire import (
     ATTACHMENT_SHA256_HEADER,
     GENERATION_HEADER,
     RUNTIME_HEADER,
-    JsonObject,
+    JSONObject,
 )
 from pocolobby.bridge import bridge_version
 
@@ -37,11 +37,11 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.
 class Outcome:
     """One broker call: an answer (`data`), a refusal (`status`, `code`), or a network failure."""
 
-    data: JsonObject | None = None
+    data: JSONObject | None = None
     status: int | None = None
     code: str | None = None
     message: str | None = None
-    error: JsonObject = field(default_factory=dict)
+    error: JSONObject = field(default_factory=dict)
     # "not_sent" or "unknown" when the network failed; None when the broker answered.
     transport: str | None = None
 
@@ -85,7 +85,7 @@ class BrokerClient:
             GENERATION_HEADER: str(self.generation),
         }
 
-    async def request(self, method: str, path: str, body: JsonObject | None = None) -> Outcome:
+    async def request(self, method: str, path: str, body: JSONObject | None = None) -> Outcome:
         try:
             response = await self._http.request(
                 method,
@@ -102,7 +102,7 @@ class BrokerClient:
     async def catalog(self) -> Outcome:
         return await self.request("GET", "/v1/tools")
 
-    async def call(self, name: str, arguments: JsonObject) -> Outcome:
+    async def call(self, name: str, arguments: JSONObject) -> Outcome:
         return await self.request("POST", f"/v1/tools/{quote(name, safe='')}", arguments)
 
     async def upload(self, sha256: str, media_type: str, data: bytes) -> Outcome:

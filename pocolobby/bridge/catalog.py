@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lobbies.wire import JsonObject, JsonValue
+from lobbies.wire import JSONObject, JSONValue
 
 TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MAX_TOOLS = 200
@@ -25,14 +25,14 @@ class CatalogError(ValueError):
 class Operation:
     name: str
     description: str
-    input_schema: JsonObject
+    input_schema: JSONObject
 
     @property
     def arguments(self) -> tuple[str, ...]:
         properties = self.input_schema.get("properties")
         return tuple(properties) if isinstance(properties, dict) else ()
 
-    def definition(self) -> JsonObject:
+    def definition(self) -> JSONObject:
         return {
             "name": self.name,
             "description": self.description,
@@ -46,7 +46,7 @@ class Catalog:
     operations: dict[str, Operation]
 
     @classmethod
-    def parse(cls, data: JsonValue) -> Catalog:
+    def parse(cls, data: JSONValue) -> Catalog:
         """Check the shape of `GET /v1/tools`; CatalogError says what is wrong."""
         if not isinstance(data, dict):
             raise CatalogError("the catalog is not a JSON object")
@@ -68,7 +68,7 @@ class Catalog:
         return self.operations.get(name)
 
 
-def _operation(tool: JsonValue, index: int) -> Operation:
+def _operation(tool: JSONValue, index: int) -> Operation:
     if not isinstance(tool, dict):
         raise CatalogError(f"tool {index} is not an object")
     name = tool.get("name")
@@ -138,7 +138,7 @@ def _first_sentence(text: str, limit: int = 160) -> str:
     return sentence.rstrip(".")
 
 
-def _argument_hint(schema: JsonValue) -> str:
+def _argument_hint(schema: JSONValue) -> str:
     if not isinstance(schema, dict):
         return ""
     description = schema.get("description")
@@ -154,15 +154,15 @@ def _argument_hint(schema: JsonValue) -> str:
     return ""
 
 
-def local_guide(catalog: Catalog) -> JsonObject:
+def local_guide(catalog: Catalog) -> JSONObject:
     """A compact guide made here, for a broker whose get_context does not bring its own."""
-    guide: JsonObject = {}
+    guide: JSONObject = {}
     for name, operation in catalog.operations.items():
         properties = operation.input_schema.get("properties")
         if not isinstance(properties, dict):
             properties = {}
         required = operation.input_schema.get("required", [])
-        arguments: JsonObject = {}
+        arguments: JSONObject = {}
         for argument, schema in properties.items():
             hint = _argument_hint(schema)
             if isinstance(required, list) and argument in required:

@@ -15,7 +15,7 @@ import contextlib
 
 import mcp_types as types
 
-from lobbies.wire import JsonObject, JsonValue, WelcomeFrame
+from lobbies.wire import JSONObject, JSONValue, WelcomeFrame
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide
@@ -112,13 +112,13 @@ class Bridge(Notices):
         log.error(
             "not connected to PocoLobby (%s %s): %s", stop.status, stop.code, self.stopped_text()
         )
-        meta: JsonObject = {
+        meta: JSONObject = {
             "priority": "important",
             "scope": "notice",
             "agent_id": self.agent_id,
             "lobby_id": self.lobby_id,
         }
-        payload: JsonObject = {"stopped": {"code": stop.code, "status": stop.status}}
+        payload: JSONObject = {"stopped": {"code": stop.code, "status": stop.status}}
         content = f"{self.stopped_sentence()}\n{as_text(payload)}"
         with contextlib.suppress(HostGone):
             await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
@@ -130,7 +130,7 @@ class Bridge(Notices):
 
     # ------------------------------------------------------------ tool calls
 
-    async def call_tool(self, name: str, arguments: JsonObject | None) -> types.CallToolResult:
+    async def call_tool(self, name: str, arguments: JSONObject | None) -> types.CallToolResult:
         """Run one tool; never raises, whatever the arguments."""
         try:
             if arguments is None:
@@ -175,12 +175,12 @@ class Bridge(Notices):
             )
         return None
 
-    async def _call(self, name: str, arguments: JsonObject) -> Outcome | types.CallToolResult:
+    async def _call(self, name: str, arguments: JSONObject) -> Outcome | types.CallToolResult:
         """The broker's answer, or the gate's refusal when the bridge cannot call it yet."""
         refused = await self._gate()
         return refused if refused is not None else await self.broker.call(name, arguments)
 
-    async def run_operation(self, name: str, arguments: JsonObject) -> types.CallToolResult:
+    async def run_operation(self, name: str, arguments: JSONObject) -> types.CallToolResult:
         if "attachments" in arguments:
             return await self._send_with_attachments(name, arguments)
         outcome = await self._call(name, arguments)
@@ -193,7 +193,7 @@ class Bridge(Notices):
         return Places.current(self.config.identity)
 
     async def _send_with_attachments(
-        self, name: str, arguments: JsonObject
+        self, name: str, arguments: JSONObject
     ) -> types.CallToolResult:
         """A send naming local files: rules, read, describe, send, upload what is missing.
 
@@ -230,7 +230,7 @@ class Bridge(Notices):
             return outcome
         return self.render(name, arguments, outcome)
 
-    async def _get_attachment(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _get_attachment(self, arguments: JSONObject) -> types.CallToolResult:
         try:
             request = attachments.parse_request(arguments)
         except attachments.BadArguments as exc:
@@ -248,7 +248,7 @@ class Bridge(Notices):
             )
         return self.render("get_attachment", arguments, outcome)
 
-    def render(self, name: str, arguments: JsonObject, outcome: Outcome) -> types.CallToolResult:
+    def render(self, name: str, arguments: JSONObject, outcome: Outcome) -> types.CallToolResult:
         """A broker answer as the model should read it; a superseded generation rechecks."""
         if outcome.code == "generation_superseded" and self.recheck is not None:
             # The binding moved on (a newer process, or the owner's reset) while the stream
@@ -258,7 +258,7 @@ class Bridge(Notices):
 
     # ------------------------------------------------------------ the bridge's own tools
 
-    async def _acknowledge_messages(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _acknowledge_messages(self, arguments: JSONObject) -> types.CallToolResult:
         outcome = await self._call("acknowledge_messages", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -266,11 +266,11 @@ class Bridge(Notices):
             self._remember_acknowledged(outcome.data.get("acknowledged"))
         return self.render("acknowledge_messages", arguments, outcome)
 
-    def _remember_acknowledged(self, ids: JsonValue) -> None:
+    def _remember_acknowledged(self, ids: JSONValue) -> None:
         if isinstance(ids, list):
             self.acknowledged.update(i for i in ids if isinstance(i, int))
 
-    async def _ready(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _ready(self, arguments: JSONObject) -> types.CallToolResult:
         outcome = await self._call("ready", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -281,7 +281,7 @@ class Bridge(Notices):
             self.ready_generation = self.generation
         return self.render("ready", arguments, outcome)
 
-    async def _save_checkpoint(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _save_checkpoint(self, arguments: JSONObject) -> types.CallToolResult:
         outcome = await self._call("save_checkpoint", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
@@ -297,7 +297,7 @@ class Bridge(Notices):
             self._remember_acknowledged(acknowledged)
         return self.render("save_checkpoint", arguments, outcome)
 
-    async def _get_context(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _get_context(self, arguments: JSONObject) -> types.CallToolResult:
         self._context_calls += 1
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
@@ -314,7 +314,7 @@ class Bridge(Notices):
 
     async def _local_context(self) -> types.CallToolResult:
         """What the bridge can offer when the broker has no get_context route yet."""
-        context: JsonObject = {
+        context: JSONObject = {
             "notice": (
                 "This broker does not serve get_context yet, so your role, checkpoint and "
                 "uncertain receipts are not available. Below are this bridge's facts, your "
@@ -339,7 +339,7 @@ class Bridge(Notices):
         context["bridge"] = self.bridge_facts()
         return success(context)
 
-    async def _list_operations(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _list_operations(self, arguments: JSONObject) -> types.CallToolResult:
         if arguments:
             return failure(
                 f"unknown argument {next(iter(arguments))!r}: list_operations takes no arguments"
@@ -347,7 +347,7 @@ class Bridge(Notices):
         if self.catalog is None:
             await self.wait_for_catalog()
         catalog = self.catalog
-        bridge_tools: list[JsonValue] = [
+        bridge_tools: list[JSONValue] = [
             {"name": t.name, "description": t.description, "input_schema": t.schema}
             for t in OWN_TOOLS
         ]
@@ -369,7 +369,7 @@ class Bridge(Notices):
             }
         )
 
-    async def _call_operation(self, arguments: JsonObject) -> types.CallToolResult:
+    async def _call_operation(self, arguments: JSONObject) -> types.CallToolResult:
         extra = [k for k in arguments if k not in ("name", "arguments")]
         if extra:
             return failure(

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from lobbies.wire import IMAGE_MEDIA_TYPES, JsonObject, JsonTooDeep, load_json, scalar_members
+from lobbies.wire import IMAGE_MEDIA_TYPES, JSONObject, JsonTooDeep, load_json, scalar_members
 
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
@@ -203,7 +203,7 @@ class LocalFile:
     def size(self) -> int:
         return len(self.data)
 
-    def description(self) -> JsonObject:
+    def description(self) -> JSONObject:
         return {
             "sha256": self.sha256,
             "name": self.name,

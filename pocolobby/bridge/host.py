@@ -35,7 +35,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
-from lobbies.wire import MAX_JSON_DEPTH, JsonObject, JsonTooDeep, check_json_nesting, scalar_members
+from lobbies.wire import MAX_JSON_DEPTH, JSONObject, JsonTooDeep, check_json_nesting, scalar_members
 
 log = logging.getLogger("pocolobby.bridge.host")
 
@@ -208,7 +208,7 @@ class HostPipe:
                 self._closed = True
                 raise HostGone(str(exc) or type(exc).__name__) from exc
 
-    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+    async def notify(self, method: str, params: JSONObject | None = None) -> None:
         """An unsolicited notification, outside any request; HostGone if it was not written."""
         if params is None:
             message = JSONRPCNotification(jsonrpc="2.0", method=method)

@@ -19,7 +19,7 @@ from lobbies.wire import (
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
     DeliveryFrame,
-    JsonObject,
+    JSONObject,
     NoticeFrame,
     load_json,
 )
@@ -47,7 +47,7 @@ def clean_meta(raw: object) -> dict[str, str]:
     }
 
 
-def _payload(content: str) -> JsonObject:
+def _payload(content: str) -> JSONObject:
     """The JSON object after a notice's headline, or {} when there is none."""
     _, _, rest = content.partition("\n")
     try:
@@ -79,7 +79,7 @@ class Notice:
         )
 
     @property
-    def payload(self) -> JsonObject:
+    def payload(self) -> JSONObject:
         return _payload(self.content)
 
     @property
@@ -137,7 +137,7 @@ class Notices(Listing):
         text = notice.content if note is None else f"{notice.content}\n\n{note}"
         if notice.kind == "messages" and (named := attachments.attachments_note(notice.payload)):
             text = f"{text}\n\n{named}"
-        params: JsonObject = {"content": text, "meta": {**notice.meta}}
+        params: JSONObject = {"content": text, "meta": {**notice.meta}}
         try:
             await self.host.notify(CHANNEL_METHOD, params)
         except HostGone:
@@ -151,7 +151,7 @@ class Notices(Listing):
             self.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
 
-    def offer_bootstrap_again(self, nonce: str, params: JsonObject) -> None:
+    def offer_bootstrap_again(self, nonce: str, params: JSONObject) -> None:
         """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
         schedule ends, the host leaves, or the broker stops this process)."""
         self.bootstrap_offer = (nonce, params)
@@ -169,7 +169,7 @@ class Notices(Listing):
             or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
         )
 
-    async def _repeat_bootstrap(self, nonce: str, params: JsonObject) -> None:
+    async def _repeat_bootstrap(self, nonce: str, params: JSONObject) -> None:
         calls = self._context_calls
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)

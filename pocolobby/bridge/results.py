@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, JsonObject, JsonValue
+from lobbies.wire import EVENT_VERSION, JSONObject, JSONValue
 from pocolobby.bridge.broker import Outcome
 
 
@@ -24,20 +24,20 @@ class Stop:
     message: str
 
 
-def as_text(data: JsonValue) -> str:
+def as_text(data: JSONValue) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def success(data: JsonValue) -> types.CallToolResult:
+def success(data: JSONValue) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(data))])
 
 
-def failure(text: str, details: JsonObject | None = None) -> types.CallToolResult:
+def failure(text: str, details: JSONObject | None = None) -> types.CallToolResult:
     body = text if details is None else f"{text}\n{as_text(details)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=body)], is_error=True)
 
 
-def retry_advice(arguments: JsonObject) -> str:
+def retry_advice(arguments: JSONObject) -> str:
     if "client_request_id" in arguments:
         return (
             "Retry with the same arguments and the same client_request_id: the broker "
@@ -48,7 +48,7 @@ def retry_advice(arguments: JsonObject) -> str:
 
 
 def render(
-    name: str, arguments: JsonObject, outcome: Outcome, broker_url: str
+    name: str, arguments: JSONObject, outcome: Outcome, broker_url: str
 ) -> types.CallToolResult:
     """A broker answer as the model should read it."""
     if outcome.ok:

@@ -13,7 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX, BridgeFrame, JsonObject
+from lobbies.wire import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX, BridgeFrame, JSONObject
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.catalog import Catalog
@@ -25,7 +25,7 @@ from pocolobby.bridge.results import Stop, stopped_text
 log = logging.getLogger("pocolobby.bridge")
 
 SendFrame = Callable[[BridgeFrame], Awaitable[None]]
-ToolHandler = Callable[[JsonObject], Awaitable[types.CallToolResult]]
+ToolHandler = Callable[[JSONObject], Awaitable[types.CallToolResult]]
 
 
 class BridgeState:
@@ -54,7 +54,7 @@ class BridgeState:
         self.ready_generation: int | None = None
         self.context_loaded = False  # get_context answered in this process
         # The latest bootstrap offered to the host (nonce, channel params) and its repeats.
-        self.bootstrap_offer: tuple[str, JsonObject] | None = None
+        self.bootstrap_offer: tuple[str, JSONObject] | None = None
         self._context_calls = 0
         self._repeater: asyncio.Task[None] | None = None
         self._repeater_nonce: str | None = None
@@ -125,9 +125,9 @@ class BridgeState:
         stop = self.stop
         return f"PocoLobby bridge: not connected ({stop.status} {stop.code}). {self.stopped_text()}"
 
-    def bridge_facts(self) -> JsonObject:
+    def bridge_facts(self) -> JSONObject:
         catalog = self.catalog
-        facts: JsonObject = {
+        facts: JSONObject = {
             "runtime_id": self.runtime.runtime_id,
             "runtime_scope": self.runtime.scope,
             "generation": self.generation,

@@ -8,28 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lobbies.wire import JsonObject
+from lobbies.wire import JSONObject
 
 
 @dataclass(frozen=True)
 class OwnTool:
     name: str
     description: str
-    schema: JsonObject
+    schema: JSONObject
     # When the broker lists this name, its description and schema win (they stay current)
     # and `note` says what the bridge adds.
     catalog_schema: bool = True
     note: str = ""
 
 
-def _object(properties: JsonObject, required: list[str] | None = None) -> JsonObject:
-    schema: JsonObject = {"type": "object", "properties": properties}
+def _object(properties: JSONObject, required: list[str] | None = None) -> JSONObject:
+    schema: JSONObject = {"type": "object", "properties": properties}
     if required:
         schema["required"] = [*required]
     return schema
 
 
-_IDS: JsonObject = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 500}
+_IDS: JSONObject = {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 500}
 
 OWN_TOOLS: tuple[OwnTool, ...] = (
     OwnTool(

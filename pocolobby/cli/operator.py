@@ -7,7 +7,7 @@ import argparse
 import json
 from urllib.parse import quote, urlsplit
 
-from lobbies.jsonvalue import JSONObject, JSONValue
+from lobbies.wire import JSONObject, JSONValue
 from lobbies.wire import for_terminal as shown
 from pocolobby import config
 from pocolobby.cli.admin_client import (
