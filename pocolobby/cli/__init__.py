@@ -1,7 +1,7 @@
 """`pocolobby`: run the broker and administer it over its admin API."""
 
 # Each command group's module adds its own subcommands: `broker` (serve, init), `operator` (the
-# admin API's commands), `agent_side` (what an agent's machine runs), `pocolobby.msg` (an agent's
+# admin API's commands), `agent_side` (what an agent's machine runs), `messages` (an agent's
 # messages without MCP) and `maintenance` (backup, restore, manage).
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from lobbies.wire import for_terminal as shown
-from pocolobby import msg
-from pocolobby.cli import agent_side, broker, maintenance, operator
+from pocolobby.cli import agent_side, broker, maintenance, messages, operator
 from pocolobby.cli.common import CliError, Parser, StoreRefused
 
 
@@ -26,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_parsers(sub)
     operator.add_parsers(sub)
     agent_side.add_parsers(sub)
-    msg.add_parser(sub)
+    messages.add_parser(sub)
     maintenance.add_parsers(sub)
     return parser
 
