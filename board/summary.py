@@ -22,9 +22,8 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import anthropic
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import Sum
@@ -43,6 +42,9 @@ from board.models import (
 )
 from board.notes import LOBBY_CHARS, NOTES_INTERVAL
 from lobbies.models import Agent, Delivery, Kind, Lobby, Message, Scope
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -503,6 +505,9 @@ class _Output(BaseModel):
 
 
 def _client() -> anthropic.Anthropic:
+    # local: the SDK takes about a second of every broker's start, and only notes call it
+    import anthropic
+
     return anthropic.Anthropic(
         api_key=settings.ANTHROPIC_API_KEY,
         base_url=settings.ANTHROPIC_BASE_URL,
@@ -521,6 +526,8 @@ def _attempt(lobby_id: int, built: BuiltRequest, memory: _Memory) -> tuple[Summa
         "started_at": started,
     }
     retry = False
+    import anthropic  # local: as in _client
+
     try:
         response = _client().messages.create(**built.request)
     except anthropic.APITimeoutError:
