@@ -134,14 +134,9 @@ def _uses_the_test_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(fixtures & DATABASE_FIXTURES)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
-    """Mark each test by where it lives before any other hook runs (so before `-m` selects);
-    after them all (pytest-django's ordering among them), put the tests that drive Chromium
-    last, tests/deploy before tests/browser: pytest-playwright's session keeps a sync
-    Playwright (an event loop running in the main thread) until the session ends, and after
-    it Django refuses database calls and pytest-asyncio cannot start a loop. tests/deploy's
-    async tests and its own `sync_playwright()` must therefore come before that session."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by where it lives before any other hook runs (so before `-m` selects)."""
     for item in items:
         folder = _folder(item)
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -161,9 +156,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
             folder == "cli" and not _uses_the_test_database(item)
         ):
             item.add_marker(pytest.mark.vendor_neutral)
-
-    yield
-    items.sort(key=lambda item: {"deploy": 1, "browser": 2}.get(_folder(item), 0))
 
 
 @pytest.fixture

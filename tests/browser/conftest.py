@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, BrowserType, Playwright, sync_playwright
 
 from tests.server import Broker, free_port
 
@@ -158,6 +159,42 @@ def run_hosted_broker(
     broker.stop()
 
 
+# pytest-playwright starts one sync Playwright for the whole session; while it runs, its event
+# loop is the running loop of this thread, so every later test in the same process (a
+# pytest-xdist worker runs other folders after this one) finds "a running event loop": Django
+# refuses database calls and pytest-asyncio cannot start its own. Scoped to the module here,
+# Playwright stops after each browser module, and its loop ends with it.
+@pytest.fixture(scope="module")
+def playwright(_pw_api_request_contexts: Any) -> Iterator[Playwright]:
+    started = sync_playwright().start()
+    if _pw_api_request_contexts:
+        _pw_api_request_contexts.instrument(started)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def browser_type(playwright: Playwright, browser_name: str) -> BrowserType:
+    return cast(BrowserType, getattr(playwright, browser_name))
+
+
+@pytest.fixture(scope="module")
+def launch_browser(
+    browser_type_launch_args: dict[str, Any], browser_type: BrowserType
+) -> Callable[..., Browser]:
+    def launch(**options: Any) -> Browser:
+        return browser_type.launch(**{**browser_type_launch_args, **options})
+
+    return launch
+
+
+@pytest.fixture(scope="module")
+def browser(launch_browser: Callable[..., Browser]) -> Iterator[Browser]:
+    launched = launch_browser()
+    yield launched
+    launched.close()
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
     return {**browser_type_launch_args, "executable_path": CHROMIUM}
@@ -169,8 +206,10 @@ def look(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def browser_context_args(browser_context_args: dict[str, Any], look: str) -> dict[str, Any]:
-    return {**browser_context_args, **LOOKS[look]}
+def browser_context_args(look: str) -> dict[str, Any]:
+    """The look alone: pytest-playwright's own reads `--device`, `--base-url` and `--video`
+    (none of which these tests use) through a session-scoped Playwright."""
+    return dict(LOOKS[look])
 
 
 @pytest.fixture
