@@ -147,6 +147,16 @@ then, in the project the agent's Claude Code session runs in:
   pocolobby connect --config ~/backend.json"""
 
 
+def address_step(url: str) -> str | None:
+    """The line that comes first when the broker is not where the CLI looks by default."""
+    if url == config.DEFAULT_URL:
+        return None
+    return (
+        f"The CLI looks for the broker at {config.DEFAULT_URL}; in that terminal, first:\n"
+        f"  export POCOLOBBY_URL={url}"
+    )
+
+
 def _loopback_host(host: str) -> bool:
     if host.casefold() == "localhost":
         return True
@@ -186,6 +196,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"listening on {url}", flush=True)
 
     print(f"PocoLobby broker on {url} ({done})", flush=True)
+    if step := address_step(url):
+        print(step, flush=True)
     print(NEXT_STEPS, flush=True)
     from django.conf import settings  # local: as above, Django is set up by _prepare
 

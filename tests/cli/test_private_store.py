@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from lobbies import secret_files
-from pocolobby.cli.broker import NEXT_STEPS
+from pocolobby import config
+from pocolobby.cli.broker import NEXT_STEPS, address_step
 from tests.lobbies.test_storage import embedded_env, make_sqlite
 from tests.server import Broker
 
@@ -72,6 +73,9 @@ def test_serve_keeps_the_store_and_its_wal_and_shm_private(tmp_path):
         assert {"pocolobby.sqlite3-wal", "pocolobby.sqlite3-shm", "secret-key"} <= names
         assert_private(data)
         assert NEXT_STEPS in broker.log_text()  # what README.md says (tests/docs)
+        # not on 8787, so the steps start by pointing the CLI at this broker
+        assert f"  export POCOLOBBY_URL={broker.url}\n" in broker.log_text()
+        assert address_step(broker.url) in broker.log_text()
     finally:
         broker.stop()
 
@@ -128,3 +132,11 @@ def test_an_empty_secret_file_is_replaced_not_used(tmp_path):
     value = secret_files.read_or_create_secret(path)
     assert len(value) > 30 and path.read_text().strip() == value
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_broker_on_the_default_address_prints_no_address_step():
+    assert address_step(config.DEFAULT_URL) is None
+    assert address_step("http://127.0.0.1:8799") == (
+        f"The CLI looks for the broker at {config.DEFAULT_URL}; in that terminal, first:\n"
+        "  export POCOLOBBY_URL=http://127.0.0.1:8799"
+    )
