@@ -68,6 +68,8 @@ BUSY_WORDS = ("esc to interrupt", "esc to cancel")
 # Gemini CLI title an approval prompt "Action Required", and Gemini a turn "Working…".
 BUSY_TITLE = re.compile("^[\u2801-\u28ff]|Action Required|Working\u2026")
 ENTER_DELAY = 0.3  # between the line and its Enter: Codex CLI reads a faster Enter as pasted
+TAKE_SECONDS = 3.0  # how long a pane may take to show a typed line's Enter taken
+TAKE_CHECK_SECONDS = 0.05
 BOTTOM_LINES = 8
 _INPUT_LINE = re.compile(f"^[{PROMPT_CHARS}](?:\\s+(.*))?$")
 _RULE = re.compile("^[\u2500-\u257f\\s]{3,}$")  # ─━═╭╮╰╯... and spaces only
@@ -331,9 +333,19 @@ class Pane:
         return "the agent is busy (no idle prompt)"
 
     async def type_line(self, line: str) -> None:
+        """Type the line and its Enter, then wait (up to TAKE_SECONDS) until the pane shows the
+        Enter taken: tmux answers before the program reads it, and a check in between would
+        read our own line, still in the input, as one left without Enter and press Enter again
+        (an empty line submitted; seen on a loaded machine)."""
         await self.tmux("send-keys", "-t", self.pane_id, "-l", line)
         await asyncio.sleep(ENTER_DELAY)
         await self.tmux("send-keys", "-t", self.pane_id, "Enter")
+        deadline = time.monotonic() + TAKE_SECONDS
+        while time.monotonic() < deadline:
+            screen = await self.tmux("capture-pane", "-p", "-J", "-t", self.pane_id)
+            if not is_unfinished_notice(screen):
+                return
+            await asyncio.sleep(TAKE_CHECK_SECONDS)
 
 
 class Quiet:

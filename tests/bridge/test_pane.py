@@ -373,6 +373,66 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
         await second.close()
 
 
+def _slow_enter_tmux(directory: Path, seconds: float) -> Path:
+    """A `tmux` first on PATH that answers an Enter at once and delivers it `seconds` later: a
+    pane whose program is slow to show the Enter taken (a loaded machine, a busy TUI)."""
+    directory.mkdir()
+    wrapper = directory / "tmux"
+    real = shutil.which("tmux")
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        f"real = {real!r}\n"
+        "if sys.argv[-1] == 'Enter' and os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    null = os.open(os.devnull, os.O_RDWR)\n"
+        "    for fd in (0, 1, 2):\n"
+        "        os.dup2(null, fd)\n"
+        f"    time.sleep({seconds})\n"
+        "    os.execv(real, [real, *sys.argv[1:]])\n"
+        "if sys.argv[-1] == 'Enter':\n"
+        "    sys.exit(0)\n"
+        "os.execv(real, [real, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(0o755)
+    return directory
+
+
+async def test_a_pane_slow_to_take_an_enter_gets_no_second_enter(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    """Our own line still in the input just after its Enter is not one left without Enter."""
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-slow-enter", ["lead", "coder"], tmp_path
+    )
+    slow = _slow_enter_tmux(tmp_path / "bin", 1.5)
+    host = await Host(
+        configs["coder"].path,
+        str(uuid.uuid4()),
+        tmp_path / "bridge.log",
+        extra_env={
+            "TMUX": f"{agent_pane.socket},0,0",
+            "PATH": f"{slow}:{os.environ.get('PATH', '')}",
+        },
+        bridge_args=["--deliver", "tmux", "--pane", agent_pane.pane_id],
+    ).start()
+    try:
+        for _ in range(200):  # the bootstrap line typed, its Enter not yet taken
+            if "> # pocolobby: bootstrap" in agent_pane.tmux(
+                "capture-pane", "-p", "-t", agent_pane.pane_id
+            ):
+                break
+            await asyncio.sleep(0.05)
+        sent = await send_message(module_broker.url, configs["lead"].token, "coder", "x", "s-1")
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        await asyncio.sleep(2.0)  # a second Enter, had one been pressed, would have landed
+        lines = agent_pane.lines()
+        assert lines == marked(lines), lines  # no empty line submitted between our two
+        assert lines[1].startswith(f"# pocolobby: 1 new message: ids {sent} ")
+    finally:
+        await host.close()
+
+
 async def test_a_message_acknowledged_while_held_is_not_typed(
     module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
 ):

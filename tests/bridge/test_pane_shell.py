@@ -50,8 +50,8 @@ def test_notice_lines_typed_into_bash_print_no_error_and_run_nothing(
                 send_message(module_broker.url, configs["lead"].token, "shell", "hi", "n-1")
             )
             notice = f"$ # pocolobby: 1 new message: ids {sent} - call get_messages"
-            pane.wait_for(lambda s: notice in s)
-            screen = pane.wait_for_prompt(3)
+            # the notice taken: bash's next prompt below it (its history written before that)
+            screen = pane.wait_for(lambda s: screen_lines(s)[-1:] == ["$"] and notice in s)
         finally:
             bridge.terminate()
             code = bridge.wait(20)
@@ -59,7 +59,9 @@ def test_notice_lines_typed_into_bash_print_no_error_and_run_nothing(
         assert code == 0, stderr
 
         # Only prompts and our lines: no "command not found", no "No such file", nothing run.
-        for line in screen_lines(screen):
-            assert line == "$" or line.startswith("$ # pocolobby: "), screen
+        # Exactly our two lines and the prompt: no error, and no empty Enter between them.
+        lines = screen_lines(screen)
+        assert [line.startswith("$ # pocolobby: ") for line in lines] == [True, True, False]
+        assert lines[1].startswith(notice) and lines[2] == "$", screen
         assert not marker.exists()
         assert [line.startswith("# pocolobby: ") for line in pane.ran()] == [True, True]
