@@ -25,7 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lobbies.blobs import SHA256_PATTERN, digest_of_file
 from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from pocolobby import config
 
 STORE_NAME = "pocolobby.sqlite3"
 BACKUP_STORE = "store.sqlite3"
@@ -217,12 +219,46 @@ def seal(temp: Path, final: Path, manifest: dict[str, Any]) -> None:
 
 
 def copy_attachments(data_dir: Path, temp: Path) -> int:
-    """Copy the data directory's attachments (if any) into the backup; how many files."""
-    attachments = data_dir / ATTACHMENTS
+    """Copy the attachment files (if any; config.attachments_dir, wherever it is) into the
+    backup's `attachments/`; how many files."""
+    attachments = config.attachments_dir(data_dir)
     if not attachments.is_dir():
         return 0
-    shutil.copytree(attachments, temp / ATTACHMENTS)
+
+    def not_content(_folder: str, names: list[str]) -> list[str]:  # the lock, temporary files
+        return [name for name in names if not SHA256_PATTERN.match(name)]
+
+    shutil.copytree(attachments, temp / ATTACHMENTS, ignore=not_content)
     return sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
+
+
+def merge_attachments(source: Path, target: Path) -> tuple[int, list[str]]:
+    """Put the backup's attachment files that `target` lacks into it; (how many were added,
+    names whose content does not match their SHA-256, left out).
+
+    A file is named by its content's SHA-256, so one already there is the same file and the
+    live directory's other files stay (rows restored later may name them). Each is written
+    under a temporary name, fsynced, checked and renamed, as an upload is (lobbies/blobs.py).
+    """
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    added, damaged = 0, []
+    for path in sorted(source.iterdir()):
+        if not path.is_file() or not SHA256_PATTERN.match(path.name):
+            continue  # the lock file, a crashed upload's temporary file
+        final = target / path.name
+        if final.exists():
+            continue
+        temp = target / f".restore-{os.getpid()}-{path.name}"
+        shutil.copyfile(path, temp)
+        _fsync_path(temp)
+        if digest_of_file(temp) != path.name:
+            temp.unlink()
+            damaged.append(path.name)
+            continue
+        os.replace(temp, final)
+        added += 1
+    _fsync_path(target)
+    return added, damaged
 
 
 def now_iso() -> str:

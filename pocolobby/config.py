@@ -21,6 +21,13 @@ def data_dir() -> Path:
     return path.expanduser().resolve()
 
 
+def attachments_dir(data: Path) -> Path:
+    """Where attachment files live: POCOLOBBY_ATTACHMENTS_DIR, else `attachments` in `data`.
+    One rule for the broker, backup and restore, so a moved directory is backed up too."""
+    configured = os.environ.get("POCOLOBBY_ATTACHMENTS_DIR")
+    return Path(configured).expanduser() if configured else data / "attachments"
+
+
 def _int_env(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

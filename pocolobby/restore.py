@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from pocolobby import backup, store_lock
+from pocolobby import backup, config, store_lock
 
 
 class RestoreRefused(Exception):
@@ -56,6 +56,21 @@ class RestoreReport:
             "agents refused; check it (pocolobby status), give each agent its new configuration, "
             "then reopen access with `pocolobby restore --finish`"
         )
+
+
+def _put_back_attachments(source: backup.Source, target: Path) -> str:
+    """Merge the backup's attachment files into `target`; what the report says of it."""
+    if source.attachments is None:
+        return ""
+    added, damaged = backup.merge_attachments(source.attachments, target)
+    said = f"; {added} attachment files put back in {target}"
+    if damaged:
+        shown = ", ".join(name[:12] for name in damaged[:5])
+        said += (
+            f" ({len(damaged)} left out: their content does not match their SHA-256 name: "
+            f"{shown}{', ...' if len(damaged) > 5 else ''})"
+        )
+    return said
 
 
 def broker_answers(url: str) -> bool:
@@ -156,7 +171,13 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
     staged = data_dir / f".restore-{stamp}.sqlite3"
     for suffix in ("", "-wal", "-shm", "-journal"):  # a crashed earlier restore's, same pid
         Path(f"{staged}{suffix}").unlink(missing_ok=True)
-    staged_attachments = data_dir / f".restore-{stamp}-attachments" if source.attachments else None
+    # The default attachments directory is swapped with the store; one moved elsewhere
+    # (POCOLOBBY_ATTACHMENTS_DIR, perhaps another volume) gets the backup's files merged in.
+    attachments = config.attachments_dir(data_dir)
+    swapped = attachments == data_dir / backup.ATTACHMENTS
+    staged_attachments = (
+        data_dir / f".restore-{stamp}-attachments" if source.attachments and swapped else None
+    )
     try:
         backup.copy_store(source.store, staged)
         if source.attachments and staged_attachments:
@@ -173,8 +194,9 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         if staged_attachments:
             shutil.rmtree(staged_attachments, ignore_errors=True)
         raise
+    merged = "" if swapped else _put_back_attachments(source, attachments)
     backup.write_marker(data_dir, staged, staged_attachments)
-    swap = backup.complete_swap(data_dir) or ""
+    swap = (backup.complete_swap(data_dir) or "") + merged
     return RestoreReport(source.store, incarnation, configs, swap)
 
 
@@ -254,6 +276,11 @@ def _restore_postgres_holding_the_lock(
             raise RestoreRefused(f"the live store could not be copied aside first: {exc}") from None
         before = str(aside.path)
 
+    try:  # files before the rows that name them, as an upload writes them
+        merged = _put_back_attachments(source, config.attachments_dir(data_dir))
+    except OSError as exc:
+        raise RestoreRefused(f"the backup's attachments could not be put back: {exc}") from None
+
     with connection.cursor() as cursor:
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS pocolobby_restore_pending "
@@ -288,5 +315,5 @@ def _restore_postgres_holding_the_lock(
         ) from None
     finally:
         connection.close()
-    placed = f"restored into the PostgreSQL database {database} with pg_restore{kept}"
+    placed = f"restored into the PostgreSQL database {database} with pg_restore{kept}{merged}"
     return RestoreReport(source.store, incarnation, configs, placed)

@@ -139,9 +139,7 @@ TEMPLATES = [
 
 SQLITE_PATH = DATA_DIR / "pocolobby.sqlite3"
 # One file per SHA-256 beside the store (PostgreSQL deployments: on the broker's volume).
-ATTACHMENTS_DIR = Path(
-    os.environ.get("POCOLOBBY_ATTACHMENTS_DIR") or DATA_DIR / "attachments"
-).expanduser()
+ATTACHMENTS_DIR = config.attachments_dir(DATA_DIR)
 _database_url = os.environ.get("DATABASE_URL")
 if _database_url:
     DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}

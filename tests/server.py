@@ -307,6 +307,22 @@ class Broker:
             check=False,
         )
 
+    def send_screenshot(self, sender: AgentConfig, to: str, folder: Path) -> tuple[int, bytes]:
+        """`pocolobby msg send --attach` a small PNG from `sender` to `to`: its attachment id
+        and bytes, for tests of where attachment files go."""
+        from PIL import Image  # local: only the attachment tests draw an image
+
+        shot = folder / f"shot-{sender.agent}-{to}.png"
+        Image.new("RGB", (24, 16), (30, 120, 200)).save(shot, format="PNG")
+        sent = self.cli(
+            "msg", "send", "--config", str(sender.path), to, "see the shot",
+            "--attach", str(shot), "--json",
+        )  # fmt: skip
+        if sent.returncode != 0:
+            raise BrokerError(f"msg send --attach failed: {sent.stderr}")
+        (attachment,) = json.loads(sent.stdout)["attachments"]
+        return int(attachment["id"]), shot.read_bytes()
+
     def cli_ok(self, *args: str) -> subprocess.CompletedProcess[str]:
         result = self.cli(*args)
         if result.returncode != 0:

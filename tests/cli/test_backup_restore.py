@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -263,6 +264,53 @@ def test_restore_end_to_end_closes_access_until_finish_and_lists_uncertain_work(
         f"{broker.url}/v1/messages", params={"view": "history"}, headers=fresh["ops-beta"].headers
     ).json()
     assert m3 not in [m["message_id"] for m in history["messages"]]
+
+
+def test_attachment_files_kept_outside_the_data_directory_are_backed_up_and_put_back(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    files = tmp_path / "files"  # POCOLOBBY_ATTACHMENTS_DIR, say another volume
+    env = {"POCOLOBBY_ATTACHMENTS_DIR": str(files)}
+    broker = broker_factory(env=env, name="moved-files")
+    configs = broker.provision("ops", ["alpha", "beta"], tmp_path / "configs")
+    attachment, data = broker.send_screenshot(configs["alpha"], "beta", tmp_path)
+    taken = broker.cli("backup", "--to", str(tmp_path / "backups"), env=env)
+    assert taken.returncode == 0, taken.stderr
+    assert ", 1 attachment files)" in taken.stdout
+    made = backup_path(taken.stdout)
+    assert [p.name for p in (made / "attachments").iterdir()] == [hashlib.sha256(data).hexdigest()]
+    broker.stop()
+    shutil.rmtree(files)  # the volume lost
+
+    configs_dir = tmp_path / "new-configs"
+    restored = broker.cli("restore", str(made), "--configs-dir", str(configs_dir), env=env)
+    assert restored.returncode == 0, restored.stderr
+    assert f"; 1 attachment files put back in {files}" in restored.stdout
+    broker.start()
+    assert broker.cli("restore", "--finish", env=env).returncode == 0
+    beta = AgentConfig.read(configs_dir / "ops-beta.json")
+    got = httpx.get(f"{broker.url}/v1/attachments/{attachment}", headers=beta.headers, timeout=10)
+    assert got.status_code == 200 and got.content == data
+
+
+def test_putting_attachment_files_back_adds_only_whole_missing_content(tmp_path: Path):
+    from pocolobby.backup import merge_attachments  # local: the CLI's module, in process
+
+    source, target = tmp_path / "backup", tmp_path / "live"
+    source.mkdir()
+    target.mkdir()
+    good, kept, bad = b"good bytes", b"already here", b"what the name promised"
+    names = {content: hashlib.sha256(content).hexdigest() for content in (good, kept, bad)}
+    (source / names[good]).write_bytes(good)
+    (source / names[kept]).write_bytes(kept)
+    (target / names[kept]).write_bytes(kept)
+    (source / names[bad]).write_bytes(b"bit rot")  # its name no longer its content's hash
+    (source / ".lock").write_bytes(b"")
+
+    added, damaged = merge_attachments(source, target)
+    assert (added, damaged) == (1, [names[bad]])
+    assert sorted(p.name for p in target.iterdir()) == sorted([names[good], names[kept]])
+    assert (target / names[good]).read_bytes() == good
 
 
 def test_a_restore_interrupted_mid_swap_resumes_restore_mode_on_the_next_start(

@@ -8,8 +8,10 @@ reachable PostgreSQL or pg_dump, failed instead where POCOLOBBY_REQUIRE_POSTGRES
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -141,6 +143,44 @@ def test_a_postgresql_restore_loses_what_came_after_the_backup_and_closes_access
         assert sorted(m["message_id"] for m in history["messages"]) == [m1, m2]
     finally:
         broker.stop()
+
+
+def test_a_postgresql_restore_on_a_new_machine_puts_the_backups_attachment_files_back(
+    database: str, tmp_path: Path
+):
+    # The old machine keeps its files outside its data directory (POCOLOBBY_ATTACHMENTS_DIR):
+    # the backup copies them from there.
+    old_env = {"DATABASE_URL": url(database), "POCOLOBBY_ATTACHMENTS_DIR": str(tmp_path / "old")}
+    old = Broker(tmp_path / "old-machine", env=old_env).start()
+    try:
+        configs = old.provision("ops", ["alpha", "beta"], tmp_path / "configs")
+        attachment, data = old.send_screenshot(configs["alpha"], "beta", tmp_path)
+        taken = old.cli("backup", "--to", str(tmp_path / "backups"), env=old_env)
+        assert taken.returncode == 0, taken.stderr
+        assert ", 1 attachment files)" in taken.stdout
+    finally:
+        old.stop()
+    shutil.rmtree(tmp_path / "old")  # the old machine is gone, with its files
+
+    files = tmp_path / "new-files"
+    new_env = {"DATABASE_URL": url(database), "POCOLOBBY_ATTACHMENTS_DIR": str(files)}
+    new = Broker(tmp_path / "new-machine", env=new_env)
+    try:
+        configs_dir = tmp_path / "new-configs"
+        restored = new.cli(
+            "restore", str(backup_path(taken.stdout)), "--configs-dir", str(configs_dir),
+            env=new_env,
+        )  # fmt: skip
+        assert restored.returncode == 0, restored.stderr
+        assert f"; 1 attachment files put back in {files}" in restored.stdout
+        assert [p.name for p in files.iterdir()] == [hashlib.sha256(data).hexdigest()]
+        new.start()
+        assert new.cli("restore", "--finish", env=new_env).returncode == 0
+        beta = AgentConfig.read(configs_dir / "ops-beta.json")
+        got = httpx.get(f"{new.url}/v1/attachments/{attachment}", headers=beta.headers, timeout=10)
+        assert got.status_code == 200 and got.content == data
+    finally:
+        new.stop()
 
 
 def _foreign_archive(tmp_path: Path) -> Path:
