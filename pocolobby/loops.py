@@ -19,7 +19,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import BaseChannelLayer, get_channel_layer
-from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
@@ -32,6 +31,7 @@ from lobbies.consumers import LOCAL
 from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
 from lobbies.presence import heartbeat
 from lobbies.timers import Sweep, TickResult
+from pocolobby import store_lock
 
 log = logging.getLogger("pocolobby.dispatch")
 
@@ -68,17 +68,7 @@ class Leadership:
         self.leading = False
 
     def _connect(self) -> Any:
-        import psycopg  # local: installed everywhere, but only a PostgreSQL broker needs it
-
-        db = settings.DATABASES["default"]
-        return psycopg.connect(
-            host=db.get("HOST") or None,
-            port=db.get("PORT") or None,
-            dbname=db["NAME"],
-            user=db.get("USER") or None,
-            password=db.get("PASSWORD") or None,
-            autocommit=True,
-        )
+        return store_lock.pg_connect(None)  # named as the process's others (PGAPPNAME)
 
     def hold(self) -> bool:
         if connection.vendor != "postgresql":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,27 @@ def release(database: Path) -> None:
 # ---------------------------------------------------------------- PostgreSQL: advisory lock
 
 
-def pg_connect(application_name: str) -> Any:
-    """A connection of its own (autocommit) to the configured PostgreSQL database.
+# OPTIONS that Django reads itself and never gives libpq (django/db/backends/postgresql).
+DJANGO_ONLY_OPTIONS = frozenset({"assume_role", "isolation_level", "pool", "server_side_binding"})
+
+
+def connection_params(db: Mapping[str, Any]) -> dict[str, Any]:
+    """psycopg.connect's arguments for a DATABASES entry: the broker's own connection's, with
+    every libpq option DATABASE_URL carried (sslmode, sslrootcert, options, ...)."""
+    options = {k: v for k, v in (db.get("OPTIONS") or {}).items() if k not in DJANGO_ONLY_OPTIONS}
+    given = {
+        "host": db.get("HOST"),
+        "port": db.get("PORT"),
+        "dbname": db.get("NAME"),
+        "user": db.get("USER"),
+        "password": db.get("PASSWORD"),
+    }
+    return {**options, **{k: v for k, v in given.items() if v}}
+
+
+def pg_connect(application_name: str | None) -> Any:
+    """A connection of its own (autocommit) to the configured PostgreSQL database, named
+    `application_name` (None: libpq's default, PGAPPNAME).
 
     Not Django's: Django closes and reopens its connections, and a session lock lives only as
     long as its session.
@@ -123,18 +143,11 @@ def pg_connect(application_name: str) -> Any:
     import psycopg  # local: installed everywhere, but only a PostgreSQL broker needs it
     from django.conf import settings  # local: store_lock is importable before Django is set up
 
-    db = settings.DATABASES["default"]
-    return psycopg.connect(
-        host=db.get("HOST") or None,
-        port=db.get("PORT") or None,
-        dbname=db["NAME"],
-        user=db.get("USER") or None,
-        password=db.get("PASSWORD") or None,
-        application_name=application_name.encode()[:APPLICATION_NAME_BYTES].decode(
-            "utf-8", "ignore"
-        ),
-        autocommit=True,
-    )
+    params = connection_params(settings.DATABASES["default"])
+    if application_name is not None:
+        name = application_name.encode()[:APPLICATION_NAME_BYTES].decode("utf-8", "ignore")
+        params["application_name"] = name
+    return psycopg.connect(**params, autocommit=True)
 
 
 # This process's holds on a PostgreSQL store: kept (and so held) until the process exits.

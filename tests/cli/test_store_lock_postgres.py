@@ -176,3 +176,23 @@ def test_a_database_not_ours_or_from_a_newer_release_is_refused_unchanged(
     adopted = cli(database, tmp_path, "init")
     assert adopted.returncode == 0, adopted.stderr
     assert snapshot(database)["identity"] == [(APPLICATION_ID, FORMAT_VERSION)]
+
+
+def test_the_locks_own_connection_carries_every_libpq_option_of_database_url(database: str):
+    """An sslmode (or any option) in DATABASE_URL reaches the lock's and the leaders' sessions
+    too: without it a server that requires TLS refused them while Django's own connected."""
+    import dj_database_url  # local: the broker's own parser of DATABASE_URL
+    import psycopg
+
+    from pocolobby.store_lock import connection_params
+
+    db = dj_database_url.parse(
+        f"{PG_SERVER}/{database}"
+        "?sslmode=disable&options=-c%20statement_timeout%3D4321&isolation_level=1"
+    )
+    params = connection_params(db)
+    assert params["sslmode"] == "disable" and "isolation_level" not in params  # Django's own
+    with psycopg.connect(**params, autocommit=True) as session:
+        (timeout,) = session.execute("SHOW statement_timeout").fetchone()
+        (name,) = session.execute("SELECT current_database()").fetchone()
+    assert (timeout, name) == ("4321ms", database)
