@@ -10,6 +10,10 @@ import secrets
 import tempfile
 from pathlib import Path
 
+# The broker's Web Push (VAPID) private key on SQLite (board/vapid.py; on PostgreSQL a row):
+# backups carry it, so a restored store's push subscriptions still match it.
+VAPID_KEY_FILE = "vapid-private-key.pem"
+
 
 def private_directory(path: Path) -> None:
     """Create the data directory mode 0700 (its parents as the umask says), if absent."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lobbies.blobs import SHA256_PATTERN, digest_of_file
+from lobbies.secret_files import VAPID_KEY_FILE
 from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
 from pocolobby import config
 
@@ -158,6 +159,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
         finally:
             src.close()
         files = copy_attachments(data_dir, temp)
+        copy_vapid_key(data_dir, temp)
         verdict = integrity(store)
         if verdict != "ok":
             raise BackupFailed(f"the copy failed its integrity check: {verdict}")
@@ -232,6 +234,16 @@ def copy_attachments(data_dir: Path, temp: Path) -> int:
     return sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
 
 
+def copy_vapid_key(source: Path, target: Path, name: str = VAPID_KEY_FILE) -> None:
+    """Copy the broker's Web Push key file (SQLite; if made yet) from folder `source` into
+    `target` as `name`, created 0600 and fsynced."""
+    key = source / VAPID_KEY_FILE
+    if key.is_file():
+        with open(target / name, "x", opener=_private_opener) as handle:
+            handle.write(key.read_text())
+        _fsync_path(target / name)
+
+
 def merge_attachments(source: Path, target: Path) -> tuple[int, list[str]]:
     """Put the backup's attachment files that `target` lacks into it; (how many were added,
     names whose content does not match their SHA-256, left out).
@@ -285,6 +297,7 @@ class Source:
     attachments: Path | None
     taken_at: datetime | None
     kind: str = "sqlite"  # or "postgresql": a pg_dump custom-format archive
+    vapid_key: Path | None = None  # SQLite: the broker's Web Push key file, when it had one
 
 
 # A pg_dump custom-format archive begins with these bytes.
@@ -315,7 +328,14 @@ def locate(raw: str) -> Source:
             stamp = json.loads((path / MANIFEST).read_text())["taken_at"]
             taken = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         attachments = path / ATTACHMENTS
-        return Source(store, attachments if attachments.is_dir() else None, taken, _kind(store))
+        key = path / VAPID_KEY_FILE
+        return Source(
+            store,
+            attachments if attachments.is_dir() else None,
+            taken,
+            _kind(store),
+            key if key.is_file() else None,
+        )
     if path.is_file():
         taken = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         return Source(path, None, taken, _kind(path))
@@ -338,7 +358,12 @@ def copy_store(source: Path, target: Path) -> None:
     _fsync_path(target)
 
 
-def write_marker(data_dir: Path, staged_store: Path, staged_attachments: Path | None) -> None:
+def write_marker(
+    data_dir: Path,
+    staged_store: Path,
+    staged_attachments: Path | None,
+    staged_vapid_key: Path | None = None,
+) -> None:
     marker = data_dir / MARKER
     temp = marker.with_suffix(".tmp")
     temp.write_text(
@@ -346,6 +371,7 @@ def write_marker(data_dir: Path, staged_store: Path, staged_attachments: Path | 
             {
                 "store": str(staged_store),
                 "attachments": str(staged_attachments) if staged_attachments else None,
+                "vapid_key": str(staged_vapid_key) if staged_vapid_key else None,
                 "aside": _stamp(),
             }
         )
@@ -380,6 +406,12 @@ def complete_swap(data_dir: Path) -> str | None:
         if attachments.exists():
             os.replace(attachments, data_dir / f"{ATTACHMENTS}.pre-restore-{aside}")
         os.replace(staged_attachments, attachments)
+    staged_key = Path(plan["vapid_key"]) if plan.get("vapid_key") else None  # older markers
+    if staged_key is not None and staged_key.exists():
+        key = data_dir / VAPID_KEY_FILE
+        if key.exists():
+            os.replace(key, data_dir / f"{VAPID_KEY_FILE}.pre-restore-{aside}")
+        os.replace(staged_key, key)
     _fsync_path(data_dir)
     marker.unlink()
     _fsync_path(data_dir)

@@ -178,10 +178,14 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
     staged_attachments = (
         data_dir / f".restore-{stamp}-attachments" if source.attachments and swapped else None
     )
+    staged_key = data_dir / f".restore-{stamp}-vapid.pem" if source.vapid_key else None
     try:
         backup.copy_store(source.store, staged)
         if source.attachments and staged_attachments:
             shutil.copytree(source.attachments, staged_attachments)
+        if source.vapid_key and staged_key:
+            staged_key.unlink(missing_ok=True)  # a crashed earlier restore's, same pid
+            backup.copy_vapid_key(source.vapid_key.parent, staged_key.parent, staged_key.name)
         connection.close()
         connection.settings_dict["NAME"] = str(staged)
         prepare_store()
@@ -193,9 +197,11 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
             Path(f"{staged}{suffix}").unlink(missing_ok=True)
         if staged_attachments:
             shutil.rmtree(staged_attachments, ignore_errors=True)
+        if staged_key:
+            staged_key.unlink(missing_ok=True)
         raise
     merged = "" if swapped else _put_back_attachments(source, attachments)
-    backup.write_marker(data_dir, staged, staged_attachments)
+    backup.write_marker(data_dir, staged, staged_attachments, staged_key)
     swap = (backup.complete_swap(data_dir) or "") + merged
     return RestoreReport(source.store, incarnation, configs, swap)
 

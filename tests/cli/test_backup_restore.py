@@ -293,6 +293,39 @@ def test_attachment_files_kept_outside_the_data_directory_are_backed_up_and_put_
     assert got.status_code == 200 and got.content == data
 
 
+def test_the_web_push_key_travels_with_a_backup_and_comes_back_with_its_store(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    """The key the owners' devices subscribed with: a restore without it made every device
+    turn notifications on again (push services refuse another key)."""
+    from py_vapid import Vapid02  # local: only this test makes keys
+
+    def new_pem() -> str:
+        vapid = Vapid02()
+        vapid.generate_keys()
+        return vapid.private_pem().decode("ascii")
+
+    broker = broker_factory(name="push-key")
+    key = broker.data_dir / "vapid-private-key.pem"
+    key.write_text(subscribed_with := new_pem())
+    key.chmod(0o600)
+    taken = broker.cli("backup", "--to", str(tmp_path / "backups"))
+    assert taken.returncode == 0, taken.stderr
+    copied = backup_path(taken.stdout) / "vapid-private-key.pem"
+    assert copied.read_text() == subscribed_with and stat.S_IMODE(copied.stat().st_mode) == 0o600
+    broker.stop()
+
+    key.write_text(made_since := new_pem())  # say a new machine made its own
+    restored = broker.cli("restore", str(backup_path(taken.stdout)))
+    assert restored.returncode == 0, restored.stderr
+    assert key.read_text() == subscribed_with and stat.S_IMODE(key.stat().st_mode) == 0o600
+    (aside,) = broker.data_dir.glob("vapid-private-key.pem.pre-restore-*")
+    assert aside.read_text() == made_since
+    assert not list(broker.data_dir.glob(".restore-*"))  # nothing staged left behind
+    broker.start()
+    assert key.read_text() == subscribed_with  # the broker serves with it
+
+
 def test_putting_attachment_files_back_adds_only_whole_missing_content(tmp_path: Path):
     from pocolobby.backup import merge_attachments  # local: the CLI's module, in process
 
