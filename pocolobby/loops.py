@@ -31,7 +31,7 @@ from lobbies.consumers import LOCAL
 from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
 from lobbies.presence import heartbeat
 from lobbies.timers import Sweep, TickResult
-from pocolobby import store_lock
+from pocolobby import server, store_lock
 
 log = logging.getLogger("pocolobby.dispatch")
 
@@ -45,12 +45,16 @@ BEAT_SECONDS = 15
 # Any 64-bit number of our own: PostgreSQL advisory lock naming "the dispatcher".
 LEADER_LOCK_KEY = 0x506F4C62_00000001
 # ... and the one naming "the owner's alerts": pushes and mail go out from one process.
-ALERTS_LOCK_KEY = 0x506F4C62_00000002
+# Not ...02, the store's lock (pocolobby/store_lock.py), which every broker holds shared: on
+# that key no broker could ever lead the alerts.
+ALERTS_LOCK_KEY = 0x506F4C62_00000003
 ALERT_SECONDS = 2.0
 # How often the dashboard loop looks for opened dashboards, and how many lobbies' notes
 # fetches and summaries (network calls of seconds) run at once.
 DASHBOARD_SECONDS = 1.0
 DASHBOARD_WORKERS = 4
+# How often a PostgreSQL broker checks that it still holds the store's lock.
+LOCK_CHECK_SECONDS = 2.0
 
 
 class Leadership:
@@ -305,6 +309,23 @@ async def run_dashboard_work() -> None:
         workers.shutdown(wait=False)
 
 
+async def run_store_lock_watch() -> None:
+    """On PostgreSQL, every few seconds: the store's lock still held (store_lock.keep_held);
+    when it cannot be held again the broker shuts down, and `serve` exits 1 saying why."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(LOCK_CHECK_SECONDS)
+        try:
+            reason = await loop.run_in_executor(None, store_lock.keep_held)
+        except Exception:
+            log.exception("checking the store's lock failed; checking again")
+            continue
+        if reason is not None:
+            log.error("%s; this broker stops serving", reason)
+            server.stop()
+            return
+
+
 def start_loops() -> list[asyncio.Task[None]]:
     """Called by `pocolobby serve` on the server's event loop once its sockets listen."""
     SERVER_LOOP["loop"] = asyncio.get_running_loop()
@@ -313,4 +334,5 @@ def start_loops() -> list[asyncio.Task[None]]:
         asyncio.ensure_future(run_presence()),
         asyncio.ensure_future(run_alerts()),
         asyncio.ensure_future(run_dashboard_work()),
+        *([asyncio.ensure_future(run_store_lock_watch())] if store_lock.HELD_POSTGRES else []),
     ]

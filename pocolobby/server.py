@@ -287,7 +287,19 @@ class BrokerServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            SERVING.append(self)
             self.on_listening()
+
+
+# The server this process runs (one), for stop().
+SERVING: list[BrokerServer] = []
+
+
+def stop() -> None:
+    """Shut down as SIGTERM would, but return from run() (uvicorn raises a signal it caught
+    again after its shutdown, so `serve` could not exit with a code and a reason of its own)."""
+    for server in SERVING:
+        server.should_exit = True
 
 
 def run(

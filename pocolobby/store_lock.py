@@ -17,6 +17,7 @@ legitimately share one database (the scale-out layout), so `serve` holds it shar
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -25,6 +26,8 @@ from typing import Any
 
 # Any 64-bit number of our own ("PoLb", 2); loops.py's dispatcher lock is ("PoLb", 1).
 STORE_LOCK_KEY = 0x506F4C62_00000002
+log = logging.getLogger(__name__)
+
 # PostgreSQL keeps the first 63 bytes of an application_name.
 APPLICATION_NAME_BYTES = 63
 
@@ -152,6 +155,18 @@ def pg_connect(application_name: str | None) -> Any:
 
 # This process's holds on a PostgreSQL store: kept (and so held) until the process exits.
 HELD_POSTGRES: list[PostgresStoreLock] = []
+# Why this process stopped serving, when a lost lock could not be held again (keep_held).
+LOST: list[str] = []
+
+
+def keep_held() -> str | None:
+    """PostgresStoreLock.keep for every hold of this process; the first reason to stop."""
+    for lock in HELD_POSTGRES:
+        reason = lock.keep()
+        if reason is not None:
+            LOST.append(reason)
+            return reason
+    return None
 
 
 class PostgresStoreLock:
@@ -162,6 +177,7 @@ class PostgresStoreLock:
         self.connection: Any = None
         self.exclusive = False
         self.shared = False
+        self.serving = False  # held shared by `serve`: keep() re-takes it when its session dies
 
     def _session(self) -> Any:
         import psycopg  # local: as in pg_connect
@@ -214,14 +230,48 @@ class PostgresStoreLock:
             raise self._refused() from None
         finally:
             session.execute("RESET lock_timeout")
-        self.shared = True
+        self.shared = self.serving = True
 
     def share(self) -> None:
         """From exclusive to shared without a moment unlocked: other brokers may start."""
         if self.exclusive:
             self._session().execute("SELECT pg_advisory_lock_shared(%s)", [STORE_LOCK_KEY])
             self._session().execute("SELECT pg_advisory_unlock(%s)", [STORE_LOCK_KEY])
-            self.exclusive, self.shared = False, True
+            self.exclusive, self.shared, self.serving = False, True, True
+
+    def keep(self) -> str | None:
+        """While serving: check the session that holds the lock shared, and when it was lost (a
+        database restart, a terminated backend) take the lock again on a new one, without
+        waiting. None while held, or while PostgreSQL cannot be reached (the next check tries
+        again); otherwise why this broker must stop: another command holds the lock alone,
+        so the store may be changing under it (a restore, an `init`, a `manage`)."""
+        import psycopg  # local: as in pg_connect
+
+        if not self.serving:
+            return None
+        if self.connection is not None:
+            try:
+                self.connection.execute("SELECT 1")
+                return None
+            except psycopg.Error:
+                self.release()
+        try:
+            row = (
+                self._session()
+                .execute("SELECT pg_try_advisory_lock_shared(%s)", [STORE_LOCK_KEY])
+                .fetchone()
+            )
+        except (ConnectionError, psycopg.Error):
+            self.release()
+            return None
+        if row[0]:
+            self.shared = True
+            log.warning("the store's lock was lost with its session; held again (shared)")
+            return None
+        return (
+            f"the store's lock was lost with its session and is now held alone by "
+            f"{self.holders() or 'another session'}"
+        )
 
     def holders(self) -> str:
         """The other sessions holding the lock, as their processes named themselves."""

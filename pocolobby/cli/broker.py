@@ -202,6 +202,8 @@ def serve(args: argparse.Namespace) -> int:
     from django.conf import settings  # local: as above, Django is set up by _prepare
 
     server.run(application, args.host, args.port, listening, settings.BOUNDS)
+    if store_lock.LOST:
+        raise CliError(f"stopped serving: {store_lock.LOST[0]}")
     return 0
 
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from pocolobby.loops import ALERTS_LOCK_KEY, LEADER_LOCK_KEY
 from pocolobby.store_lock import STORE_LOCK_KEY
 from tests.postgres import PG_SERVER, admin, cli, own_database, snapshot
 from tests.server import REPO_ROOT, Broker, clean_env
@@ -196,3 +197,90 @@ def test_the_locks_own_connection_carries_every_libpq_option_of_database_url(dat
         (timeout,) = session.execute("SHOW statement_timeout").fetchone()
         (name,) = session.execute("SELECT current_database()").fetchone()
     assert (timeout, name) == ("4321ms", database)
+
+
+def lock_session(database: str, broker: Broker) -> int | None:
+    """The backend pid of the session holding the store's lock for `broker`, if any."""
+    with admin(database) as conn:
+        row = conn.execute(
+            "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = %s "
+            "AND l.classid::bigint = %s AND l.objid::bigint = %s",
+            [f"pocolobby serve pid {broker.pid}", *divmod(STORE_LOCK_KEY, 1 << 32)],
+        ).fetchone()
+    return row[0] if row else None
+
+
+def test_a_broker_whose_lock_session_is_lost_holds_the_lock_again(database: str, tmp_path: Path):
+    broker = Broker(tmp_path / "a", env={"DATABASE_URL": f"{PG_SERVER}/{database}"}).start()
+    try:
+        first = lock_session(database, broker)
+        assert first is not None
+        with admin(database) as conn:  # as a database restart or a DBA would end it
+            conn.execute("SELECT pg_terminate_backend(%s)", [first])
+        deadline = time.monotonic() + 30
+        while lock_session(database, broker) in (None, first):
+            assert time.monotonic() < deadline, "the broker never held the lock again"
+            time.sleep(0.2)
+        assert store_lock_modes(database) == ["ShareLock"]
+        assert httpx.get(f"{broker.url}/v1/health").json()["service"] == "pocolobby"
+        assert "held again (shared)" in broker.log_path.read_text()
+    finally:
+        broker.stop()
+
+
+def test_a_broker_that_finds_its_lost_lock_held_alone_stops_and_says_why(
+    database: str, tmp_path: Path
+):
+    broker = Broker(tmp_path / "a", env={"DATABASE_URL": f"{PG_SERVER}/{database}"}).start()
+    try:
+        session = lock_session(database, broker)
+        holder = admin(database)
+        holder.execute("SET application_name = 'pocolobby restore (a stand-in)'")
+        with frozen(broker):  # no check of the broker's runs between the two statements
+            holder.execute("SELECT pg_terminate_backend(%s)", [session])
+            holder.execute("SELECT pg_advisory_lock(%s)", [STORE_LOCK_KEY])
+        assert broker.process is not None
+        code = broker.process.wait(30)
+        log = broker.log_path.read_text()
+        assert code == 1, log
+        assert (
+            "stopped serving: the store's lock was lost with its session and is now held "
+            "alone by pocolobby restore (a stand-in) (exclusive," in log
+        )
+        assert "Traceback" not in log
+        holder.close()
+    finally:
+        broker.stop()
+
+
+def test_a_serving_broker_holds_the_store_lock_shared_and_leads_dispatch_and_alerts(
+    database: str, tmp_path: Path
+):
+    """Three locks on three keys: the alerts' once shared the store lock's key, and with every
+    broker holding that one shared no broker ever took it alone: no push, no mail."""
+    broker = Broker(tmp_path / "a", env={"DATABASE_URL": f"{PG_SERVER}/{database}"}).start()
+    try:
+        wanted = {
+            (STORE_LOCK_KEY, "ShareLock"),
+            (LEADER_LOCK_KEY, "ExclusiveLock"),
+            (ALERTS_LOCK_KEY, "ExclusiveLock"),
+        }
+        deadline = time.monotonic() + 30
+        while (held := advisory_locks(database)) != wanted:
+            assert time.monotonic() < deadline, held
+            time.sleep(0.2)
+        assert len({key for key, _ in wanted}) == 3
+    finally:
+        broker.stop()
+
+
+def advisory_locks(database: str) -> set[tuple[int, str]]:
+    with admin(database) as conn:
+        rows = conn.execute(
+            "SELECT (classid::bigint << 32) | objid::bigint, mode FROM pg_locks "
+            "WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = %s)",
+            [database],
+        ).fetchall()
+    return {(key, mode) for key, mode in rows}
