@@ -73,6 +73,13 @@ def _put_back_attachments(source: backup.Source, target: Path) -> str:
     return said
 
 
+def _merge_attachments_or_refuse(source: backup.Source, target: Path) -> str:
+    try:
+        return _put_back_attachments(source, target)
+    except OSError as exc:  # a full or read-only volume: the store is not touched yet
+        raise RestoreRefused(f"the backup's attachments could not be put back: {exc}") from None
+
+
 def broker_answers(url: str) -> bool:
     try:
         httpx.get(f"{url}/v1/health", timeout=2)
@@ -186,6 +193,7 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         if source.vapid_key and staged_key:
             staged_key.unlink(missing_ok=True)  # a crashed earlier restore's, same pid
             backup.copy_vapid_key(source.vapid_key.parent, staged_key.parent, staged_key.name)
+        merged = "" if swapped else _merge_attachments_or_refuse(source, attachments)
         connection.close()
         connection.settings_dict["NAME"] = str(staged)
         prepare_store()
@@ -200,7 +208,6 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         if staged_key:
             staged_key.unlink(missing_ok=True)
         raise
-    merged = "" if swapped else _put_back_attachments(source, attachments)
     backup.write_marker(data_dir, staged, staged_attachments, staged_key)
     swap = (backup.complete_swap(data_dir) or "") + merged
     return RestoreReport(source.store, incarnation, configs, swap)
@@ -282,10 +289,8 @@ def _restore_postgres_holding_the_lock(
             raise RestoreRefused(f"the live store could not be copied aside first: {exc}") from None
         before = str(aside.path)
 
-    try:  # files before the rows that name them, as an upload writes them
-        merged = _put_back_attachments(source, config.attachments_dir(data_dir))
-    except OSError as exc:
-        raise RestoreRefused(f"the backup's attachments could not be put back: {exc}") from None
+    # files before the rows that name them, as an upload writes them
+    merged = _merge_attachments_or_refuse(source, config.attachments_dir(data_dir))
 
     with connection.cursor() as cursor:
         cursor.execute(

@@ -282,6 +282,19 @@ def test_attachment_files_kept_outside_the_data_directory_are_backed_up_and_put_
     broker.stop()
     shutil.rmtree(files)  # the volume lost
 
+    # Where the files cannot go (a file in the directory's place): refused, nothing changed.
+    files.write_text("not a directory")
+    store = broker.data_dir / "pocolobby.sqlite3"
+    before = store.read_bytes()
+    refused = broker.cli("restore", str(made), env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "restore refused, nothing changed: the backup's attachments could not be put back" in (
+        refused.stderr
+    )
+    assert "Traceback" not in refused.stderr
+    assert store.read_bytes() == before and not list(broker.data_dir.glob(".restore-*"))
+    files.unlink()
+
     configs_dir = tmp_path / "new-configs"
     restored = broker.cli("restore", str(made), "--configs-dir", str(configs_dir), env=env)
     assert restored.returncode == 0, restored.stderr
