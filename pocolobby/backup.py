@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lobbies.blobs import SHA256_PATTERN, digest_of_file
-from lobbies.secret_files import VAPID_KEY_FILE
+from lobbies.secret_files import VAPID_KEY_FILE, read_secret, write_secret_file
 from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
 from pocolobby import config
 
@@ -159,7 +159,7 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
         finally:
             src.close()
         files = copy_attachments(data_dir, temp)
-        copy_vapid_key(data_dir, temp)
+        copy_vapid_key(data_dir / VAPID_KEY_FILE, temp / VAPID_KEY_FILE)
         verdict = integrity(store)
         if verdict != "ok":
             raise BackupFailed(f"the copy failed its integrity check: {verdict}")
@@ -234,14 +234,11 @@ def copy_attachments(data_dir: Path, temp: Path) -> int:
     return sum(len(f) for _, _, f in os.walk(temp / ATTACHMENTS))
 
 
-def copy_vapid_key(source: Path, target: Path, name: str = VAPID_KEY_FILE) -> None:
-    """Copy the broker's Web Push key file (SQLite; if made yet) from folder `source` into
-    `target` as `name`, created 0600 and fsynced."""
-    key = source / VAPID_KEY_FILE
-    if key.is_file():
-        with open(target / name, "x", opener=_private_opener) as handle:
-            handle.write(key.read_text())
-        _fsync_path(target / name)
+def copy_vapid_key(key: Path, target: Path) -> None:
+    """Copy the broker's Web Push key file (SQLite; if made yet) to `target`, as the broker
+    writes it (lobbies/secret_files.py: 0600, fsynced, never over an existing file)."""
+    if pem := read_secret(key):
+        write_secret_file(target, pem)
 
 
 def merge_attachments(source: Path, target: Path) -> tuple[int, list[str]]:

@@ -192,7 +192,7 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
             shutil.copytree(source.attachments, staged_attachments)
         if source.vapid_key and staged_key:
             staged_key.unlink(missing_ok=True)  # a crashed earlier restore's, same pid
-            backup.copy_vapid_key(source.vapid_key.parent, staged_key.parent, staged_key.name)
+            backup.copy_vapid_key(source.vapid_key, staged_key)
         merged = "" if swapped else _merge_attachments_or_refuse(source, attachments)
         connection.close()
         connection.settings_dict["NAME"] = str(staged)

@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Any 64-bit number of our own ("PoLb", 2); loops.py's dispatcher lock is ("PoLb", 1).
-STORE_LOCK_KEY = 0x506F4C62_00000002
 log = logging.getLogger(__name__)
 
+# Any 64-bit number of our own ("PoLb", 2); loops.py's dispatcher lock is ("PoLb", 1).
+STORE_LOCK_KEY = 0x506F4C62_00000002
 # PostgreSQL keeps the first 63 bytes of an application_name.
 APPLICATION_NAME_BYTES = 63
 

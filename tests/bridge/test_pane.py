@@ -88,12 +88,24 @@ def agent_pane(tmp_path: Path) -> Iterator[AgentPane]:
     socket.unlink(missing_ok=True)
 
 
-def tmux_host(config_path: Path, pane: AgentPane, tmp_path: Path, name: str = "bridge") -> Host:
+def tmux_host(
+    config_path: Path,
+    pane: AgentPane,
+    tmp_path: Path,
+    name: str = "bridge",
+    *,
+    session: str | None = None,
+    tmux_first: Path | None = None,
+) -> Host:
+    """A bridge delivering to `pane`; `tmux_first`: a folder whose `tmux` it runs instead."""
+    env = {"TMUX": f"{pane.socket},0,0"}
+    if tmux_first is not None:
+        env["PATH"] = f"{tmux_first}:{os.environ.get('PATH', '')}"
     return Host(
         config_path,
-        str(uuid.uuid4()),
+        session or str(uuid.uuid4()),
         tmp_path / f"{name}.log",
-        extra_env={"TMUX": f"{pane.socket},0,0"},
+        extra_env=env,
         bridge_args=["--deliver", "tmux", "--pane", pane.pane_id],
     )
 
@@ -294,26 +306,56 @@ async def _flag(listing, name: str, key: str, want=True):
     return entry if entry[key] == want else None
 
 
-def _gated_tmux(directory: Path, gate: Path) -> Path:
-    """A `tmux` first on PATH that, while `gate` exists, stops before an Enter and leaves
-    without it once its caller died: a bridge killed between a line and its Enter."""
+def _tmux_wrapper(directory: Path, on_enter: str) -> Path:
+    """A `tmux` first on PATH (in `directory`) that runs `on_enter`, Python lines with `real`
+    (the real tmux) in scope, for an Enter, and is the real tmux for everything else."""
     directory.mkdir()
     wrapper = directory / "tmux"
     real = shutil.which("tmux")
+    body = "".join(f"    {line}\n" for line in on_enter.strip().splitlines())
     wrapper.write_text(
         f"#!{sys.executable}\n"
         "import os, sys, time\n"
-        f"gate = {str(gate)!r}\n"
-        "if sys.argv[-1] == 'Enter' and os.path.exists(gate):\n"
-        "    parent = os.getppid()\n"
-        "    open(gate + '.reached', 'w').close()\n"
-        "    while os.getppid() == parent:\n"
-        "        time.sleep(0.05)\n"
-        "    sys.exit(1)\n"
-        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+        f"real = {real!r}\n"
+        f"if sys.argv[-1] == 'Enter':\n{body}"
+        "os.execv(real, [real, *sys.argv[1:]])\n"
     )
     wrapper.chmod(0o755)
     return directory
+
+
+def _gated_tmux(directory: Path, gate: Path) -> Path:
+    """While `gate` exists, a `tmux` that stops before an Enter and leaves without it once
+    its caller died: a bridge killed between a line and its Enter."""
+    return _tmux_wrapper(
+        directory,
+        f"""
+if os.path.exists({str(gate)!r}):
+    parent = os.getppid()
+    open({str(gate)!r} + '.reached', 'w').close()
+    while os.getppid() == parent:
+        time.sleep(0.05)
+    sys.exit(1)
+""",
+    )
+
+
+def _slow_enter_tmux(directory: Path, seconds: float) -> Path:
+    """A `tmux` that answers an Enter at once and delivers it `seconds` later: a pane whose
+    program is slow to show the Enter taken (a loaded machine, a busy TUI)."""
+    return _tmux_wrapper(
+        directory,
+        f"""
+if os.fork() == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    time.sleep({seconds})
+    os.execv(real, [real, *sys.argv[1:]])
+sys.exit(0)
+""",
+    )
 
 
 async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_restart(
@@ -327,15 +369,8 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
     session = str(uuid.uuid4())
 
     def bridge(name: str) -> Host:
-        return Host(
-            configs["coder"].path,
-            session,
-            tmp_path / f"{name}.log",
-            extra_env={
-                "TMUX": f"{agent_pane.socket},0,0",
-                "PATH": f"{wrapped}:{os.environ.get('PATH', '')}",
-            },
-            bridge_args=["--deliver", "tmux", "--pane", agent_pane.pane_id],
+        return tmux_host(
+            configs["coder"].path, agent_pane, tmp_path, name, session=session, tmux_first=wrapped
         )
 
     first = await bridge("first").start()
@@ -373,31 +408,6 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
         await second.close()
 
 
-def _slow_enter_tmux(directory: Path, seconds: float) -> Path:
-    """A `tmux` first on PATH that answers an Enter at once and delivers it `seconds` later: a
-    pane whose program is slow to show the Enter taken (a loaded machine, a busy TUI)."""
-    directory.mkdir()
-    wrapper = directory / "tmux"
-    real = shutil.which("tmux")
-    wrapper.write_text(
-        f"#!{sys.executable}\n"
-        "import os, sys, time\n"
-        f"real = {real!r}\n"
-        "if sys.argv[-1] == 'Enter' and os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    null = os.open(os.devnull, os.O_RDWR)\n"
-        "    for fd in (0, 1, 2):\n"
-        "        os.dup2(null, fd)\n"
-        f"    time.sleep({seconds})\n"
-        "    os.execv(real, [real, *sys.argv[1:]])\n"
-        "if sys.argv[-1] == 'Enter':\n"
-        "    sys.exit(0)\n"
-        "os.execv(real, [real, *sys.argv[1:]])\n"
-    )
-    wrapper.chmod(0o755)
-    return directory
-
-
 async def test_a_pane_slow_to_take_an_enter_gets_no_second_enter(
     module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
 ):
@@ -406,16 +416,7 @@ async def test_a_pane_slow_to_take_an_enter_gets_no_second_enter(
         module_broker.provision, "pane-slow-enter", ["lead", "coder"], tmp_path
     )
     slow = _slow_enter_tmux(tmp_path / "bin", 1.5)
-    host = await Host(
-        configs["coder"].path,
-        str(uuid.uuid4()),
-        tmp_path / "bridge.log",
-        extra_env={
-            "TMUX": f"{agent_pane.socket},0,0",
-            "PATH": f"{slow}:{os.environ.get('PATH', '')}",
-        },
-        bridge_args=["--deliver", "tmux", "--pane", agent_pane.pane_id],
-    ).start()
+    host = await tmux_host(configs["coder"].path, agent_pane, tmp_path, tmux_first=slow).start()
     try:
         for _ in range(200):  # the bootstrap line typed, its Enter not yet taken
             if "> # pocolobby: bootstrap" in agent_pane.tmux(
