@@ -4,6 +4,7 @@ broker subprocess and the bridge as a real subprocess under a simulated MCP host
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import tomllib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,6 +169,19 @@ async def test_a_busy_pane_holds_the_notice_until_its_prompt_returns(
         await host.close()
 
 
+@contextlib.asynccontextmanager
+async def pane_lock_taken(path: Path) -> AsyncIterator[None]:
+    """Hold the pane lock as another writer, once the bridge let it go: it keeps it after a
+    line until the pane shows the line's Enter taken, a moment after the agent read it."""
+    for _ in range(100):
+        with _flock(path) as held:
+            if held:
+                yield
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the bridge never let the pane lock go")
+
+
 async def test_another_writer_holding_the_pane_lock_keeps_the_bridge_from_typing(
     module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
 ):
@@ -178,8 +192,7 @@ async def test_another_writer_holding_the_pane_lock_keeps_the_bridge_from_typing
     try:
         await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
         lock = Pane(agent_pane.pane_id, str(agent_pane.socket)).lock_path()
-        with _flock(lock) as held:
-            assert held
+        async with pane_lock_taken(lock):
             message_id = await send_message(
                 module_broker.url, configs["lead"].token, "coder", "x", "p-3"
             )
