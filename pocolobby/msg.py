@@ -3,15 +3,8 @@ no MCP (Codex CLI, Gemini CLI, aider, a script).
 
 Each subcommand is one tool call through `POST /v1/tools/<name>` with the agent's token, the
 same path the bridge uses, so arguments, validation, idempotency and answers are the tools'.
-The exit code says what the caller may conclude:
-
-- 0: the broker answered with a result;
-- 2: the broker refused (a 4xx answer, 507 recipient_capacity, or 503 restore_mode): nothing
-  was stored;
-- 3: the outcome is unknown (network failure, timeout, another 5xx): a send may have been
-  stored, so retry it with the same `--request-id` (the broker answers the original);
-- 1: the command could not start (no configuration, bad arguments);
-- 141: the output's reader left (`| head`); a send stands.
+The exit codes, and what the caller may conclude from each, are in `pocolobby msg --help`
+(pocolobby/cli/messages.py); 141 means the output's reader left (`| head`), and a send stands.
 
 What another party wrote is printed terminal-safe: controls and escape sequences are shown as
 their escapes (`\\x1b[6n`), never sent raw; `--json` decodes to the exact text.
@@ -24,6 +17,7 @@ import asyncio
 import os
 import sys
 import uuid
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import mcp_types as types
@@ -38,6 +32,15 @@ from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, runtime_for
 from pocolobby.bridge.files import FileRefused, LocalFile, Places
+
+
+@dataclass(frozen=True)
+class Where:
+    """The configuration a command ran with, for its failure lines."""
+
+    path: str
+    url: str
+
 
 EXIT_OK = 0
 EXIT_USAGE = 1
@@ -227,17 +230,36 @@ def render_context(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_failure(outcome: Outcome, code: int, request_id: str | None) -> str:
+# The agent's own next step for a refusal it cannot fix by changing its arguments.
+_NEXT_STEP = {
+    "invalid_token": "the token in {config} is not one this broker knows (rotated, or another "
+    "broker's): ask the operator for a new configuration file",
+    "token_revoked": "the operator rotated this agent's token: ask for the new configuration file",
+    "agent_disabled": "the operator disabled this agent: ask them to enable it",
+}
+
+
+def render_failure(
+    outcome: Outcome, code: int, request_id: str | None, command: str, config: Where
+) -> str:
+    """One line an agent can act on: what failed, at which broker, and what to do next."""
     retry = f"; retry with --request-id {shown(request_id)}" if request_id else ""
     message, error_code = shown(outcome.message), shown(outcome.code)
+    check = f"`pocolobby doctor --config {shown(config.path)}` checks the whole path"
     if code == EXIT_REFUSED:
         stored = "; nothing stored" if request_id else ""
-        return f"refused ({outcome.status} {error_code}): {message}{stored}"
+        step = _NEXT_STEP.get(outcome.code)
+        after = f"; {step.format(config=shown(config.path))}, then {check}" if step else ""
+        return f"refused ({outcome.status} {error_code}): {message}{stored}{after}"
     if outcome.transport == "not_sent":
-        return f"not sent, the broker was not reached ({message}){retry}"
+        nothing = "nothing was sent" if command == "send" else "nothing was read or changed"
+        return (
+            f"the broker at {shown(config.url)} was not reached ({message}): {nothing}; is it "
+            f"running, and is that its address? {check}{retry}"
+        )
     what = f"{outcome.status} {error_code}: " if outcome.status else ""
     may = "the message may have been stored" if request_id else "no answer"
-    return f"outcome unknown ({what}{message}): {may}{retry}"
+    return f"outcome unknown from {shown(config.url)} ({what}{message}): {may}{retry}"
 
 
 def failure_json(outcome: Outcome, code: int) -> JSONObject:
@@ -282,7 +304,8 @@ def run(
 ) -> int:
     """Run one `msg` subcommand; prints the answer (or why not) and returns the exit code."""
     try:
-        config = load_config(config_path(args.config))
+        path = config_path(args.config)
+        config = load_config(path)
     except ConfigError as exc:
         print(f"pocolobby: {shown(exc)}", file=stderr)
         return EXIT_USAGE
@@ -313,11 +336,19 @@ def run(
             print(json_for_terminal(data), file=stdout)
         else:
             print(render_text(command, data, request_id), file=stdout)
+        if command == "ack" and data.get("unknown_message_ids"):
+            others = _ids(data["unknown_message_ids"])
+            print(
+                f"pocolobby: not acknowledged, not pending for you: {others} (the rest were)",
+                file=stderr,
+            )
+            return EXIT_REFUSED
         return code
     if args.json:
         answer = failure_json(outcome, code)
         if request_id:
             answer["client_request_id"] = request_id
         print(json_for_terminal(answer), file=stdout)
-    print(f"pocolobby: {render_failure(outcome, code, request_id)}", file=stderr)
+    where = Where(path, config.url)
+    print(f"pocolobby: {render_failure(outcome, code, request_id, command, where)}", file=stderr)
     return code

@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from lobbies.wire import for_terminal as shown
@@ -18,9 +19,18 @@ from pocolobby.cli import agent_side, broker, maintenance, messages, operator
 from pocolobby.cli.common import CliError, Parser, StoreRefused
 
 
+def _version() -> str:
+    """The installed distribution's version; a tree run without installing says so."""
+    try:
+        return metadata.version("pocolobby")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pocolobby", description=__doc__)
     parser.add_argument("--data-dir", help="data directory (default: $POCOLOBBY_DATA_DIR)")
+    parser.add_argument("--version", action="version", version=f"pocolobby {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     broker.add_parsers(sub)
     operator.add_parsers(sub)

@@ -210,14 +210,16 @@ def serve(args: argparse.Namespace) -> int:
 def add_parsers(sub: Subparsers) -> None:
     """`serve` and `init`."""
     p = sub.add_parser("serve", help="run the broker")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1)")
     p.add_argument(
         "--insecure-http",
         action="store_true",
         help="allow --host on an address other machines reach, in plain http (only behind a "
         "TLS proxy on a trusted network)",
     )
-    p.add_argument("--port", type=int, default=config.DEFAULT_PORT)
+    p.add_argument(
+        "--port", type=int, default=config.DEFAULT_PORT, help=f"default {config.DEFAULT_PORT}"
+    )
     p.add_argument("--data-dir", dest="serve_data_dir", help="data directory")
     p.set_defaults(func=serve)
 

@@ -137,5 +137,5 @@ def add_parsers(sub: Subparsers) -> None:
     p.set_defaults(func=restore_cmd)
 
     p = sub.add_parser("manage", help="run a Django management command (e.g. createsuperuser)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="the command and its arguments")
     p.set_defaults(func=manage_cmd)

@@ -296,60 +296,75 @@ def add_parsers(sub: Subparsers) -> None:
 def _lobby_parser(sub: Subparsers) -> None:
     p = sub.add_parser("lobby", help="create, list or delete lobbies")
     lsub = p.add_subparsers(dest="lobby_command", required=True)
-    lsub.add_parser("create").add_argument("name")
-    lsub.add_parser("delete").add_argument("name")
-    lsub.add_parser("list").add_argument("--json", action="store_true")
-    lsub.add_parser("pause", help="pause every push in the lobby (sends still queue)").add_argument(
-        "name"
+    lobby_name = "the lobby's name (its address: lowercase letters, digits and -)"
+    lsub.add_parser("create", help="create an empty lobby").add_argument("name", help=lobby_name)
+    lsub.add_parser(
+        "delete", help="delete a lobby with its agents, messages and rooms (no undo)"
+    ).add_argument("name", help=lobby_name)
+    lsub.add_parser("list", help="every lobby with its agent count").add_argument(
+        "--json", action="store_true", help="print the broker's answer as JSON"
     )
-    lsub.add_parser("resume", help="resume the lobby's pushes").add_argument("name")
+    lsub.add_parser("pause", help="pause every push in the lobby (sends still queue)").add_argument(
+        "name", help=lobby_name
+    )
+    lsub.add_parser("resume", help="resume the lobby's pushes").add_argument(
+        "name", help=lobby_name
+    )
     cancel = lsub.add_parser("cancel-scheduled", help="cancel any scheduled message by id")
-    cancel.add_argument("name")
-    cancel.add_argument("message_id", type=int)
+    cancel.add_argument("name", help=lobby_name)
+    cancel.add_argument("message_id", type=int, help="the scheduled message's id")
     p.set_defaults(func=lobby_cmd)
+
+
+# The `pocolobby agent COMMAND LOBBY NAME` commands that take nothing else, and what each does.
+_AGENT_ACTIONS = {
+    "disable": "refuse the agent's tokens and hold its pending messages until `enable`; its "
+    "session is released",
+    "enable": "accept the agent's tokens again (messages held by `disable` stay held)",
+    "reset-runtime": "retire the session bound to the agent (a dead or stuck one) so the next "
+    "bridge to connect starts afresh; nothing is handed over",
+    "hand-over": "give the agent to the conversation waiting for it, without restarting it; "
+    "the bound one is retired (the dashboard's Hand over)",
+    "remove": "delete the agent, its tokens and its inbox; messages it sent stay (no undo)",
+    "rest": "push nothing to the agent until `resume`; its messages still queue",
+    "resume": "end a rest: what queued is pushed again",
+    "retry-notifications": "a fresh notification budget for its pending messages, now",
+    "cancel-scheduled": "cancel every scheduled message and daily schedule the agent set",
+}
 
 
 def _agent_parser(sub: Subparsers) -> None:
     p = sub.add_parser("agent", help="provision and manage agents")
     asub = p.add_subparsers(dest="agent_command", required=True)
+    lobby_help, name_help = "the agent's lobby", "the agent's name (its id in the lobby)"
     add = asub.add_parser("add", help="admit an agent and write its configuration file")
-    add.add_argument("lobby")
-    add.add_argument("name")
+    add.add_argument("lobby", help=lobby_help)
+    add.add_argument("name", help=name_help)
     add.add_argument("--config", required=True, help="where to write the agent's JSON (0600)")
-    add.add_argument("--description", default="")
+    add.add_argument("--description", default="", help="one line peers see beside the agent")
     add.add_argument("--role-file", help="a file with the agent's role instructions")
-    add.add_argument("--manage-rooms", action="store_true")
-    add.add_argument("--broadcast", action="store_true")
-    lst = asub.add_parser("list")
-    lst.add_argument("lobby")
-    lst.add_argument("--json", action="store_true")
+    add.add_argument("--manage-rooms", action="store_true", help="it may create and edit rooms")
+    add.add_argument("--broadcast", action="store_true", help="it may message every agent")
+    lst = asub.add_parser("list", help="the lobby's agents, their state and permissions")
+    lst.add_argument("lobby", help=lobby_help)
+    lst.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
     rot = asub.add_parser("rotate", help="revoke the agent's tokens and write a new configuration")
-    rot.add_argument("lobby")
-    rot.add_argument("name")
-    rot.add_argument("--config", required=True)
+    rot.add_argument("lobby", help=lobby_help)
+    rot.add_argument("name", help=name_help)
+    rot.add_argument("--config", required=True, help="where to write the new JSON (0600)")
     role = asub.add_parser("set-role", help="replace the agent's role instructions from a file")
-    role.add_argument("lobby")
-    role.add_argument("name")
-    role.add_argument("--role-file", required=True)
+    role.add_argument("lobby", help=lobby_help)
+    role.add_argument("name", help=name_help)
+    role.add_argument("--role-file", required=True, help="the file with the new instructions")
     perms = asub.add_parser("permissions", help="grant or withdraw broadcast / manage_rooms")
-    perms.add_argument("lobby")
-    perms.add_argument("name")
-    perms.add_argument("--broadcast", choices=("yes", "no"))
-    perms.add_argument("--manage-rooms", choices=("yes", "no"))
-    for name in (
-        "disable",
-        "enable",
-        "reset-runtime",
-        "hand-over",
-        "remove",
-        "rest",
-        "resume",
-        "retry-notifications",
-        "cancel-scheduled",
-    ):
-        q = asub.add_parser(name)
-        q.add_argument("lobby")
-        q.add_argument("name")
+    perms.add_argument("lobby", help=lobby_help)
+    perms.add_argument("name", help=name_help)
+    perms.add_argument("--broadcast", choices=("yes", "no"), help="may message every agent")
+    perms.add_argument("--manage-rooms", choices=("yes", "no"), help="may create and edit rooms")
+    for name, help_text in _AGENT_ACTIONS.items():
+        q = asub.add_parser(name, help=help_text, description=help_text)
+        q.add_argument("lobby", help=lobby_help)
+        q.add_argument("name", help=name_help)
     p.set_defaults(func=agent_cmd)
 
 
@@ -359,7 +374,7 @@ def _account_parser(sub: Subparsers) -> None:
     aset = acsub.add_parser(
         "set", help="create or change an account (unnamed options stay as they are)"
     )
-    aset.add_argument("email")
+    aset.add_argument("email", help="the address the account signs in with")
     aset.add_argument(
         "--operator",
         choices=("yes", "no"),
@@ -374,15 +389,15 @@ def _account_parser(sub: Subparsers) -> None:
 
 def _attachments_parser(sub: Subparsers) -> None:
     p = sub.add_parser("attachments", help="a lobby's attachment metadata and usage (no content)")
-    p.add_argument("lobby")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("lobby", help="the lobby's name")
+    p.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
     p.set_defaults(func=attachments_cmd)
 
 
 def _status_parser(sub: Subparsers) -> None:
     p = sub.add_parser("status", help="agents, inboxes and bindings per lobby")
-    p.add_argument("lobby", nargs="?")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("lobby", nargs="?", help="one lobby (default: every lobby)")
+    p.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
     p.add_argument(
         "--wide", action="store_true", help="every column, as the API names them (over 100)"
     )

@@ -58,8 +58,10 @@ def test_send_read_acknowledge_round_trip_in_text_and_json(module_broker: Broker
     assert message["content"] == "fix the parser" and message["from"] == "lead"
 
     acked = msg(module_broker, coder, "ack", str(message_id), "999999")
-    assert acked.returncode == 0, acked.stderr
+    assert acked.returncode == 2, acked.stderr
     assert f"acknowledged: {message_id}" in acked.stdout and "unknown: 999999" in acked.stdout
+    assert "not acknowledged, not pending for you: 999999 (the rest were)" in acked.stderr
+    assert msg(module_broker, coder, "ack", str(message_id)).returncode == 0
     assert answer(msg(module_broker, coder, "inbox", "--json"))["messages"] == []
     assert "no pending messages" in msg(module_broker, coder, "inbox").stdout
 
@@ -187,6 +189,40 @@ def test_no_answer_exits_3_and_says_to_retry_with_the_same_id(
     assert never.returncode == 3
     assert answer(never)["transport"] == "not_sent"
     assert f"retry with --request-id {answer(never)['client_request_id']}" in never.stderr
+
+
+def test_a_broker_that_is_down_is_named_with_the_next_step_and_a_read_is_not_called_a_send(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = module_broker.provision("shell-down", ["lead"], tmp_path)
+    data = json.loads(configs["lead"].path.read_text())
+    port = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{port.getsockname()[1]}"
+    port.close()
+    down = tmp_path / "down.json"
+    down.write_text(json.dumps({**data, "url": url}))
+
+    inbox = msg(module_broker, down, "inbox")
+    assert inbox.returncode == 3
+    assert f"the broker at {url} was not reached" in inbox.stderr
+    assert "nothing was read or changed" in inbox.stderr and "not sent" not in inbox.stderr
+    assert f"pocolobby doctor --config {down}" in inbox.stderr
+    sent = msg(module_broker, down, "send", "lead", "hello", "--request-id", "r-2")
+    assert "nothing was sent" in sent.stderr and "retry with --request-id r-2" in sent.stderr
+
+
+def test_a_refused_token_says_to_ask_for_a_new_configuration(module_broker: Broker, tmp_path: Path):
+    configs = module_broker.provision("shell-token", ["lead"], tmp_path)
+    data = json.loads(configs["lead"].path.read_text())
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({**data, "token": "plt_" + "x" * 40}))
+
+    inbox = msg(module_broker, wrong, "inbox")
+    assert inbox.returncode == 2
+    assert "refused (401 invalid_token)" in inbox.stderr
+    assert f"the token in {wrong} is not one this broker knows" in inbox.stderr
+    assert "ask the operator for a new configuration file" in inbox.stderr
+    assert "pocolobby doctor" in inbox.stderr and "plt_xxx" not in inbox.stderr
 
 
 def _png(path: Path) -> bytes:
