@@ -248,7 +248,7 @@ def render_failure(
     check = f"`pocolobby doctor --config {shown(config.path)}` checks the whole path"
     if code == EXIT_REFUSED:
         stored = "; nothing stored" if request_id else ""
-        step = _NEXT_STEP.get(outcome.code)
+        step = _NEXT_STEP.get(outcome.code or "")
         after = f"; {step.format(config=shown(config.path))}, then {check}" if step else ""
         return f"refused ({outcome.status} {error_code}): {message}{stored}{after}"
     if outcome.transport == "not_sent":
