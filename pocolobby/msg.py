@@ -127,6 +127,8 @@ def call_for(args: argparse.Namespace, stdin: TextIO) -> tuple[str, JSONObject]:
         return "set_status", {"status": args.text}
     if command == "ready":
         return "ready", {"nonce": args.nonce}
+    if command == "requests":
+        return "set_owner_requests", {"count": args.count, "line": args.line}
     raise ValueError(f"unknown msg command {command!r}")
 
 
@@ -150,14 +152,16 @@ def _message_lines(message: dict[str, Any]) -> list[str]:
     )
     if tags:
         head += f" [{', '.join(tags)}]"
-    body = shown(message.get("content", ""), multiline=True)
+    # A header (the inbox summary, uncertain receipts past the first five) has no body.
+    body = shown(message["content"], multiline=True) if "content" in message else None
     files = [
         f"    attachment {shown(item.get('id'))}: {json_for_terminal(str(item.get('name', '')))} "
         f"({shown(item.get('media_type', '?'))}, {shown(item.get('size', '?'))} bytes)"
         for item in message.get("attachments") or []
         if isinstance(item, dict)
     ]
-    return [head, *(f"    {line}" for line in _lines(body)), *files]
+    text = [f"    {line}" for line in _lines(body)] if body is not None else []
+    return [head, *text, *files]
 
 
 def _lines(text: str) -> list[str]:
@@ -204,29 +208,93 @@ def render_text(command: str, data: dict[str, Any], request_id: str | None) -> s
         return f"status: {shown(status)}" if status else "status cleared"
     if command == "ready":
         return "ready: the broker knows this session loaded its context"
+    if command == "requests":
+        count = data.get("count") or 0
+        if not count:
+            return "owner requests cleared"
+        return f"waiting on the owner for {shown(count)}: {shown(data.get('line'))}"
     return render_context(data)
 
 
-def render_context(data: dict[str, Any]) -> str:
-    inbox = data.get("inbox") or {}
-    checkpoint = data.get("checkpoint")
-    uncertain = data.get("uncertain") or {}
+def _restored_lines(restored: Any) -> list[str]:
+    """The restore warning, first: a shell agent must learn its last work is uncertain."""
+    if not isinstance(restored, dict):
+        return []
+    return [
+        f"RESTORED: this broker was restored from a backup taken at "
+        f"{shown(restored.get('backup_taken_at') or 'an unknown time')} (restored at "
+        f"{shown(restored.get('restored_at') or '?')}).",
+        f"  uncertain messages: {_ids(restored.get('uncertain_message_ids'))}: you, or an "
+        "earlier session, may already have acted on them; check your work before repeating "
+        "any of it.",
+        *(f"  {line}" for line in _lines(shown(str(restored.get("note") or ""), multiline=True))),
+    ]
+
+
+def _checkpoint_lines(checkpoint: Any) -> list[str]:
+    if not isinstance(checkpoint, dict):
+        return ["checkpoint: none"]
+    saved = (
+        f"checkpoint: revision {shown(checkpoint.get('revision'))}, saved "
+        f"{shown(checkpoint.get('saved_at'))} ({shown(checkpoint.get('age_seconds'))} s ago) "
+        f"by generation {shown(checkpoint.get('saved_by_generation'))}, covers receipts "
+        f"through {shown(checkpoint.get('covers_receipts_through'))}"
+    )
+    body = json_for_terminal(checkpoint.get("checkpoint"), indent=2)
+    return [saved, *(f"    {line}" for line in _lines(body))]
+
+
+def _uncertain_lines(uncertain: dict[str, Any]) -> list[str]:
     lines = [
+        f"uncertain (acknowledged after the checkpoint): {shown(uncertain.get('total', 0))}"
+        f", receipts covered through {shown(uncertain.get('covered_through'))}"
+    ]
+    for message in uncertain.get("messages") or []:
+        lines += [f"  {line}" for line in _message_lines(message)]
+    headers = uncertain.get("headers") or []
+    if headers:
+        lines.append(f"  more, without bodies: {_ids(h.get('message_id') for h in headers)}")
+    if uncertain.get("next_cursor"):
+        lines.append(f"  more: --cursor {shown(uncertain['next_cursor'])}")
+    return lines
+
+
+def render_context(data: dict[str, Any]) -> str:
+    """Everything `--json` says, the restore warning first."""
+    inbox = data.get("inbox") or {}
+    runtime = data.get("runtime") or {}
+    broker = data.get("broker") or {}
+    lines = [
+        *_restored_lines(data.get("restored")),
         f"agent {shown(data.get('agent_id'))} in lobby {shown(data.get('lobby_id'))}",
+        f"runtime: {shown(runtime.get('runtime_id') or 'none')}, generation "
+        f"{shown(runtime.get('generation'))}, ready {'yes' if runtime.get('ready') else 'no'}, "
+        f"loaded checkpoint revision {shown(runtime.get('loaded_checkpoint_revision') or 'none')}",
+        f"receipt sequence: {shown(data.get('receipt_sequence'))}",
         f"inbox: {shown(inbox.get('pending', 0))} pending "
-        f"({shown(inbox.get('important', 0))} important)",
-        "checkpoint: "
+        f"({shown(inbox.get('important', 0))} important)"
         + (
-            f"revision {shown(checkpoint.get('revision'))}"
-            if isinstance(checkpoint, dict)
-            else "none"
+            f", oldest {shown(inbox['oldest_pending_at'])}"
+            if inbox.get("oldest_pending_at")
+            else ""
         ),
-        f"uncertain (acknowledged after the checkpoint): {shown(uncertain.get('total', 0))}",
+        *(f"  {line}" for m in inbox.get("first") or [] for line in _message_lines(m)),
+        *_checkpoint_lines(data.get("checkpoint")),
+        *_uncertain_lines(data.get("uncertain") or {}),
     ]
     role = shown(str(data.get("role") or "").strip(), multiline=True)
     if role:
         lines += ["role:", *(f"    {line}" for line in _lines(role))]
     lines += [f"- {shown(line)}" for line in data.get("guidance") or []]
+    tools = (data.get("tool_guide") or {}).get("tools") or []
+    if tools:
+        lines.append("tools (`pocolobby msg --help` for the shell's):")
+        lines += [f"  {shown(t.get('name'))}: {shown(t.get('purpose'))}" for t in tools]
+    if broker:
+        lines.append(
+            f"broker: {shown(broker.get('host'))} version {shown(broker.get('version'))}, "
+            f"incarnation {shown(broker.get('incarnation'))}"
+        )
     return "\n".join(lines)
 
 

@@ -128,6 +128,14 @@ def add_parser(sub: Any) -> None:
     q = command("status", "set the one line peers see beside you; '' clears it (set_status)")
     q.add_argument("text", help="what you are doing, in one line")
 
+    q = command(
+        "requests",
+        "say what you wait on from the owner, shown in their Waiting for you; 0 clears it "
+        "(set_owner_requests)",
+    )
+    q.add_argument("count", type=int, help="how many things you wait on (0-99; 0 clears)")
+    q.add_argument("line", nargs="?", default="", help="what they are, in one line")
+
     q = command("ready", "echo a bootstrap's nonce after reading your context (ready)")
     q.add_argument("nonce", help="the nonce the bootstrap notice gave")
     p.set_defaults(func=msg_cmd)

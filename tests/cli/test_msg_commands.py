@@ -278,3 +278,33 @@ def test_a_path_the_rules_refuse_sends_nothing_and_exits_refused(
     assert "local file rule" in refused.stderr and "Nothing was sent" in refused.stderr
     history = answer(msg(module_broker, configs["lead"].path, "history", "--json"))
     assert history["messages"] == []
+
+
+def test_requests_sets_and_clears_what_the_agent_waits_on_from_the_owner(
+    module_broker: Broker, tmp_path: Path
+):
+    configs = module_broker.provision("shell-requests", ["lead", "coder"], tmp_path)
+    coder = configs["coder"].path
+
+    waiting = msg(module_broker, coder, "requests", "2", "approve the deploy; review PR 7")
+    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.stdout.strip() == "waiting on the owner for 2: approve the deploy; review PR 7"
+    assert _owner_requests(module_broker, "shell-requests", "coder") == {
+        "count": 2,
+        "line": "approve the deploy; review PR 7",
+    }
+
+    blank = msg(module_broker, coder, "requests", "1")
+    assert blank.returncode == 2 and "400" in blank.stderr
+
+    cleared = msg(module_broker, coder, "requests", "0")
+    assert cleared.returncode == 0, cleared.stderr
+    assert cleared.stdout.strip() == "owner requests cleared"
+    assert _owner_requests(module_broker, "shell-requests", "coder") is None
+
+
+def _owner_requests(broker: Broker, lobby: str, agent: str) -> dict | None:
+    listed = json.loads(broker.cli_ok("agent", "list", lobby, "--json").stdout)
+    (entry,) = [a for a in listed["agents"] if a["agent_id"] == agent]
+    requests = entry["owner_requests"]
+    return requests and {"count": requests["count"], "line": requests["line"]}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pocolobby.msg import render_context
 from tests.cli.test_backup_restore import backup_path
 from tests.server import REPO_ROOT, AgentConfig, Broker, BrokerFactory, clean_env
 from tests.shell_pane import NEEDS_TMUX_AND_BASH, screen_lines, shell_pane
@@ -173,7 +174,9 @@ def test_a_restore_mode_refusal_is_definite_and_exits_2(
     broker_factory: BrokerFactory, tmp_path: Path
 ):
     broker = broker_factory(name="restore-exit")
-    broker.provision("ops", ["alpha"], tmp_path / "configs")
+    before = broker.provision("ops", ["alpha", "beta"], tmp_path / "configs")
+    pending = msg(before["beta"].path, "send", "alpha", "migrate the users", "--json")
+    message_id = json.loads(pending.stdout)["message_id"]
     backup = broker.cli("backup", "--to", str(tmp_path / "backups"))
     assert backup.returncode == 0, backup.stderr
     broker.stop()
@@ -191,3 +194,78 @@ def test_a_restore_mode_refusal_is_definite_and_exits_2(
     assert json.loads(inbox.stdout)["outcome"] == "refused"
     sent = msg(fresh.path, "send", "alpha", "hello")
     assert sent.returncode == 2 and "nothing stored" in sent.stderr
+
+    assert broker.cli("restore", "--finish").returncode == 0
+    context = msg(fresh.path, "context")
+    assert context.returncode == 0, context.stderr
+    first, second = context.stdout.splitlines()[:2]
+    assert first.startswith("RESTORED: this broker was restored from a backup taken at ")
+    assert f"uncertain messages: {message_id}:" in second
+    assert "check your work before repeating any of it" in second
+
+
+def test_context_text_leads_with_the_restore_warning_and_says_what_json_says():
+    context = {
+        "agent_id": "backend",
+        "lobby_id": "team",
+        "role": "You own the API",
+        "runtime": {
+            "runtime_id": "r-1",
+            "generation": 3,
+            "ready": False,
+            "loaded_checkpoint_revision": None,
+        },
+        "checkpoint": {
+            "revision": 4,
+            "checkpoint": {"task": "migrate users"},
+            "covers_receipts_through": 12,
+            "saved_at": "2026-12-01T10:00:00Z",
+            "age_seconds": 5400,
+            "saved_by_generation": 2,
+        },
+        "receipt_sequence": 15,
+        "inbox": {
+            "pending": 1,
+            "important": 0,
+            "oldest_pending_at": "2026-12-01T11:00:00Z",
+            "first": [{"message_id": 21, "from": "lead", "created_at": "t"}],
+        },
+        "uncertain": {
+            "total": 2,
+            "covered_through": 12,
+            "messages": [{"message_id": 13, "from": "lead", "content": "ship it"}],
+            "headers": [{"message_id": 14, "from": "lead"}],
+            "next_cursor": "c-2",
+        },
+        "guidance": ["Call ready with the nonce"],
+        "tool_guide": {"revision": "x", "tools": [{"name": "send_message", "purpose": "send"}]},
+        "broker": {"host": "h", "version": "0.1.0", "incarnation": "i-1"},
+        "restored": {
+            "incarnation": "i-1",
+            "backup_taken_at": "2026-12-01T09:00:00Z",
+            "restored_at": "2026-12-01T12:00:00Z",
+            "uncertain_message_ids": [21, 22],
+            "note": "The broker was restored",
+        },
+    }
+    text = render_context(context)
+    first, second = text.splitlines()[:2]
+    assert first.startswith("RESTORED: ") and "2026-12-01T09:00:00Z" in first
+    assert "21, 22" in second and "check your work before repeating any of it" in second
+    for fact in (
+        "generation 3",
+        "receipt sequence: 15",
+        "revision 4",
+        '"task": "migrate users"',
+        "#21",
+        "#13",
+        "ship it",
+        "without bodies: 14",
+        "--cursor c-2",
+        "send_message",
+        "incarnation i-1",
+        "Call ready with the nonce",
+        "You own the API",
+    ):
+        assert fact in text, fact
+    assert not render_context({**context, "restored": None}).startswith("RESTORED")
