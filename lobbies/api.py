@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse
 
-from lobbies import attachment_selectors, blobs
-from lobbies.actions import attachments
+from lobbies import attachment_selectors, blobs, operator_answers
+from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.answers import AttachmentMeta, Catalog, UploadAnswer
-from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, run_tool
+from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, parse_arguments, run_tool
+from lobbies.clients import client_address, client_bucket
 from lobbies.credentials import stated
 from lobbies.errors import bad_request, not_found
 from lobbies.http import ApiView, Documented, JsonAnswer, api_view, json_body, request_header
+from lobbies.schemas import Operation, bounded_text
 from lobbies.tokens import agent_for_token
 from lobbies.wire import (
     ATTACHMENT_NAME_HEADER,
@@ -147,3 +150,27 @@ def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
 def attachment_meta(request: HttpRequest, key: str) -> JsonAnswer:
     attachment = attachment_selectors.attachment_for(_caller(request).agent, _attachment_id(key))
     return JsonAnswer({**attachment_selectors.descriptor(attachment), "sha256": attachment.sha256})
+
+
+class Join(Operation):
+    code: Annotated[str, bounded_text(64)]
+
+
+@api_view(
+    ("POST",),
+    Documented(
+        "POST",
+        operator_answers.Credential,
+        Join,
+        errors=(404, 409, 410, 429),
+        auth="none",
+        summary="Redeem an enrolment code for the agent's token (`pocolobby join`), once",
+    ),
+)
+def join(request: HttpRequest) -> JsonAnswer:
+    """The code is the credential: no token is presented, and a code that is not live counts
+    against the client's network."""
+    args = parse_arguments(Join, json_body(request))
+    redeemed = enrollment.redeem_enrollment(args.code, client_bucket(client_address(request)))
+    agent = redeemed.agent
+    return JsonAnswer({"lobby": agent.lobby.name, "agent": agent.agent_id, "token": redeemed.token})

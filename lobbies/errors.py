@@ -94,6 +94,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
     ),
     404: (
         "not_found",
+        "unknown_code",
         "unknown_tool",
         "unknown_recipient",
         "unknown_message",
@@ -136,8 +137,9 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "runtime_required",
         "not_in_restore_mode",
         "attachment_upload_required",
+        "code_used",
     ),
-    410: ("attachment_expired",),
+    410: ("attachment_expired", "code_expired"),
     411: ("length_required",),
     413: ("request_too_large", "fanout_too_large", "attachment_too_large"),
     415: ("unsupported_media_type",),

@@ -70,6 +70,16 @@ class Credential(TypedDict):
 
 
 @with_config(ANSWER_CONFIG)
+class EnrollmentCode(TypedDict):
+    """A one-time code `pocolobby join` redeems for the agent's token: shown once."""
+
+    lobby: str
+    agent: str
+    code: str
+    expires_at: Time
+
+
+@with_config(ANSWER_CONFIG)
 class Removed(TypedDict):
     removed: str
 

@@ -13,7 +13,16 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from lobbies import agent_selectors, answers, attachment_selectors, operator_answers
-from lobbies.actions import continuity, operator, owner, restore, restore_commands, rooms
+from lobbies.actions import (
+    continuity,
+    enrollment,
+    operator,
+    owner,
+    restore,
+    restore_commands,
+    rooms,
+)
+from lobbies.answers import at
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import Documented, JsonAnswer, api_view, bearer_token, json_body
@@ -208,6 +217,21 @@ def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers
     return _credential_answer(lobby, agent_id, operator.rotate_credential(lobby, agent_id))
 
 
+class Enroll(Operation):
+    expires_minutes: int = enrollment.DEFAULT_MINUTES
+
+
+def _enroll(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.EnrollmentCode:
+    args = parse_arguments(Enroll, json_body(request))
+    issued = enrollment.enroll_agent(lobby, agent_id, args.expires_minutes)
+    return {
+        "lobby": lobby,
+        "agent": agent_id,
+        "code": issued.code,
+        "expires_at": at(issued.expires_at),
+    }
+
+
 def _disable(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.Disabled:
     return {"disabled": agent_id, "held": operator.disable_agent(lobby, agent_id)}
 
@@ -281,6 +305,13 @@ AGENT_ACTIONS: dict[str, AgentAction] = {
         _cancel_scheduled,
         operator_answers.CancelledForAgent,
         "Cancel every schedule and waiting scheduled message the agent sent",
+    ),
+    "enroll": AgentAction(
+        _enroll,
+        operator_answers.EnrollmentCode,
+        "Issue a one-time code `pocolobby join` redeems for the agent's token (an earlier "
+        "unredeemed code stops working; the agent's tokens are revoked at redemption)",
+        Enroll,
     ),
     "reset-runtime": AgentAction(
         _reset_runtime,

@@ -9,6 +9,7 @@ from lobbies.http import by_method
 
 urlpatterns = [
     path("tools", api.tools),
+    path("join", api.join),
     path("tools/<str:name>", api.call_tool),
     path(
         "messages",

@@ -49,7 +49,7 @@ if POCOLOBBY_DOMAIN:
     ALLOWED_HOSTS += [_bare, f".{_bare}"]
 
 # Sign-in: answers take at least this long (known and unknown addresses alike); per-client
-# limits read X-Forwarded-For only behind this many trusted proxies (console/clients.py).
+# limits read X-Forwarded-For only behind this many trusted proxies (lobbies/clients.py).
 POCOLOBBY_SIGN_IN_FLOOR_SECONDS = float(os.environ.get("POCOLOBBY_SIGN_IN_FLOOR_SECONDS", "1.0"))
 POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS", "0"))
 # Hosted: operators sign in to the Django admin with the console's email code (accounts marked

@@ -102,7 +102,7 @@ def request_code(email: str, client: str, browser: str) -> None:
     """Count the request, store a fresh code for the address and this browser, and mail it if
     the address may sign in.
 
-    `client` is the client's network (console/clients.py), `browser` the random value of the
+    `client` is the client's network (lobbies/clients.py), `browser` the random value of the
     asking browser's sign-in cookie. Refusals read the same for every address.
     """
     problem = mail.mail_problem()

@@ -147,17 +147,23 @@ def add_agent(
     return agent, token
 
 
+def replace_credential(agent: Agent, why: str) -> tuple[str, int]:
+    """Revoke every token of the agent, issue a new one and release the binding (its streams
+    close saying `why`); the new token and how many were revoked. In the caller's transaction."""
+    revoked = Credential.objects.filter(agent=agent, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    token = issue_credential(agent)
+    Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
+    close_sockets_on_commit(agent.pk, "token_revoked", why)
+    return token, revoked
+
+
 def rotate_credential(lobby_name: str, agent_id: str, *, account: str = "") -> str:
     """Revoke every token of the agent and issue a new one; the binding is released."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
-        now = timezone.now()
-        revoked = Credential.objects.filter(agent=agent, revoked_at__isnull=True).update(
-            revoked_at=now
-        )
-        token = issue_credential(agent)
-        Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
-        close_sockets_on_commit(agent.pk, "token_revoked", "the owner rotated this agent's token")
+        token, revoked = replace_credential(agent, "the owner rotated this agent's token")
         record_audit(
             OPERATOR,
             AuditAction.CREDENTIAL_ROTATED,

@@ -6,7 +6,15 @@ and closed value set, whichever module defines it.
 
 from __future__ import annotations
 
-from lobbies.models.agents import Agent, Credential, DeletedLobby, Lobby, RetiredRuntime
+from lobbies.models.agents import (
+    Agent,
+    Credential,
+    DeletedLobby,
+    Enrollment,
+    EnrollmentRefusal,
+    Lobby,
+    RetiredRuntime,
+)
 from lobbies.models.attachments import (
     Attachment,
     AttachmentContent,
@@ -65,6 +73,8 @@ __all__ = [
     "DeletedLobby",
     "Delivery",
     "DeliveryState",
+    "Enrollment",
+    "EnrollmentRefusal",
     "HeldReason",
     "Kind",
     "Lobby",

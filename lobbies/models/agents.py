@@ -116,6 +116,35 @@ class RetiredRuntime(models.Model):
         return f"retired runtime of {self.agent_id}"
 
 
+class Enrollment(models.Model):
+    """A one-time code that issues an agent's token when `pocolobby join` redeems it, stored
+    only as its SHA-256: the token travels to the agent's machine without a file carried by
+    hand."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="enrollments")
+    code_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    redeemed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"enrollment {self.pk} of {self.agent}"
+
+
+class EnrollmentRefusal(models.Model):
+    """A code `join` presented that was not a live one, counted per client network so that
+    codes cannot be guessed at speed (lobbies/actions/enrollment.py)."""
+
+    client = models.CharField(max_length=64)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["client", "at"], name="enrollment_refusal_client")]
+
+    def __str__(self) -> str:
+        return f"enrolment refusal {self.pk} for {self.client}"
+
+
 class Credential(models.Model):
     """An agent's lobby token, stored only as its SHA-256."""
 

@@ -94,6 +94,8 @@ class AuditAction(models.TextChoices):
     AGENT_DISABLED = "agent_disabled"
     AGENT_ENABLED = "agent_enabled"
     CREDENTIAL_ROTATED = "credential_rotated"
+    ENROLLMENT_ISSUED = "enrollment_issued"
+    ENROLLMENT_REDEEMED = "enrollment_redeemed"
     RUNTIME_RESET = "runtime_reset"
     RUNTIME_CLAIMED = "runtime_claimed"
     RUNTIME_RESUMED = "runtime_resumed"

@@ -156,7 +156,7 @@ def _keep_out_of_git(path: Path, directory: Path) -> list[str]:
         return []
     return [
         f"Note: {path} holds the agent's token and sits inside this project; keep it out of "
-        "version control (or move it, e.g. to ~/.pocolobby/, and run connect again)."
+        "version control (or move it, e.g. to ~/.config/pocolobby/, and run connect again)."
     ]
 
 

@@ -89,9 +89,10 @@ class ConfigFile:
         os.fchmod(fd, 0o600)
         self.fd, self.temp = fd, Path(temp)
 
-    def write(self, answer: dict[str, Any]) -> None:
-        """Write {"url","token","lobby","agent"}, fsync, and rename into place."""
-        url = broker_url()
+    def write(self, answer: dict[str, Any], url: str | None = None) -> None:
+        """Write {"url","token","lobby","agent"}, fsync, and rename into place; `url` is the
+        broker's as the agent reaches it (default: the operator's POCOLOBBY_URL)."""
+        url = url or broker_url()
         content = json.dumps(
             {
                 "url": url,

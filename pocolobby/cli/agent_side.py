@@ -38,6 +38,13 @@ def connect_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def join_cmd(args: argparse.Namespace) -> int:
+    # local: as bridge_cmd, the HTTP client and the hosts' writers load only for join
+    from pocolobby.join import run
+
+    return run(args)
+
+
 def statusline_cmd(args: argparse.Namespace) -> int:
     """Claude Code's status line: prints one line, reports plan usage; always exits 0."""
     # local: the status line runs every few seconds; it loads only what it uses
@@ -67,8 +74,9 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    """`bridge`, `connect`, `statusline`, `hook` and `tokens`."""
+    """`bridge`, `join`, `connect`, `statusline`, `hook` and `tokens`."""
     _bridge_parser(sub)
+    _join_parser(sub)
     _connect_parser(sub)
     _statusline_parser(sub)
     _hook_parser(sub)
@@ -144,6 +152,29 @@ def _connect_parser(sub: Subparsers) -> None:
         help="how the bridge delivers pushes (default: channel for claude, tmux for codex)",
     )
     p.set_defaults(func=connect_cmd)
+
+
+def _join_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "join",
+        help="on the agent's machine: redeem an enrolment code for the agent's configuration "
+        "and set the host up",
+    )
+    p.add_argument("code", help="what `pocolobby agent enroll` printed: CODE@URL")
+    p.add_argument("--url", help="the broker's address, if the code's is not the one to use")
+    p.add_argument(
+        "--host",
+        choices=("claude", "codex", "gemini", "shell"),
+        default="claude",
+        help="the agent's program (default claude; shell: `pocolobby msg`, nothing to set up)",
+    )
+    p.add_argument("--dir", default=".", help="the project the agent works in (default: here)")
+    p.add_argument(
+        "--config",
+        help="where to write the configuration (default: the per-user configuration "
+        "directory, LOBBY-AGENT.json)",
+    )
+    p.set_defaults(func=join_cmd)
 
 
 def _statusline_parser(sub: Subparsers) -> None:

@@ -141,10 +141,10 @@ def init(args: argparse.Namespace) -> int:
 # What `serve` prints; README.md's "Connect an agent" gives the same commands (a test holds it).
 NEXT_STEPS = """Next, from another terminal (README.md, "Connect an agent"):
   pocolobby lobby create my-team
-  pocolobby agent add my-team backend --config ~/backend.json
+  pocolobby agent add my-team backend --enroll
   pocolobby status
-then, in the project the agent's Claude Code session runs in:
-  pocolobby connect --config ~/backend.json"""
+then, on the agent's machine, in the project its Claude Code session runs in:
+  pocolobby join CODE@URL"""
 
 
 def address_step(url: str) -> str | None:

@@ -10,6 +10,7 @@ from urllib.parse import quote, urlsplit
 from lobbies.wire import JSONObject, JSONValue
 from lobbies.wire import for_terminal as shown
 from pocolobby import config
+from pocolobby.bridge.config import is_loopback
 from pocolobby.cli.admin_client import (
     ConfigFile,
     broker_url,
@@ -67,23 +68,27 @@ def agent_cmd(args: argparse.Namespace) -> int:
     target = f"{base}/{segment(args.name)}"
     if command == "add":
         role = read_role(args.role_file) if args.role_file else ""
-        config_file = ConfigFile(args.config, replace=False)
-        issue_into(
-            config_file,
-            "POST",
-            base,
-            {
-                "agent_id": args.name,
-                "description": args.description,
-                "role": role,
-                "manage_rooms": args.manage_rooms,
-                "broadcast": args.broadcast,
-            },
-        )
+        config_file = ConfigFile(args.config, replace=False) if args.config else None
+        body = {
+            "agent_id": args.name,
+            "description": args.description,
+            "role": role,
+            "manage_rooms": args.manage_rooms,
+            "broadcast": args.broadcast,
+        }
+        if config_file is None:
+            # The token answered here is never shown: redeeming the code revokes it.
+            call("POST", base, body)
+            print(f"added {args.name} to {args.lobby}")
+            print_enrollment(args, target)
+            return 0
+        issue_into(config_file, "POST", base, body)
         print(
             f"added {args.name} to {args.lobby}; its configuration is in {config_file.path} "
             "(mode 0600)"
         )
+    elif command == "enroll":
+        print_enrollment(args, target)
     elif command == "rotate":
         config_file = ConfigFile(args.config, replace=True)
         issue_into(config_file, "POST", f"{target}/rotate")
@@ -120,6 +125,29 @@ def agent_cmd(args: argparse.Namespace) -> int:
         data = call("POST", f"{target}/{command}")
         print(f"{command}: {args.name} " + json.dumps(data))
     return 0
+
+
+def print_enrollment(args: argparse.Namespace, target: str) -> None:
+    """Issue a one-time code for the agent and print the one command its machine runs."""
+    url = (args.url or broker_url()).rstrip("/")
+    data = call("POST", f"{target}/enroll", {"expires_minutes": args.expires})
+    print(
+        f"enrolment code for {shown(args.name)} in {shown(args.lobby)}: one use, expires "
+        f"{shown(data['expires_at'])}. On the agent's machine, in the project it works in, run:"
+    )
+    print()
+    print(f"  pocolobby join {shown(data['code'])}@{shown(url)}")
+    print()
+    print(
+        "(add --host codex, gemini or shell for another host than Claude Code). It writes the "
+        "agent's configuration there and sets the host up; the code is its only copy of the "
+        "token, so send it privately."
+    )
+    if is_loopback(url):
+        print(
+            f"{url} is this machine's loopback address: for an agent on another machine, give "
+            "the broker's address as it reaches it, `--url https://...`."
+        )
 
 
 # Each agent's connection and its pending and important (pending, priority important) counts.
@@ -340,11 +368,26 @@ def _agent_parser(sub: Subparsers) -> None:
     add = asub.add_parser("add", help="admit an agent and write its configuration file")
     add.add_argument("lobby", help=lobby_help)
     add.add_argument("name", help=name_help)
-    add.add_argument("--config", required=True, help="where to write the agent's JSON (0600)")
+    how = add.add_mutually_exclusive_group(required=True)
+    how.add_argument("--config", help="where to write the agent's JSON (0600), for scripts")
+    how.add_argument(
+        "--enroll",
+        action="store_true",
+        help="print a one-time code for `pocolobby join` on the agent's machine instead",
+    )
+    _enroll_options(add)
     add.add_argument("--description", default="", help="one line peers see beside the agent")
     add.add_argument("--role-file", help="a file with the agent's role instructions")
     add.add_argument("--manage-rooms", action="store_true", help="it may create and edit rooms")
     add.add_argument("--broadcast", action="store_true", help="it may message every agent")
+    enroll = asub.add_parser(
+        "enroll",
+        help="a one-time code for `pocolobby join` on the agent's machine (its token is "
+        "replaced when the code is redeemed)",
+    )
+    enroll.add_argument("lobby", help=lobby_help)
+    enroll.add_argument("name", help=name_help)
+    _enroll_options(enroll)
     lst = asub.add_parser("list", help="the lobby's agents, their state and permissions")
     lst.add_argument("lobby", help=lobby_help)
     lst.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
@@ -366,6 +409,20 @@ def _agent_parser(sub: Subparsers) -> None:
         q.add_argument("lobby", help=lobby_help)
         q.add_argument("name", help=name_help)
     p.set_defaults(func=agent_cmd)
+
+
+def _enroll_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expires",
+        type=int,
+        default=15,
+        metavar="MINUTES",
+        help="the code's lifetime in minutes (default 15, at most 10080)",
+    )
+    parser.add_argument(
+        "--url",
+        help="the broker's address as the agent's machine reaches it (default $POCOLOBBY_URL)",
+    )
 
 
 def _account_parser(sub: Subparsers) -> None:
