@@ -32,6 +32,7 @@ from lobbies.models import (
     Credential,
     Delivery,
     DeliveryState,
+    Enrollment,
     UncertainWork,
 )
 from lobbies.wire import iso
@@ -59,6 +60,8 @@ def enter_restore_mode(source: str, backup_taken_at: datetime | None) -> list[Re
         state.finished_at = None
         state.save()
         revoked = Credential.objects.filter(revoked_at__isnull=True).update(revoked_at=now)
+        # A backup's unredeemed enrolment codes would issue tokens past the restore's revocation.
+        Enrollment.objects.filter(redeemed_at__isnull=True).delete()
         UncertainWork.objects.all().delete()
         replacements = []
         agents = Agent.objects.select_related("lobby").order_by("lobby__name", "agent_id")

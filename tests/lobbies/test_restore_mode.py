@@ -10,7 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from lobbies import timers
-from lobbies.actions import restore, restore_commands
+from lobbies.actions import enrollment, restore, restore_commands
+from lobbies.errors import BrokerError
 from lobbies.models import Agent, AuditEvent, Credential, Delivery, RetiredRuntime
 from lobbies.secret_files import admin_token
 from lobbies.tokens import hash_token
@@ -118,3 +119,12 @@ def test_health_reads_the_store_and_names_restore_mode(lead):
     assert answer.status_code == 200
     assert answer.json()["restore_mode"] is True
     assert answer.json()["incarnation"] == str(restore.broker_state().incarnation)
+
+
+def test_a_backups_unredeemed_enrolment_codes_do_not_survive_the_restore(lead, backend):
+    issued = enrollment.enroll_agent("my-team", "backend")
+    restore_commands.enter_restore_mode("/backups/b1", None)
+    restore_commands.finish_restore()
+    with pytest.raises(BrokerError) as refused:
+        enrollment.redeem_enrollment(issued.code, "127.0.0.1")
+    assert refused.value.code == "unknown_code"
