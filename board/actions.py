@@ -231,9 +231,11 @@ def set_public_message_contents(actor: Actor, lobby_id: int, shown: bool) -> Non
         )
 
 
-def hand_over_as(actor: Actor, lobby_id: int, agent_id: str) -> HandOver:
+def hand_over_as(actor: Actor, lobby_id: int, agent_id: str, conversation: str) -> HandOver:
     """The dashboard's Hand over: the operator's action, by an actor who must still own the
-    lobby (checked in the same transaction)."""
+    lobby (checked in the same transaction), for the waiting conversation the page showed."""
     with transaction.atomic():
         lobby = owned(actor, lobby_id)
-        return hand_over(lobby.name, agent_id, actor_kind=actor.kind, account=actor.email)
+        return hand_over(
+            lobby.name, agent_id, actor_kind=actor.kind, account=actor.email, shown=conversation
+        )

@@ -21,7 +21,7 @@ def hand_over_view(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
         raise PageRefusal(403, NOT_OWNER, "forbidden")
     form = parse_json_post(request, HandOverForm)
-    handed = hand_over_as(actor_of(page.visitor), page.lobby.pk, form.agent)
+    handed = hand_over_as(actor_of(page.visitor), page.lobby.pk, form.agent, form.conversation)
     return json_ok(
         message=(
             f"Handed {form.agent} over: the waiting conversation is admitted and bootstraps "

@@ -56,7 +56,12 @@ from lobbies.agent_selectors import (
     with_last_message_at,
 )
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
-from lobbies.presence import WAITING_FRESH, live_connections, waiting_runtime
+from lobbies.presence import (
+    WAITING_FRESH,
+    conversation_key,
+    live_connections,
+    waiting_runtime,
+)
 
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
@@ -369,6 +374,7 @@ class HandOverWait:
     since: datetime | None
     holder_since: datetime | None
     holder_connected: bool
+    conversation: str  # which conversation waits: a Hand over names it (`conversation_key`)
 
 
 def hand_over_waits(lobby: Lobby, now: datetime) -> list[HandOverWait]:
@@ -376,7 +382,9 @@ def hand_over_waits(lobby: Lobby, now: datetime) -> list[HandOverWait]:
     candidates = Agent.objects.filter(
         lobby=lobby, enabled=True, waiting_seen_at__gte=now - WAITING_FRESH
     )
-    agents = [a for a in candidates.order_by("waiting_since") if waiting_runtime(a, now)]
+    waits = [(a, waiting_runtime(a, now)) for a in candidates.order_by("waiting_since")]
+    runtimes = {a.pk: runtime for a, runtime in waits if runtime}
+    agents = [a for a, _ in waits if a.pk in runtimes]
     if not agents:
         return []
     looks = _appearances(agents)
@@ -393,6 +401,7 @@ def hand_over_waits(lobby: Lobby, now: datetime) -> list[HandOverWait]:
             a.waiting_since,
             a.runtime_bound_at,
             a.pk in connected,
+            conversation_key(runtimes[a.pk]),
         )
         for a in agents
     ]

@@ -91,9 +91,11 @@ class ReplyForm(StrictForm):
 
 
 class HandOverForm(StrictForm):
-    """The dashboard's Hand over button: which agent goes to its waiting conversation."""
+    """The dashboard's Hand over button: which agent goes to which waiting conversation (the
+    one the page showed, as `lobbies.presence.conversation_key` names it)."""
 
     agent: Name
+    conversation: Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class BroadcastForm(StrictForm):

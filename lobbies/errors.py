@@ -133,6 +133,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "stale_checkpoint",
         "runtime_conflict",
         "nothing_waiting",
+        "waiting_changed",
         "runtime_retired",
         "runtime_required",
         "not_in_restore_mode",

@@ -6,6 +6,7 @@ rows go stale when it stops; readers count only connections of live processes.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime, timedelta
 
@@ -106,6 +107,12 @@ WAITING_FRESH = timedelta(seconds=30)
 def waiting_runtime(agent: Agent, now: datetime) -> str | None:
     """The runtime of the new conversation waiting to take over the agent, if one still is."""
     return still_waiting(agent.waiting_runtime_id, agent.waiting_since, agent.waiting_seen_at, now)
+
+
+def conversation_key(runtime_id: str) -> str:
+    """A waiting conversation as a page names it: tells one runtime from another (so a Hand
+    over acts on the conversation the owner saw) without putting the runtime id in the page."""
+    return hashlib.sha256(runtime_id.encode()).hexdigest()[:16]
 
 
 def still_waiting(

@@ -5,7 +5,8 @@ A backup is a directory `pocolobby-backup-<UTC time>` holding `store.sqlite3` (o
 backup API, one step, so one read snapshot: every commit before it, no part of any later one),
 `attachments/` when the data directory has one (copied after the snapshot: attachments are
 written before the rows naming them, so every one the copy names is there), and
-`manifest.json`. It is assembled under a temporary name and renamed into place once checked.
+`manifest.json`. It is assembled under a temporary name and renamed into place once checked;
+the next backup removes what a killed one left under such a name (`remove_leftovers`).
 
 A restore prepares the restored store beside the live one, in restore mode, before anything
 is replaced; a marker file then covers the two renames, and the next `serve`/`init`
@@ -15,12 +16,16 @@ finishes an interrupted swap (lobbies/actions/restore_commands.py says what rest
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,15 @@ MANIFEST = "manifest.json"
 ATTACHMENTS = "attachments"
 PREFIX = "pocolobby-backup-"
 MARKER = "restore-in-progress.json"
+# A backup being written (`working_folder`): `.<prefix><time>.tmp-<pid>`, on PostgreSQL also
+# with pocolobby/pg_backup.py's PRE_RESTORE_PREFIX; its writer holds `<it>.lock` beside it.
+WORKING = re.compile(r"^\.pocolobby-(?:backup|pre-restore)-[0-9T.]+Z\.tmp-([0-9]+)$")
+# What a restore stages in the data directory and attachments folder (pocolobby/restore.py,
+# `merge_attachments`): `.restore-<pid>` and a known ending.
+STAGED = re.compile(
+    r"^\.restore-([0-9]+)(?:\.sqlite3(?:-wal|-shm|-journal)?|-attachments|-vapid\.pem"
+    r"|-[0-9a-f]{64})$"
+)
 
 
 class BackupFailed(Exception):
@@ -113,6 +127,7 @@ class BackupReport:
     last_message_id: int
     removed: list[Path]
     check: str = "integrity_check ok"
+    leftovers: list[Path] = field(default_factory=list)
 
     def lines(self) -> str:
         sequences = ", ".join(f"{name} {seq}" for name, seq in self.lobbies.items()) or "none"
@@ -124,6 +139,8 @@ class BackupReport:
         )
         for old in self.removed:
             text += f"\nremoved old backup {old}"
+        for left in self.leftovers:
+            text += f"\nremoved {left}, left unfinished by a backup that was killed"
         return text
 
 
@@ -136,52 +153,141 @@ def take_backup(data_dir: Path, destination: Path, keep: int | None) -> BackupRe
     source = data_dir / STORE_NAME
     if not source.is_file():
         raise BackupFailed(f"no store at {source}; is --data-dir right?")
-    destination.mkdir(mode=0o700, parents=True, exist_ok=True)
     name = PREFIX + _stamp()
-    temp = destination / f".{name}.tmp-{os.getpid()}"
     final = destination / name
     began = time.monotonic()
-    temp.mkdir(mode=0o700)
     try:
-        store = temp / BACKUP_STORE
-        _create_private(store)
-        src = sqlite3.connect(source, timeout=30)
+        destination.mkdir(mode=0o700, parents=True, exist_ok=True)
+        leftovers = remove_leftovers(destination)
+        with working_folder(destination, name) as temp:
+            manifest, files, held = _copy_store(source, data_dir, temp, final)
+    except (sqlite3.Error, OSError) as exc:
+        raise BackupFailed(f"backup failed: {exc}") from None
+    return finished(final, destination, keep, manifest, files, began, held, leftovers=leftovers)
+
+
+def _copy_store(
+    source: Path, data_dir: Path, temp: Path, final: Path
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """The SQLite backup's copy, check and manifest, sealed as `final`."""
+    store = temp / BACKUP_STORE
+    _create_private(store)
+    src = sqlite3.connect(source, timeout=30)
+    try:
+        if src.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            raise BackupFailed(f"{source} is not a PocoLobby store (application_id)")
+        dst = sqlite3.connect(store)
         try:
-            if src.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                raise BackupFailed(f"{source} is not a PocoLobby store (application_id)")
-            dst = sqlite3.connect(store)
-            try:
-                src.backup(dst)  # pages=-1: the whole file in one step, under one snapshot
-                # A rollback-journal file: a copy opened read-only leaves no -wal/-shm beside it.
-                dst.execute("PRAGMA journal_mode=DELETE")
-            finally:
-                dst.close()
+            src.backup(dst)  # pages=-1: the whole file in one step, under one snapshot
+            # A rollback-journal file: a copy opened read-only leaves no -wal/-shm beside it.
+            dst.execute("PRAGMA journal_mode=DELETE")
         finally:
-            src.close()
-        files = copy_attachments(data_dir, temp)
-        copy_vapid_key(data_dir / VAPID_KEY_FILE, temp / VAPID_KEY_FILE)
-        verdict = integrity(store)
-        if verdict != "ok":
-            raise BackupFailed(f"the copy failed its integrity check: {verdict}")
-        held = contents(store)
-        manifest = {
-            "format": "pocolobby-backup",
-            "store_format": FORMAT_VERSION,
-            "taken_at": now_iso(),
-            "store_bytes": store.stat().st_size,
-            "attachment_files": files,
-            "lobbies": held["lobbies"],
-            "last_message_id": held["last_message_id"],
-            "messages": held["messages"],
-            "integrity_check": verdict,
-        }
-        seal(temp, final, manifest)
-    except BaseException as exc:
-        shutil.rmtree(temp, ignore_errors=True)
-        if isinstance(exc, sqlite3.Error | OSError):
-            raise BackupFailed(f"backup failed: {exc}") from None
+            dst.close()
+    finally:
+        src.close()
+    files = copy_attachments(data_dir, temp)
+    copy_vapid_key(data_dir / VAPID_KEY_FILE, temp / VAPID_KEY_FILE)
+    verdict = integrity(store)
+    if verdict != "ok":
+        raise BackupFailed(f"the copy failed its integrity check: {verdict}")
+    held = contents(store)
+    manifest = {
+        "format": "pocolobby-backup",
+        "store_format": FORMAT_VERSION,
+        "taken_at": now_iso(),
+        "store_bytes": store.stat().st_size,
+        "attachment_files": files,
+        "lobbies": held["lobbies"],
+        "last_message_id": held["last_message_id"],
+        "messages": held["messages"],
+        "integrity_check": verdict,
+    }
+    seal(temp, final, manifest)
+    return manifest, files, held
+
+
+@contextlib.contextmanager
+def working_folder(destination: Path, name: str) -> Iterator[Path]:
+    """The private folder `.{name}.tmp-{pid}` a backup is assembled in, removed unless it was
+    sealed (renamed into place). While it lives its writer holds an flock on `<folder>.lock`
+    beside it, so the next backup tells a killed run's leftover (lock free) from a running
+    one's (`remove_leftovers`), on this machine or another sharing the folder."""
+    temp = destination / f".{name}.tmp-{os.getpid()}"
+    lock = Path(f"{temp}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # new and ours: taken at once
+        temp.mkdir(mode=0o700)
+        try:
+            yield temp
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)  # nothing left there once sealed
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _abandoned(temp: Path, pid: int) -> bool:
+    """Whether no running backup holds `temp`: its lock is free, or (a folder from before the
+    lock) it has none and its process is gone."""
+    try:
+        fd = os.open(f"{temp}.lock", os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            pass
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
         raise
-    return finished(final, destination, keep, manifest, files, began, held)
+    finally:
+        os.close(fd)  # the lock, if taken, goes with it; the folder is removed next
+    return True
+
+
+def remove_leftovers(destination: Path) -> list[Path]:
+    """Remove the working folders killed backups left in `destination` (a whole store copy
+    each), and their locks: only names of ours (WORKING) that no running backup holds."""
+    removed = []
+    for entry in sorted(destination.iterdir()):
+        match = WORKING.match(entry.name)
+        if match is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        if _abandoned(entry, int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            Path(f"{entry}.lock").unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def remove_staged(data_dir: Path, attachments: Path) -> list[Path]:
+    """Remove what killed restores left staged (STAGED names) in the data directory and the
+    attachments folder. The caller holds the store's lock, so no other restore runs; a staged
+    restore the marker names (its swap was interrupted; the next start finishes it) is kept."""
+    kept = ""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        staged = STAGED.match(Path(json.loads((data_dir / MARKER).read_text())["store"]).name)
+        kept = staged.group(1) if staged else ""
+    removed = []
+    for folder in dict.fromkeys([data_dir, attachments]):
+        if not folder.is_dir():
+            continue
+        for entry in sorted(folder.iterdir()):
+            match = STAGED.match(entry.name)
+            if match is None or match.group(1) == kept:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
 
 
 def finished(
@@ -193,6 +299,7 @@ def finished(
     began: float,
     held: dict[str, Any],
     check: str = "integrity_check ok",
+    leftovers: list[Path] | None = None,
 ) -> BackupReport:
     """A written backup's report, after rotating the older ones (SQLite and PostgreSQL)."""
     seconds = time.monotonic() - began
@@ -208,6 +315,7 @@ def finished(
         held["last_message_id"],
         removed,
         check=check,
+        leftovers=leftovers or [],
     )
 
 

@@ -175,63 +175,77 @@ def take_backup(
     import psycopg  # local: as in store_lock.pg_connect
 
     session = connect("backup")
-    destination.mkdir(mode=0o700, parents=True, exist_ok=True)
     name = prefix + backup._stamp()
-    temp = destination / f".{name}.tmp-{os.getpid()}"
     final = destination / name
     began = time.monotonic()
     try:
-        pg_dump = find_tool("pg_dump", server_major(session))
-        pg_restore = find_tool("pg_restore", server_major(session))
-        temp.mkdir(mode=0o700)
-        # One snapshot for pg_dump and for the figures the manifest records.
-        session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        snapshot = session.execute("SELECT pg_export_snapshot()").fetchone()[0]
-        held = _contents(session)
-        store = temp / DUMP
-        with open(store, "xb", opener=backup._private_opener) as out:
-            run_tool(
-                [
-                    pg_dump,
-                    "--format=custom",
-                    "--no-password",
-                    f"--snapshot={snapshot}",
-                    f"--exclude-table={RESTORE_PENDING_TABLE}",
-                ],
-                "pocolobby backup (pg_dump)",
-                stdout=out,
-                stderr=subprocess.PIPE,
-                text=False,
-            )
-        session.execute("COMMIT")
-        files = backup.copy_attachments(data_dir, temp)
-        entries = archive_tables(pg_restore, store)  # the archive reads back whole
-        if "lobbies_message" not in entries:
-            raise BackupFailed("the archive pg_dump wrote holds no lobbies_message table")
-        manifest = {
-            "format": "pocolobby-backup",
-            "store": "postgresql",
-            "store_format": backup.FORMAT_VERSION,
-            "taken_at": backup.now_iso(),
-            "server_version": session.info.server_version,
-            "store_bytes": store.stat().st_size,
-            "attachment_files": files,
-            "lobbies": held["lobbies"],
-            "last_message_id": held["last_message_id"],
-            "messages": held["messages"],
-            "archive_check": "pg_restore --list ok",
-        }
-        backup.seal(temp, final, manifest)
-    except BaseException as exc:
-        shutil.rmtree(temp, ignore_errors=True)
-        if isinstance(exc, psycopg.Error | OSError):
-            raise BackupFailed(f"backup failed: {_tail(str(exc))}") from None
-        raise
+        destination.mkdir(mode=0o700, parents=True, exist_ok=True)
+        leftovers = backup.remove_leftovers(destination)
+        with backup.working_folder(destination, name) as temp:
+            manifest, files, held = _dump(session, data_dir, temp, final)
+    except (psycopg.Error, OSError) as exc:
+        raise BackupFailed(f"backup failed: {_tail(str(exc))}") from None
     finally:
         session.close()
     return backup.finished(
-        final, destination, keep, manifest, files, began, held, check="pg_restore --list ok"
+        final,
+        destination,
+        keep,
+        manifest,
+        files,
+        began,
+        held,
+        check="pg_restore --list ok",
+        leftovers=leftovers,
     )
+
+
+def _dump(
+    session: Any, data_dir: Path, temp: Path, final: Path
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """pg_dump under one snapshot, the attachments, the archive read back and the manifest,
+    sealed as `final`."""
+    pg_dump = find_tool("pg_dump", server_major(session))
+    pg_restore = find_tool("pg_restore", server_major(session))
+    # One snapshot for pg_dump and for the figures the manifest records.
+    session.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    snapshot = session.execute("SELECT pg_export_snapshot()").fetchone()[0]
+    held = _contents(session)
+    store = temp / DUMP
+    with open(store, "xb", opener=backup._private_opener) as out:
+        run_tool(
+            [
+                pg_dump,
+                "--format=custom",
+                "--no-password",
+                f"--snapshot={snapshot}",
+                f"--exclude-table={RESTORE_PENDING_TABLE}",
+            ],
+            "pocolobby backup (pg_dump)",
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=False,
+        )
+    session.execute("COMMIT")
+    files = backup.copy_attachments(data_dir, temp)
+    entries = archive_tables(pg_restore, store)  # the archive reads back whole
+    if "lobbies_message" not in entries:
+        raise BackupFailed("the archive pg_dump wrote holds no lobbies_message table")
+    manifest = {
+        "format": "pocolobby-backup",
+        "store": "postgresql",
+        "store_format": backup.FORMAT_VERSION,
+        "taken_at": backup.now_iso(),
+        "server_version": session.info.server_version,
+        "store_bytes": store.stat().st_size,
+        "attachment_files": files,
+        "lobbies": held["lobbies"],
+        "last_message_id": held["last_message_id"],
+        "messages": held["messages"],
+        "archive_check": "pg_restore --list ok",
+    }
+    backup.seal(temp, final, manifest)
+    return manifest, files, held
 
 
 # ---------------------------------------------------------------- reading an archive

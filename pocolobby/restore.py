@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -45,10 +45,13 @@ class RestoreReport:
     incarnation: str
     configs: list[Path]
     swap: str
+    leftovers: list[Path] = field(default_factory=list)
 
     def lines(self) -> str:
+        killed = "left staged by a restore that was killed"
         return (
-            f"restored {self.source} (incarnation {self.incarnation}); {self.swap}\n"
+            "".join(f"removed {path}, {killed}\n" for path in self.leftovers)
+            + f"restored {self.source} (incarnation {self.incarnation}); {self.swap}\n"
             f"every earlier agent token is revoked; {len(self.configs)} replacement "
             f"configurations written (mode 0600):\n"
             + "".join(f"  {path}\n" for path in self.configs)
@@ -174,13 +177,12 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
     data_dir = Path(settings.DATA_DIR)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     configs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    stamp = os.getpid()
-    staged = data_dir / f".restore-{stamp}.sqlite3"
-    for suffix in ("", "-wal", "-shm", "-journal"):  # a crashed earlier restore's, same pid
-        Path(f"{staged}{suffix}").unlink(missing_ok=True)
     # The default attachments directory is swapped with the store; one moved elsewhere
     # (POCOLOBBY_ATTACHMENTS_DIR, perhaps another volume) gets the backup's files merged in.
     attachments = config.attachments_dir(data_dir)
+    leftovers = _remove_staged(data_dir, attachments)
+    stamp = os.getpid()
+    staged = data_dir / f".restore-{stamp}.sqlite3"
     swapped = attachments == data_dir / backup.ATTACHMENTS
     staged_attachments = (
         data_dir / f".restore-{stamp}-attachments" if source.attachments and swapped else None
@@ -210,7 +212,16 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         raise
     backup.write_marker(data_dir, staged, staged_attachments, staged_key)
     swap = (backup.complete_swap(data_dir) or "") + merged
-    return RestoreReport(source.store, incarnation, configs, swap)
+    return RestoreReport(source.store, incarnation, configs, swap, leftovers)
+
+
+def _remove_staged(data_dir: Path, attachments: Path) -> list[Path]:
+    """What killed restores left staged (each a whole store copy), removed; RestoreRefused
+    when that fails, before anything is changed."""
+    try:
+        return backup.remove_staged(data_dir, attachments)
+    except OSError as exc:
+        raise RestoreRefused(f"a killed restore's staged files cannot be removed: {exc}") from None
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -279,6 +290,7 @@ def _restore_postgres_holding_the_lock(
 
     data_dir = Path(settings.DATA_DIR)
     configs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    leftovers = _remove_staged(data_dir, config.attachments_dir(data_dir))
     before = ""
     if live.state == "ours":  # the store as it is, kept: nothing is lost silently
         try:
@@ -327,4 +339,4 @@ def _restore_postgres_holding_the_lock(
     finally:
         connection.close()
     placed = f"restored into the PostgreSQL database {database} with pg_restore{kept}{merged}"
-    return RestoreReport(source.store, incarnation, configs, placed)
+    return RestoreReport(source.store, incarnation, configs, placed, leftovers)

@@ -26,7 +26,7 @@ from lobbies.models import (
     RetiredRuntime,
 )
 from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
-from lobbies.presence import waiting_runtime
+from lobbies.presence import conversation_key, waiting_runtime
 from lobbies.tokens import new_token
 
 OPERATOR = ActorKind.OPERATOR
@@ -221,13 +221,20 @@ class HandOver:
 
 
 def hand_over(
-    lobby_name: str, agent_id: str, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+    lobby_name: str,
+    agent_id: str,
+    *,
+    actor_kind: ActorKind = OPERATOR,
+    account: str = "",
+    shown: str | None = None,
 ) -> HandOver:
     """Give the agent to the new conversation waiting for it, without restarting it.
 
     The holder is fenced exactly as by `reset_runtime`: its runtime is retired for good, the
     generation moves on and its sockets are closed. The waiting runtime is bound (without a
-    bound time: its next claim, a few seconds later, binds it and bootstraps it).
+    bound time: its next claim, a few seconds later, binds it and bootstraps it). `shown`
+    (the dashboard's, `conversation_key`) names the waiting conversation the owner saw: the
+    latest to ask is the one waiting, so another may have taken its place since.
     """
     with transaction.atomic():
         agent = _locked(agent_named(lobby_name, agent_id))
@@ -238,6 +245,13 @@ def hand_over(
                 f"no new conversation is waiting to take over {agent_id}: start it (its bridge "
                 f"asks for the agent every few seconds, and `pocolobby status {lobby_name}` "
                 "shows it waiting), then hand over",
+            )
+        if shown is not None and conversation_key(waiting) != shown:
+            raise conflict(
+                "waiting_changed",
+                f"another conversation is waiting to take over {agent_id} than the one this page "
+                "showed (a newer one asked since); nothing changed: look at the new one, then "
+                "hand over if it is the one you mean",
             )
         retired = retire_runtime(agent)
         Agent.objects.filter(pk=agent.pk).update(

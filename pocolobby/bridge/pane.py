@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,11 @@ UNFINISHED_REASON = "a notice line of ours was left without Enter"
 
 class PaneError(Exception):
     """tmux is missing, the pane is not set or is gone; says which."""
+
+
+class PaneLockUnsafe(PaneError):
+    """The pane lock's folder or file is not this user's alone: it is neither used nor
+    followed, and nothing is typed (says why)."""
 
 
 def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> str:
@@ -166,14 +172,14 @@ def is_unfinished_notice(screen: str) -> bool:
     return any(UNFINISHED.search(line) for line in _input_lines(bottom))
 
 
-def tmux_socket_dirs(environ: dict[str, str]) -> list[Path]:
+def tmux_socket_dirs(environ: Mapping[str, str]) -> list[Path]:
     """Where this user's tmux servers put their sockets: $TMUX_TMPDIR's and /tmp's tmux-UID."""
     folder = f"tmux-{os.getuid()}"
     dirs = [Path(environ["TMUX_TMPDIR"]) / folder] if environ.get("TMUX_TMPDIR") else []
     return [*dirs, Path("/tmp") / folder]  # noqa: S108 - tmux's own fallback folder
 
 
-def _socket_for(name: str, environ: dict[str, str]) -> str:
+def _socket_for(name: str, environ: Mapping[str, str]) -> str:
     """`--tmux-socket`: a path as `tmux -S` takes it, or a name as `tmux -L` takes it."""
     if "/" in name:
         return str(Path(name).expanduser().absolute())
@@ -270,10 +276,13 @@ class Pane:
         """The server as errors name it."""
         return self.socket or "the default tmux server"
 
-    def lock_path(self) -> Path:
-        """One lock file per tmux server and pane, shared by every writer on this machine."""
-        key = hashlib.sha256(f"{self.socket or 'default'}\0{self.pane_id}".encode()).hexdigest()
-        return Path(tempfile.gettempdir()) / f"pocolobby-pane-{key[:24]}.lock"
+    def lock_path(self, environ: Mapping[str, str] | None = None) -> Path:
+        """One lock file per tmux server and pane, shared by every writer of this user, in a
+        folder no other user can write in (`lock_folder`); PaneLockUnsafe when there is none."""
+        env = os.environ if environ is None else environ
+        socket = self.socket or _socket_for("default", env)
+        key = hashlib.sha256(f"{socket}\0{self.pane_id}".encode()).hexdigest()
+        return lock_folder(Path(socket).parent, env) / f"pocolobby-pane-{key[:24]}.lock"
 
     async def tmux(self, *args: str) -> str:
         command = ["tmux", *(("-S", self.socket) if self.socket else ()), *args]
@@ -370,10 +379,71 @@ class Quiet:
         return f"the screen changed in the last {self.seconds:g} s (--idle-after)"
 
 
+def _not_private(folder: Path) -> str | None:
+    """None when `folder` is a directory itself (not a symbolic link), owned by this user, that
+    no other user may write in; otherwise why not."""
+    try:
+        found = os.lstat(folder)
+    except OSError as exc:
+        return f"{folder}: {exc.strerror}"
+    if stat.S_ISLNK(found.st_mode):
+        return f"{folder} is a symbolic link"
+    if not stat.S_ISDIR(found.st_mode):
+        return f"{folder} is not a directory"
+    if found.st_uid != os.getuid():
+        return f"{folder} belongs to user {found.st_uid}, not to this user ({os.getuid()})"
+    if found.st_mode & 0o022:
+        return f"{folder} can be written by other users (mode {stat.S_IMODE(found.st_mode):o})"
+    return None
+
+
+def lock_folder(socket_dir: Path, environ: Mapping[str, str]) -> Path:
+    """Where the pane lock lives: the tmux socket's own folder when no other user can write in
+    it (tmux makes /tmp/tmux-UID 0700); else a folder of ours made 0700,
+    `$XDG_RUNTIME_DIR/pocolobby` or `$TMPDIR/pocolobby-UID` (/tmp's when unset), checked to be
+    this user's and no symbolic link. The lock's name is predictable, so in a shared folder
+    another user could plant a symbolic link or hold the lock (issue 39). PaneLockUnsafe says
+    why none will do."""
+    if not os.path.lexists(socket_dir):
+        raise PaneError(f"{socket_dir} does not exist: no tmux server runs there")
+    reasons = [_not_private(socket_dir)]
+    if reasons[0] is None:
+        return socket_dir
+    shared = Path(environ.get("TMPDIR") or "/tmp")  # noqa: S108 - a folder of ours in it, checked
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    ours = [Path(runtime) / "pocolobby"] if runtime else []
+    for folder in [*ours, shared / f"pocolobby-{os.getuid()}"]:
+        with contextlib.suppress(OSError):
+            folder.mkdir(mode=0o700)
+        reason = _not_private(folder)
+        if reason is None:
+            return folder
+        reasons.append(reason)
+    raise PaneLockUnsafe(f"no private folder for the pane lock: {'; '.join(map(str, reasons))}")
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, opened without following a symbolic link, and checked to be a file of
+    this user's; PaneLockUnsafe otherwise."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PaneLockUnsafe(
+                f"the pane lock {path} is a symbolic link; it is not followed"
+            ) from None
+        raise PaneLockUnsafe(f"the pane lock {path} cannot be opened: {exc.strerror}") from None
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid():
+        os.close(fd)
+        raise PaneLockUnsafe(f"the pane lock {path} is not a file of this user's")
+    return fd
+
+
 @contextlib.contextmanager
 def _flock(path: Path) -> Iterator[bool]:
     """Try the pane lock without blocking; yields whether it is held."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -424,6 +494,10 @@ class PaneDelivery:
                     return "dropped"
                 try:
                     reason = await self._attempt(line, wanted)
+                except PaneLockUnsafe as exc:
+                    self.last_error = str(exc)
+                    self._set_held(str(exc))
+                    return "failed"
                 except PaneError as exc:
                     self.last_error = str(exc)
                     self._set_held(f"the pane cannot be reached: {exc}")

@@ -5,6 +5,7 @@ refused to viewers, the public, other origins and when nothing waits."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from django.utils import timezone
 from board.models import BoardConfig, Visibility
 from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
 from lobbies.models import Agent, AuditEvent, RetiredRuntime
+from lobbies.presence import conversation_key
 from tests.board.dashboard_helpers import LOCAL_HOST, connect, operator_client
 from tests.board.test_replies import ORIGIN, _browser
 from tests.conftest import AgentClient
@@ -58,10 +60,22 @@ def _waiting(agent: AgentClient) -> str:
     return runtime
 
 
-def _hand_over(client: Client, agent: str = "backend", origin: str = ORIGIN, base: str = ""):
+def _shown(client: Client, base: str = "") -> str:
+    """The waiting conversation the page's Hand over form names, as the owner's phone sends it."""
+    part = client.get(f"{base}/parts/waiting", secure=client.defaults["HTTP_HOST"] != LOCAL_HOST)
+    return re.search(r'name="conversation" value="([0-9a-f]+)"', part.content.decode()).group(1)
+
+
+def _hand_over(
+    client: Client,
+    agent: str = "backend",
+    origin: str = ORIGIN,
+    base: str = "",
+    conversation: str = "0" * 16,
+):
     return client.post(
         f"{base}/hand-over",
-        data=json.dumps({"agent": agent}),
+        data=json.dumps({"agent": agent, "conversation": conversation}),
         content_type="application/json",
         secure=client.defaults["HTTP_HOST"] != LOCAL_HOST,
         HTTP_ORIGIN=origin,
@@ -81,8 +95,9 @@ def test_the_owner_sees_the_wait_and_hands_over_and_it_is_audited(hosted, lobby,
     part = owner.get("/parts/waiting", secure=True).content.decode()
     assert WAITS in part and "is connected now" in part
     assert 'action="/hand-over"' in part and ">Hand over</button>" in part
+    assert waiting not in part  # the page names the conversation, not its runtime id
 
-    answer = _hand_over(owner)
+    answer = _hand_over(owner, conversation=_shown(owner))
     assert answer.status_code == 200, answer.content
     assert answer.json()["message"].startswith("Handed backend over")
     event = AuditEvent.objects.get(action="runtime_handed_over")
@@ -100,7 +115,7 @@ def test_the_owner_sees_the_wait_and_hands_over_and_it_is_audited(hosted, lobby,
     assert claim.started
     assert WAITS not in owner.get("/parts/waiting", secure=True).content.decode()
     # Tapped twice: nothing waits any more, and the second tap says so.
-    second = _hand_over(owner)
+    second = _hand_over(owner, conversation=conversation_key(waiting))
     assert second.status_code == 409 and "no new conversation is waiting" in second.content.decode()
 
 
@@ -126,12 +141,20 @@ def test_another_origin_or_a_bad_form_is_refused_and_changes_nothing(hosted, lob
     _refused(_hand_over(owner, agent="ghost"), 404, "no agent 'ghost'")
     answer = owner.post(
         "/hand-over",
-        data=json.dumps({"agent": "backend", "runtime": "x"}),
+        data=json.dumps({"agent": "backend", "conversation": "x", "runtime": "x"}),
         content_type="application/json",
         secure=True,
         HTTP_ORIGIN=ORIGIN,
     )
     _refused(answer, 400, "runtime: not a field of this form")
+    answer = owner.post(
+        "/hand-over",
+        data=json.dumps({"agent": "backend"}),
+        content_type="application/json",
+        secure=True,
+        HTTP_ORIGIN=ORIGIN,
+    )
+    _refused(answer, 400, "conversation")
     backend.agent.refresh_from_db()
     assert backend.agent.runtime_id == holder
 
@@ -151,9 +174,35 @@ def test_the_local_operator_hands_over_on_a_local_broker(lobby, backend):
     _holder(backend)
     waiting = _waiting(backend)
     client = operator_client()
-    answer = _hand_over(client, origin=f"http://{LOCAL_HOST}", base="/my-team")
+    shown = _shown(client, base="/my-team")
+    answer = _hand_over(client, origin=f"http://{LOCAL_HOST}", base="/my-team", conversation=shown)
     assert answer.status_code == 200, answer.content
     event = AuditEvent.objects.get(action="runtime_handed_over")
     assert (event.actor_kind, event.target) == ("operator", "backend")
     backend.agent.refresh_from_db()
     assert backend.agent.runtime_id == waiting
+
+
+def test_a_hand_over_names_the_conversation_shown_and_is_refused_once_another_waits(
+    hosted, lobby, backend
+):
+    """The latest conversation to ask is the one waiting: if another asked since the page
+    showed the first, the owner's tap is refused and nothing changes; the page then shows
+    the new one, and a tap on it hands over to that one."""
+    holder = _holder(backend)
+    first = _waiting(backend)
+    owner = _browser("boss@example.com", lobby, "owner")
+    seen = _shown(owner)
+    assert seen == conversation_key(first)
+    newer = _waiting(backend)  # another new conversation asks meanwhile
+
+    answer = _hand_over(owner, conversation=seen)
+    _refused(answer, 409, "another conversation is waiting to take over backend than the one")
+    assert answer.json()["error"]["code"] == "waiting_changed"
+    backend.agent.refresh_from_db()
+    assert (backend.agent.runtime_id, backend.agent.waiting_runtime_id) == (holder, newer)
+    assert not RetiredRuntime.objects.filter(agent=backend.agent).exists()
+
+    answer = _hand_over(owner, conversation=_shown(owner))
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["runtime_id"] == newer

@@ -4,11 +4,20 @@ documented layout; Codex CLI's and Gemini CLI's are captured from the real progr
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from pocolobby.bridge.pane import is_idle, is_unfinished_notice, notice_line
+from pocolobby.bridge.pane import (
+    Pane,
+    PaneDelivery,
+    PaneLockUnsafe,
+    is_idle,
+    is_unfinished_notice,
+    notice_line,
+)
 
 CLAUDE_CODE = """
   I'll look at the migration next.
@@ -147,3 +156,66 @@ def test_a_bootstrap_line_names_the_backlog_that_waited_for_the_new_process() ->
     )
     long = notice_line("bootstrap", list(range(1, 121)), "n")
     assert long.endswith(",50 and 70 more") and is_unfinished_notice(f"> {long}")
+
+
+def _folder(path: Path, mode: int = 0o700) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.asyncio
+async def test_a_symbolic_link_planted_where_the_pane_lock_goes_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    sockets = _folder(tmp_path / "tmux-1000")  # as tmux makes it: 0700
+    pane = Pane("%1", str(sockets / "default"))
+    lock = pane.lock_path()
+    assert lock.parent == sockets
+    target = _folder(tmp_path / "elsewhere") / "made-through-the-link"
+    lock.symlink_to(target)
+    delivery = PaneDelivery(pane, hold_seconds=0)
+    assert await delivery.deliver("x") == "failed"
+    assert delivery.held_reason == f"the pane lock {lock} is a symbolic link; it is not followed"
+    assert delivery.last_error == delivery.held_reason  # what the bridge logs and reports
+    assert not target.exists() and lock.is_symlink()
+
+
+def test_a_socket_in_a_shared_folder_gets_its_pane_lock_in_a_private_one(tmp_path: Path) -> None:
+    shared = _folder(tmp_path / "shared", 0o1777)  # /tmp, `tmux -S /tmp/team`
+    pane = Pane("%1", str(shared / "team"))
+    runtime = _folder(tmp_path / "run")
+    lock = pane.lock_path({"XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(shared)})
+    assert lock.parent == runtime / "pocolobby"
+    assert stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
+    lock = pane.lock_path({"TMPDIR": str(shared)})
+    assert lock.parent == shared / f"pocolobby-{os.getuid()}"
+    assert stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
+
+
+def test_a_lock_folder_someone_else_could_write_or_made_a_link_is_refused(tmp_path: Path) -> None:
+    shared = _folder(tmp_path / "shared", 0o1777)
+    env = {"TMPDIR": str(shared)}
+    pane = Pane("%1", str(shared / "team"))
+    planted = shared / f"pocolobby-{os.getuid()}"
+    _folder(planted, 0o777)
+    with pytest.raises(PaneLockUnsafe, match="can be written by other users \\(mode 777\\)"):
+        pane.lock_path(env)
+    planted.rmdir()
+    planted.symlink_to(_folder(tmp_path / "theirs"))
+    with pytest.raises(PaneLockUnsafe, match=f"{planted} is a symbolic link"):
+        pane.lock_path(env)
+    assert list((tmp_path / "theirs").iterdir()) == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder another user's needs root")
+def test_a_lock_folder_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    shared = _folder(tmp_path / "shared", 0o1777)
+    planted = _folder(shared / "pocolobby-0")
+    os.chown(planted, 65534, 65534)
+    sockets = _folder(tmp_path / "tmux-0")
+    os.chown(sockets, 65534, 65534)
+    with pytest.raises(PaneLockUnsafe, match="belongs to user 65534") as refused:
+        Pane("%1", str(sockets / "default")).lock_path({"TMPDIR": str(shared)})
+    assert f"{sockets} belongs to user 65534" in str(refused.value)
+    assert list(planted.iterdir()) == []

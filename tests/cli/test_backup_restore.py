@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -460,3 +461,86 @@ def test_a_restored_store_is_private_from_the_moment_it_is_written(tmp_path: Pat
     restored = cli(data, "restore", str(source), env=env, umask=0)
     assert restored.returncode == 0, restored.stderr
     assert stat.S_IMODE((data / "pocolobby.sqlite3").stat().st_mode) == 0o600
+
+
+def test_what_a_killed_backup_left_is_removed_by_the_next_one_and_a_running_ones_kept(
+    tmp_path: Path,
+):
+    data, to = tmp_path / "data", tmp_path / "b"
+    assert cli(data, "init").returncode == 0
+    # The store held exclusively (a rollback journal), so the backup waits mid-way, its
+    # working folder made, until it is killed.
+    holder = sqlite3.connect(data / "pocolobby.sqlite3", isolation_level=None)
+    holder.execute("PRAGMA journal_mode=DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "backup", "--to", str(to)],
+        cwd=REPO_ROOT,
+        env=clean_env({"POCOLOBBY_DATA_DIR": str(data)}),
+    )
+    leftover = to / "missing"
+    try:
+
+        def working() -> bool:
+            nonlocal leftover
+            found = list(to.glob(f".pocolobby-backup-*.tmp-{killed.pid}")) if to.is_dir() else []
+            leftover = found[0] if found else leftover
+            return (leftover / "store.sqlite3").exists()
+
+        _until(working)
+        assert working(), "the backup never made its working folder"
+    finally:
+        killed.kill()  # SIGKILL: no cleanup of its own
+        killed.wait()
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert leftover.is_dir()
+    # Another backup still running (it holds its lock) and a name not ours are kept.
+    running = to / ".pocolobby-backup-20260101T000000.000000Z.tmp-1"
+    running.mkdir()
+    held = os.open(f"{running}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    other = to / ".pocolobby-backup-notes.tmp-1"
+    other.mkdir()
+    try:
+        result = cli(data, "backup", "--to", str(to))
+    finally:
+        os.close(held)
+
+    assert result.returncode == 0, result.stderr
+    assert f"removed {leftover}, left unfinished by a backup that was killed" in result.stdout
+    assert not leftover.exists() and not Path(f"{leftover}.lock").exists()
+    assert running.is_dir() and other.is_dir()
+    assert backup_path(result.stdout).is_dir()
+    # Once that other backup is gone too (its lock free), the next run removes its folder.
+    again = cli(data, "backup", "--to", str(to))
+    assert f"removed {running}, left unfinished" in again.stdout and not running.exists()
+
+
+def test_what_a_killed_restore_left_staged_is_removed_by_the_next_restore(tmp_path: Path):
+    data = tmp_path / "data"
+    assert cli(data, "init").returncode == 0
+    source = backup_path(cli(data, "backup", "--to", str(tmp_path / "b")).stdout)
+    staged = [
+        data / ".restore-4194301.sqlite3",
+        data / ".restore-4194301.sqlite3-wal",
+        data / ".restore-4194301-vapid.pem",
+        data / "attachments" / f".restore-4194301-{'a' * 64}",
+    ]
+    for path in staged:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"a killed restore's copy")
+    folder = data / ".restore-4194301-attachments"
+    folder.mkdir()
+    (folder / ("b" * 64)).write_bytes(b"x")
+    kept = data / ".restore-notes.txt"
+    kept.write_text("not ours")
+
+    env = {"POCOLOBBY_URL": "http://127.0.0.1:9"}
+    restored = cli(data, "restore", str(source), env=env)
+
+    assert restored.returncode == 0, restored.stderr
+    for path in [*staged, folder]:
+        assert f"removed {path}, left staged by a restore that was killed" in restored.stdout
+        assert not path.exists()
+    assert kept.exists()

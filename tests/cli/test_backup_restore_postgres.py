@@ -259,3 +259,28 @@ def test_a_postgresql_restore_refuses_what_is_not_its_own_and_an_unfinished_one_
     assert again.returncode == 0, again.stderr
     opened = cli(database, data, "init")
     assert opened.returncode == 0 and "RESTORE MODE" in opened.stdout, opened.stderr
+
+
+def test_a_postgresql_backup_removes_what_a_killed_one_left(database: str, tmp_path: Path):
+    """The working folder as a killed `pocolobby backup` leaves it (its pid gone, no process
+    holding its lock): the next backup removes it and says so; tests/cli/test_backup_restore.py
+    kills a real one."""
+    data, to = tmp_path / "data", tmp_path / "b"
+    assert cli(database, data, "init").returncode == 0, "init"
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    leftover = to / f".pocolobby-backup-20260101T000000.000000Z.tmp-{gone.stdout.strip()}"
+    leftover.mkdir(parents=True)
+    (leftover / "store.dump").write_bytes(b"PGDMP half a store")
+    Path(f"{leftover}.lock").touch()
+
+    taken = cli(database, data, "backup", "--to", str(to))
+
+    assert taken.returncode == 0, taken.stderr
+    assert f"removed {leftover}, left unfinished by a backup that was killed" in taken.stdout
+    assert not leftover.exists() and not Path(f"{leftover}.lock").exists()
+    assert backup_path(taken.stdout).is_dir()
