@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 import tomllib
@@ -95,8 +96,10 @@ def connect(
     host: str = "claude",
     deliver: str | None = None,
     environ: dict[str, str] | None = None,
+    hooks: bool = True,
 ) -> str:
-    """Write or update the host's entry; the text to print."""
+    """Write or update the host's entry (for Claude Code, with `hooks`, also its status line
+    and turn hooks); the text to print."""
     if not SERVER_NAME.match(name):
         raise ConnectError("--name: use letters, digits, '-' and '_' (at most 64)")
     if host not in HOSTS:
@@ -125,6 +128,7 @@ def connect(
     verb = "kept" if previous == entry else ("updated" if previous else "added")
     lines = [
         f"{verb} mcpServers.{name} in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
+        _set_claude_local_settings(directory.resolve(), name, agent.path, hooks),
         "",
     ]
     if deliver == "tmux":
@@ -144,8 +148,62 @@ def connect(
             "",
             "adding your usual flags (for example --remote-control or --permission-mode ...).",
         ]
-    lines.append("Claude Code asks once to approve the project's MCP server; approve it.")
     return "\n".join([*lines, *_keep_out_of_git(agent.path, directory)])
+
+
+def _ours(group: Any, verb: str) -> bool:
+    """A hook group this command wrote: one `pocolobby ... VERB --config ...` command."""
+    commands = group.get("hooks") if isinstance(group, dict) else None
+    return (
+        isinstance(commands, list)
+        and len(commands) == 1
+        and isinstance(commands[0], dict)
+        and f" {verb} --config " in str(commands[0].get("command", ""))
+        and "pocolobby" in str(commands[0].get("command", ""))
+    )
+
+
+def _set_claude_local_settings(directory: Path, name: str, config: Path, hooks: bool) -> str:
+    """Approve the `.mcp.json` entry and set the status line and the turn hooks in
+    `.claude/settings.local.json`, the person's own settings for this project (Claude Code
+    keeps it out of git), merging: anything else there is kept, a second run doubles nothing,
+    and a status line of someone else's is kept and named."""
+    path = directory / ".claude" / "settings.local.json"
+    data = _read_mcp_file(path)
+    approved = data.setdefault("enabledMcpjsonServers", [])
+    if not isinstance(approved, list):
+        raise ConnectError(f"{path}: enabledMcpjsonServers is not a list")
+    if name not in approved:
+        approved.append(name)
+    said = [f"approved {name}"]
+    if hooks:
+        command = [*bridge_command()]
+        status = shlex.join([*command, "statusline", "--config", str(config)])
+        hook = shlex.join([*command, "hook", "--config", str(config)])
+        current = data.get("statusLine")
+        if current is None or (
+            isinstance(current, dict) and " statusline --config " in str(current.get("command"))
+        ):
+            data["statusLine"] = {"type": "command", "command": status}
+            said.append("set the status line (plan usage)")
+        else:
+            said.append(
+                "kept your own status line (docs/AGENTS.md, 'Status line and hooks', says how "
+                "to report plan usage from it)"
+            )
+        events = data.setdefault("hooks", {})
+        if not isinstance(events, dict):
+            raise ConnectError(f"{path}: hooks is not an object")
+        for event in ("UserPromptSubmit", "Stop"):
+            groups = events.setdefault(event, [])
+            if not isinstance(groups, list):
+                raise ConnectError(f"{path}: hooks.{event} is not a list")
+            groups[:] = [g for g in groups if not _ours(g, "hook")]
+            groups.append({"hooks": [{"type": "command", "command": hook}]})
+        said.append("set the UserPromptSubmit and Stop hooks (turns, tokens)")
+    path.parent.mkdir(exist_ok=True)
+    _write_atomically(path, data)
+    return f"in {path}: " + "; ".join(said)
 
 
 def _keep_out_of_git(path: Path, directory: Path) -> list[str]:

@@ -32,7 +32,16 @@ def connect_cmd(args: argparse.Namespace) -> int:
     from pocolobby.bridge.connect import ConnectError, connect
 
     try:
-        print(connect(args.config, args.name, Path.cwd(), host=args.host, deliver=args.deliver))
+        print(
+            connect(
+                args.config,
+                args.name,
+                Path.cwd(),
+                host=args.host,
+                deliver=args.deliver,
+                hooks=not args.no_hooks,
+            )
+        )
     except ConnectError as exc:
         raise CliError(str(exc)) from None
     return 0
@@ -132,9 +141,9 @@ def _bridge_parser(sub: Subparsers) -> None:
 def _connect_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "connect",
-        help="write the host's MCP entry (.mcp.json, Codex's config.toml or Gemini's "
-        ".gemini/settings.json) and print the "
-        "launch command",
+        help="set the host up from a configuration file: its MCP entry (.mcp.json, Codex's "
+        "config.toml or Gemini's .gemini/settings.json), for Claude Code also the approval, "
+        "status line and hooks; prints the launch command",
     )
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
@@ -150,6 +159,12 @@ def _connect_parser(sub: Subparsers) -> None:
         choices=("channel", "tmux"),
         default=None,
         help="how the bridge delivers pushes (default: channel for claude, tmux for codex)",
+    )
+    p.add_argument(
+        "--no-hooks",
+        action="store_true",
+        help="Claude Code: leave the status line and hooks alone (the dashboard then shows no "
+        "plan usage, turns or tokens for this agent)",
     )
     p.set_defaults(func=connect_cmd)
 
