@@ -266,7 +266,9 @@ def test_two_lobbies_of_stalled_uploads_leave_room_for_a_third_lobbys_upload(
             # other two are refused at once, naming the lobby's share.
             refused = _refused_at_once(tens, 2)
             assert all(r.startswith(b"HTTP/1.1 503") for r in refused), refused
-            assert all(b"this lobby's uploads in progress hold 10485760 bytes" in r for r in refused)
+            assert all(
+                b"this lobby's uploads in progress hold 10485760 bytes" in r for r in refused
+            )
             held.append(_hold_an_upload_open(broker, agents["d"].token, 2 * MIB))
             # Wait until the 2 MiB upload holds its reservation: a 9 MiB one of the same agent
             # is refused by the agent's share only then (the lobby's share before).
