@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from lobbies.errors import BrokerError
-from lobbies.uploads import Shares, Uploader, UploadBudget, shares
+from lobbies.uploads import Shares, UploadBudget, Uploader, shares
 
 MIB = 1024 * 1024
 BUDGET = 64 * MIB  # the default POCOLOBBY_UPLOAD_MEMORY_BYTES
@@ -21,9 +21,11 @@ def refusal(budget: UploadBudget, size: int, who: Uploader) -> str | None:
     try:
         budget.reserve(size, who)
     except BrokerError as error:
-        assert error.status == 503 and error.code == "uploads_busy"
-        return error.message
-    return None
+        refused = error
+    else:
+        return None
+    assert refused.status == 503 and refused.code == "uploads_busy"
+    return refused.message
 
 
 def test_the_default_shares_are_an_eighth_a_quarter_and_the_largest_file_as_floor() -> None:
