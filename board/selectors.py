@@ -603,10 +603,15 @@ def dashboard_is_public(lobby: Lobby) -> bool:
     return BoardConfig.objects.filter(lobby=lobby, visibility=Visibility.PUBLIC).exists()
 
 
-def settings_page(lobby: Lobby) -> dict[str, Any]:
+def settings_page(
+    lobby: Lobby, rooms_page: str | None = None, archived_page: str | None = None
+) -> dict[str, Any]:
     """Everything the settings page shows: the console's part, then the dashboard's."""
-    facts = console_selectors.settings_of(lobby)
-    sources = {s.room_id: s for s in NotesSource.objects.filter(room__lobby=lobby)}
+    facts = console_selectors.settings_of(lobby, rooms_page, archived_page)
+    sources = {
+        s.room_id: s
+        for s in NotesSource.objects.filter(room_id__in=[r["room_pk"] for r in facts["rooms"]])
+    }
     looks = {a.agent_id: a for a in AgentAppearance.objects.filter(agent__lobby=lobby)}
     config = BoardConfig.objects.filter(lobby=lobby).first()
     for room in facts["rooms"]:

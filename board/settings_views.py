@@ -37,7 +37,10 @@ def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
         request,
         "console/settings.html",
         page.context(
-            **selectors.settings_page(page.lobby),
+            **selectors.settings_page(
+                page.lobby, request.GET.get("rooms"), request.GET.get("archived")
+            ),
+            rooms_opened="rooms" in request.GET or "archived" in request.GET,
             viewer_warning=VIEWER_WARNING,
             hosted=hosted(),
             services=console_selectors.services(),

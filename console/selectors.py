@@ -28,6 +28,8 @@ from lobbies.models import (
 from lobbies.names import OWNER_SENDER
 
 ACTIVITY_PAGE_SIZE = 50
+# Rooms (and archived rooms) on one settings page: each brings a form with every agent.
+ROOMS_PAGE_SIZE = 50
 
 
 @dataclass(frozen=True)
@@ -69,16 +71,26 @@ def services() -> list[tuple[str, str, bool]]:
     ]
 
 
-def settings_of(lobby: Lobby) -> dict[str, Any]:
-    """The console's part of the settings page (rooms, agents, viewers, repositories, owner);
-    board.selectors.settings_page adds the dashboard's. Never an agent token."""
-    rooms = list(
+def settings_of(
+    lobby: Lobby, rooms_page: str | int | None = None, archived_page: str | int | None = None
+) -> dict[str, Any]:
+    """The console's part of the settings page (rooms and archived rooms a page at a time,
+    agents, viewers, repositories, owner); board.selectors.settings_page adds the
+    dashboard's. Never an agent token."""
+    rooms_listing = Paginator(
         Room.objects.filter(lobby=lobby)
         .order_by("room_id")
         .prefetch_related(
             Prefetch("members", queryset=RoomMember.objects.select_related("agent")),
-        )
-    )
+        ),
+        ROOMS_PAGE_SIZE,
+    ).get_page(rooms_page)
+    archived_listing = Paginator(
+        ArchivedRoom.objects.filter(lobby=lobby)
+        .order_by("room_id")
+        .values_list("room_id", flat=True),
+        ROOMS_PAGE_SIZE,
+    ).get_page(archived_page)
     agents = list(
         Agent.objects.filter(lobby=lobby).exclude(agent_id=OWNER_SENDER).order_by("agent_id")
     )
@@ -89,13 +101,11 @@ def settings_of(lobby: Lobby) -> dict[str, Any]:
                 "room_pk": room.pk,
                 "members": {m.agent.agent_id for m in room.members.all()},
             }
-            for room in rooms
+            for room in rooms_listing.object_list
         ],
-        "archived_rooms": list(
-            ArchivedRoom.objects.filter(lobby=lobby)
-            .order_by("room_id")
-            .values_list("room_id", flat=True)
-        ),
+        "rooms_listing": rooms_listing,
+        "archived_rooms": list(archived_listing.object_list),
+        "archived_listing": archived_listing,
         "agents": [{"agent_id": a.agent_id, "agent_pk": a.pk} for a in agents],
         "viewers": list(
             DashboardViewer.objects.filter(lobby=lobby)

@@ -128,6 +128,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "too_many_schedules",
         "room_exists",
         "room_archived",
+        "too_many_rooms",
         "viewer_exists",
         "checkpoint_conflict",
         "stale_checkpoint",

@@ -5,9 +5,12 @@ An upload's body is buffered whole before it is verified and checked, so uploads
 at once could hold any amount of memory. Each reserves its declared Content-Length, once its
 token is known and before a byte of its body is read; one that does not fit is refused at
 once with the retryable 503 uploads_busy, and nothing of it is read or stored. One agent may
-hold at most a quarter of the budget and one lobby half (never less than the largest file
-allowed), so an agent or a lobby holding uploads open, stalled or slow, leaves room for the
-others; a stalled body is cut off by the server (POCOLOBBY_BODY_STALL_SECONDS).
+hold at most an eighth of the budget and one lobby a quarter (never less than the largest
+file allowed), and a lobby already holding some may not take the last of it, the floor (the
+largest file, or a quarter when smaller), which is kept for lobbies holding none: so agents or
+lobbies holding uploads open, stalled or slow, leave room for the others, and no two lobbies
+together can starve a third. A stalled body is cut off by the server
+(POCOLOBBY_BODY_STALL_SECONDS).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from lobbies.tokens import agent_for_token
 from lobbies.wire import media_type_of
 
 RETRY_AFTER_SECONDS = 1
-# The parts of the budget one agent and one lobby may hold.
-AGENT_PARTS = 4
-LOBBY_PARTS = 2
+# The parts of the budget one agent and one lobby may hold: two lobbies at their share
+# leave half of it to the others.
+AGENT_PARTS = 8
+LOBBY_PARTS = 4
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,24 @@ def uploader(headers: Mapping[str, str]) -> Uploader:
     return Uploader(agent.pk, agent.lobby_id)
 
 
-def shares(limit: int) -> tuple[int, int]:
-    """What one agent and one lobby may hold of a budget of `limit` bytes: a quarter and a
-    half, but never less than the largest file allowed (or the whole budget, when smaller)."""
+@dataclass(frozen=True)
+class Shares:
+    """What one agent and one lobby may hold of the budget, and the floor: the part a lobby
+    already holding some may not take, kept so a lobby holding none can start an upload."""
+
+    agent: int
+    lobby: int
+    floor: int
+
+
+def shares(limit: int) -> Shares:
+    """The shares of a budget of `limit` bytes: an eighth per agent and a quarter per lobby,
+    never less than the largest file allowed (or the whole budget, when smaller); the floor is
+    the largest file, or a quarter of the budget when that is smaller."""
     bounds = settings.BOUNDS
     largest = min(limit, max(bounds.attachment_image_bytes, bounds.attachment_document_bytes))
     agent = max(limit // AGENT_PARTS, largest)
-    return agent, max(limit // LOBBY_PARTS, agent)
+    return Shares(agent, max(limit // LOBBY_PARTS, agent), min(largest, limit // LOBBY_PARTS))
 
 
 class UploadBudget:
@@ -62,7 +77,7 @@ class UploadBudget:
 
     def reserve(self, size: int, who: Uploader) -> None:
         limit = settings.BOUNDS.upload_memory_bytes
-        agent_share, lobby_share = shares(limit)
+        share = shares(limit)
         with self._lock:
             agent_held = self.by_agent.get(who.agent, 0)
             lobby_held = self.by_lobby.get(who.lobby, 0)
@@ -71,16 +86,23 @@ class UploadBudget:
                     f"uploads in progress hold {self.reserved} of {limit} bytes "
                     f"(POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs {size}: retry shortly"
                 )
-            if agent_held + size > agent_share:
+            if agent_held + size > share.agent:
                 raise _busy(
                     f"this agent's uploads in progress hold {agent_held} bytes of its share of "
-                    f"{agent_share} (a quarter of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one "
+                    f"{share.agent} (an eighth of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one "
                     f"needs {size}: retry when one of them is done"
                 )
-            if lobby_held + size > lobby_share:
+            if lobby_held + size > share.lobby:
                 raise _busy(
                     f"this lobby's uploads in progress hold {lobby_held} bytes of its share of "
-                    f"{lobby_share} (half of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs "
+                    f"{share.lobby} (a quarter of POCOLOBBY_UPLOAD_MEMORY_BYTES); this one needs "
+                    f"{size}: retry shortly"
+                )
+            if lobby_held and limit - self.reserved - size < share.floor:
+                raise _busy(
+                    f"uploads in progress hold {self.reserved} of {limit} bytes "
+                    f"(POCOLOBBY_UPLOAD_MEMORY_BYTES) and the last {share.floor} are kept for "
+                    f"lobbies holding none; this lobby holds {lobby_held}, this one needs "
                     f"{size}: retry shortly"
                 )
             self.reserved += size

@@ -83,6 +83,8 @@ class Bounds:
     disk_reserve_bytes: int = 256 * 1024 * 1024
     lobby_messages: int = 500_000
     broadcast_fanout: int = 100
+    # Rooms per lobby (live ones; archived rooms do not count): the settings page lists them.
+    lobby_rooms: int = 200
     # Attachments (issue 14): per file, per lobby, the disk they leave free, upload memory.
     attachment_image_bytes: int = 10 * 1024 * 1024
     attachment_document_bytes: int = 5 * 1024 * 1024
@@ -126,6 +128,7 @@ class Bounds:
             disk_reserve_bytes=_int_env("POCOLOBBY_DISK_RESERVE_BYTES", cls.disk_reserve_bytes),
             lobby_messages=_int_env("POCOLOBBY_LOBBY_MESSAGES", cls.lobby_messages),
             broadcast_fanout=_int_env("POCOLOBBY_BROADCAST_FANOUT", cls.broadcast_fanout),
+            lobby_rooms=_int_env("POCOLOBBY_LOBBY_ROOMS", cls.lobby_rooms),
             attachment_image_bytes=_int_env(
                 "POCOLOBBY_ATTACHMENT_IMAGE_BYTES", cls.attachment_image_bytes
             ),

@@ -103,6 +103,14 @@ def held_reason(value: str | None) -> str:
     return HELD_WORDS.get(value or "", value or "")
 
 
+@register.filter
+def isolated(name: str) -> str:
+    """A name inside an attribute (a confirm dialog's text), where `<bdi>` cannot go: wrapped
+    in FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE, so a right-to-left override in it
+    cannot reorder the sentence around it. Autoescaping still applies."""
+    return f"\u2068{name}\u2069"
+
+
 LOW_LEFT, VERY_LOW_LEFT = 20.0, 5.0  # percent left: amber at or below 20, red at or below 5
 
 
@@ -156,11 +164,11 @@ def reply_box(context: template.Context, agent_id: str, name: str, where: str) -
     (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
     `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped."""
     return format_html(
-        '<details class="reply" data-reply><summary>Reply to {name}</summary>'
+        '<details class="reply" data-reply><summary>Reply to <bdi>{name}</bdi></summary>'
         '<form data-json data-reply-form action="{base}/reply">'
         '<input type="hidden" name="to" value="{agent}">'
         '<input type="hidden" name="client_request_id" value="{key}" data-form-key>'
-        '<label for="reply-{where}-{agent}">Message to {name}, as the owner</label>'
+        '<label for="reply-{where}-{agent}">Message to <bdi>{name}</bdi>, as the owner</label>'
         '<textarea id="reply-{where}-{agent}" name="content" rows="3" required></textarea>'
         '<div class="row reply-actions"><label class="choice">'
         '<input type="checkbox" name="important"> Important</label>'

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -111,6 +112,17 @@ def _cancel_schedules_into(room: Room, now: datetime) -> int:
     ).update(status=ScheduleStatus.CANCELLED, cancelled_at=now, next_slot=None)
 
 
+def _check_room_cap(lobby_id: int) -> None:
+    """Refuse a room beyond the lobby's limit: one lobby's rooms stay a page an owner can read."""
+    limit = settings.BOUNDS.lobby_rooms
+    if Room.objects.filter(lobby_id=lobby_id).count() >= limit:
+        raise conflict(
+            "too_many_rooms",
+            f"this lobby has {limit} rooms, its limit (POCOLOBBY_LOBBY_ROOMS); delete or "
+            "archive one first; nothing was created",
+        )
+
+
 def _fence(actor: Agent | Changer, runtime: RuntimeCaller | None) -> None:
     if isinstance(actor, Agent):
         fence(actor, runtime)
@@ -133,6 +145,7 @@ def create_room(
                     f"room {room_id!r} is archived; its name stays reserved until the owner "
                     "restores it",
                 )
+            _check_room_cap(actor.lobby_id)
             room = Room.objects.create(lobby_id=actor.lobby_id, room_id=room_id, created_at=now)
             added = _add(room, _admitted(actor.lobby_id, members), now)
             _audit(actor, AuditAction.ROOM_CREATED, room_id, {"members": added})
@@ -228,6 +241,7 @@ def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account:
         archived = ArchivedRoom.objects.filter(lobby_id=lobby_id, room_id=room_id).first()
         if archived is None:
             raise not_found("unknown_room", f"no archived room {room_id!r}")
+        _check_room_cap(lobby_id)
         # The room first: what follows the archived room (its notes source) moves back to it.
         room = Room.objects.create(lobby_id=lobby_id, room_id=room_id, created_at=timezone.now())
         archived.delete()

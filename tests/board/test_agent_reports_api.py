@@ -130,7 +130,10 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
     client = operator_client()
     html = client.get("/my-team/parts/accounts").content.decode()
     assert html.count('<li class="account">') == 2
-    assert "lead, backend" in html or "backend, lead" in html
+    assert (
+        "<bdi>lead</bdi>, <bdi>backend</bdi>" in html
+        or "<bdi>backend</bdi>, <bdi>lead</bdi>" in html
+    )
     assert "stale" not in html
 
     readings = usage._readings

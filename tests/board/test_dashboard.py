@@ -107,8 +107,8 @@ def test_appearance_gives_emoji_and_display_name_with_the_agent_id_as_fallback(
 ) -> None:
     AgentAppearance.objects.create(agent=lead.agent, emoji="🧭", display_name="Coordinator")
     html = operator_client().get("/my-team/parts/agents").content.decode()
-    assert "🧭" in html and "<strong>Coordinator</strong>" in html
-    assert "<strong>backend</strong>" in html
+    assert "🧭" in html and "<strong><bdi>Coordinator</bdi></strong>" in html
+    assert "<strong><bdi>backend</bdi></strong>" in html
 
 
 def test_now_and_next_come_from_the_summary_and_a_missing_next_is_left_out(

@@ -23,7 +23,7 @@ from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
 
-WAITS = "A new conversation is waiting to take over backend"
+WAITS = "A new conversation is waiting to take over <bdi>backend</bdi>"
 
 
 @pytest.fixture

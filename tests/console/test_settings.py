@@ -283,3 +283,29 @@ def test_the_page_says_only_whether_each_service_key_is_set(owner_browser, lobby
     assert 'Summaries by Claude: <span class="warning">not set</span>' in text
     assert "ANTHROPIC_API_KEY" in text
     assert "ghp_secret-never-shown" not in html
+
+
+def test_a_lobby_of_many_rooms_lists_them_a_page_at_a_time(owner_browser, lobby):
+    """Issue 39: 1,500 rooms made the settings page 2.9 MB (rooms made before the limit, or
+    archived ones, which it does not count)."""
+    now = timezone.now()
+    Room.objects.bulk_create(
+        Room(lobby=lobby, room_id=f"room-{n:04}", created_at=now) for n in range(1500)
+    )
+    ArchivedRoom.objects.bulk_create(
+        ArchivedRoom(lobby=lobby, room_id=f"old-{n:04}", archived_at=now) for n in range(120)
+    )
+    first = owner_browser.get("/settings").content.decode()
+    assert "1500 rooms" in first and "Rooms 1 to 50 of 1500" in first
+    assert "<h3>room-0049</h3>" in first and "room-0050" not in first
+    assert "Archived rooms 1 to 50 of 120" in first
+    assert "old-0049" in first and "old-0050" not in first
+    assert len(first) < 200_000, len(first)
+    later = owner_browser.get("/settings?rooms=3").content.decode()
+    assert "Rooms 101 to 150 of 1500" in later and "<h3>room-0100</h3>" in later
+    assert "room-0099" not in later and "room-0150" not in later
+    assert 'href="/settings?rooms=2#rooms">Previous rooms' in later
+    assert 'href="/settings?rooms=4#rooms">Next rooms' in later
+    assert '<details class="card fold" id="rooms" open>' in later
+    last = owner_browser.get("/settings?archived=3").content.decode()
+    assert "Archived rooms 101 to 120 of 120" in last and "old-0119" in last

@@ -4,6 +4,7 @@ before a body is read, and a SIGKILL between upload and send leaving no orphan."
 from __future__ import annotations
 
 import hashlib
+import select
 import socket
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.server import Broker, BrokerFactory
 pytest_plugins = ("tests.server_fixtures",)
 pytestmark = pytest.mark.slow
 
+MIB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
 
@@ -207,7 +209,7 @@ def test_one_agents_stalled_uploads_leave_room_for_another_lobby_and_time_out(
     started = time.monotonic()
     try:
         with httpx.Client(base_url=broker.url, timeout=10) as http:
-            # The hog holds at most its share (a quarter of 64 MiB: one 10 MiB upload); the
+            # The hog holds at most its share (an eighth of 64 MiB: one 10 MiB upload); the
             # others it opened were refused at once, naming that share.
             refused = [_answer(c, 1) for c in held]
             busy = [r for r in refused if r.startswith(b"HTTP/1.1 503")]
@@ -229,6 +231,62 @@ def test_one_agents_stalled_uploads_leave_room_for_another_lobby_and_time_out(
             again = put(http, hog.headers, PNG + b"hog")
             assert again.status_code == 201, again.text
         assert stored(broker) == sorted([sha(PNG), sha(PNG + b"hog")])
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def _refused_at_once(connections: list[socket.socket], count: int) -> list[bytes]:
+    """The answers of the `count` connections the server answers (503s at once), waiting on
+    them; the others, reserved and stalled, stay unanswered."""
+    answers: dict[socket.socket, bytes] = {}
+    deadline = time.monotonic() + 10
+    while len(answers) < count:
+        assert time.monotonic() < deadline, answers
+        ready, _, _ = select.select([c for c in connections if c not in answers], [], [], 0.2)
+        for connection in ready:
+            answers[connection] = connection.recv(65536)
+    return list(answers.values())
+
+
+def test_two_lobbies_of_stalled_uploads_leave_room_for_a_third_lobbys_upload(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """Issue 39: three 10 MiB and one 2 MiB stalled upload in each of two lobbies held all
+    64 MiB of upload memory; a third lobby's 1 KiB upload was refused `503 uploads_busy`."""
+    broker = broker_factory()
+    names = ["a", "b", "c", "d", "probe"]
+    held: list[socket.socket] = []
+    try:
+        for lobby in ("left", "right"):
+            agents = broker.provision(lobby, names, tmp_path / lobby)
+            tens = [_hold_an_upload_open(broker, agents[n].token, 10 * MIB) for n in "abc"]
+            held += tens
+            # The lobby holds its share (a quarter, 16 MiB): one 10 MiB upload is kept, the
+            # other two are refused at once, naming the lobby's share.
+            refused = _refused_at_once(tens, 2)
+            assert all(r.startswith(b"HTTP/1.1 503") for r in refused), refused
+            assert all(
+                b"this lobby's uploads in progress hold 10485760 bytes" in r for r in refused
+            )
+            held.append(_hold_an_upload_open(broker, agents["d"].token, 2 * MIB))
+            # Wait until the 2 MiB upload holds its reservation: a 9 MiB one of the same agent
+            # is refused by the agent's share only then (the lobby's share before).
+            deadline = time.monotonic() + 10
+            while True:
+                with _hold_an_upload_open(broker, agents["d"].token, 9 * MIB) as probe:
+                    answer = _answer(probe, 10)
+                assert answer.startswith(b"HTTP/1.1 503"), answer
+                if b"this agent's uploads in progress hold 2097152" in answer:
+                    break
+                assert time.monotonic() < deadline, answer
+                time.sleep(0.05)
+        third = broker.provision("third", ["writer"], tmp_path / "third")["writer"]
+        small = PNG[:1024]
+        with httpx.Client(base_url=broker.url, timeout=10) as http:
+            uploaded = put(http, third.headers, small)
+        assert uploaded.status_code == 201, uploaded.text
+        assert sha(small) in stored(broker)
     finally:
         for connection in held:
             connection.close()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lobbies.actions import operator
 from lobbies.actions.rooms import archive_room, restore_room
-from lobbies.models import ActorKind, AuditEvent, Delivery, Message, Room
+from lobbies.errors import BrokerError
+from lobbies.models import ActorKind, ArchivedRoom, AuditEvent, Delivery, Message, Room
 
 
 @pytest.fixture
@@ -179,3 +182,27 @@ def test_archive_delivers_what_was_accepted_and_reserves_the_name(team):
     assert (status, body["error"]["code"]) == (409, "room_archived")
     restore_room(lead.agent.lobby_id, "app", actor_kind=ActorKind.OPERATOR)
     assert lead.ok("list_rooms")["rooms"][0]["members"] == []
+
+
+def test_a_room_beyond_the_lobbys_limit_is_refused_and_nothing_is_created(team, settings):
+    """Issue 39: 1,500 rooms made the settings page 2.9 MB. The limit counts live rooms."""
+    lead = team["lead"]
+    settings.BOUNDS = replace(settings.BOUNDS, lobby_rooms=3)
+    lead.ok("create_room", room_id="design", members=["lead"])
+    lead.ok("create_room", room_id="ops", members=[])
+    status, body = lead.call("create_room", room_id="extra", members=["lead"])
+    assert (status, body["error"]["code"]) == (409, "too_many_rooms")
+    assert "3 rooms" in body["error"]["message"]
+    assert "POCOLOBBY_LOBBY_ROOMS" in body["error"]["message"]
+    assert not Room.objects.filter(room_id="extra").exists()
+    assert not AuditEvent.objects.filter(action="room_created", target="extra").exists()
+    # An archived room frees its place; restoring it while the lobby is full is refused.
+    archive_room(lead.agent.lobby_id, "ops", actor_kind=ActorKind.OPERATOR)
+    lead.ok("create_room", room_id="extra", members=[])
+    with pytest.raises(BrokerError) as refused:
+        restore_room(lead.agent.lobby_id, "ops", actor_kind=ActorKind.OPERATOR)
+    assert refused.value.code == "too_many_rooms"
+    assert ArchivedRoom.objects.filter(room_id="ops").exists()
+    lead.ok("delete_room", room_id="design")
+    restore_room(lead.agent.lobby_id, "ops", actor_kind=ActorKind.OPERATOR)
+    assert sorted(r["room_id"] for r in lead.ok("list_rooms")["rooms"]) == ["app", "extra", "ops"]
