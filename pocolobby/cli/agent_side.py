@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pocolobby.cli import doctor
 from pocolobby.cli.common import CliError, Subparsers
 
 
@@ -67,9 +68,10 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    """`bridge`, `connect`, `statusline`, `hook` and `tokens`."""
+    """`bridge`, `connect`, `doctor`, `statusline`, `hook` and `tokens`."""
     _bridge_parser(sub)
     _connect_parser(sub)
+    doctor.add_parser(sub)
     _statusline_parser(sub)
     _hook_parser(sub)
     _tokens_parser(sub)
