@@ -460,7 +460,7 @@ def check_hosts(config: Path, directory: Path, environ: Environ) -> list[Finding
         findings += _claude_reports(config, directory, environ)
     for host in dict.fromkeys(e.host for e in mine):
         channels = any(e.deliver == "channel" for e in mine if e.host == host)
-        findings.append(_program(host, channels and host == "claude", environ))
+        findings.append(_program(host, channels and host == "claude"))
     if any(e.deliver == "tmux" for e in mine):
         findings.append(
             _on_path("tmux", "tmux", "install tmux (apt install tmux, brew install tmux)")
@@ -487,26 +487,25 @@ def claude_version(program: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups()) if match else None
 
 
-def _program(host: str, channels: bool, environ: Environ) -> Finding:
+def _program(host: str, channels: bool) -> Finding:
     install = f"install {HOSTS[host]}: npm install -g {PACKAGES[host]}"
     found = _on_path(host, PROGRAMS[host], install)
     if found.level != "ok" or not channels:
         return found
     version = claude_version(PROGRAMS[host])
-    shown = ".".join(str(p) for p in CLAUDE_CHANNELS)
     if version is None:
         return Finding(
             "warn", host, f"{found.text}, but `claude --version` names no version", install
         )
+    have, first = (".".join(str(p) for p in v) for v in (version, CLAUDE_CHANNELS))
     if version < CLAUDE_CHANNELS:
-        have = ".".join(str(p) for p in version)
         return Finding(
             "fail",
             host,
-            f"Claude Code {have} is older than {shown}, the first with channels",
+            f"Claude Code {have} is older than {first}, the first with channels",
             "claude update (or npm install -g @anthropic-ai/claude-code)",
         )
-    return Finding("ok", host, f"Claude Code {'.'.join(str(p) for p in version)} ({found.text})")
+    return Finding("ok", host, f"Claude Code {have} at {shutil.which(PROGRAMS[host])}")
 
 
 def _settings_files(directory: Path, environ: Environ) -> list[Path]:
@@ -592,10 +591,7 @@ def _claude_reports(config: Path, directory: Path, environ: Environ) -> list[Fin
     for _, data in reversed(settings):  # the strongest file's env wins, as in Claude Code
         if isinstance(data.get("env"), dict):
             env.update({str(k): str(v) for k, v in data["env"].items()})
-    fix = (
-        f"{_connect_fix(config, directory, 'claude')}, or set them as docs/AGENTS.md "
-        '("Status line and hooks") shows'
-    )
+    fix = f"{_connect_fix(config, directory, 'claude')} (or docs/AGENTS.md, status line and hooks)"
     findings = []
     line = next((data["statusLine"] for _, data in settings if "statusLine" in data), None)
     command = line.get("command") if isinstance(line, dict) else None
