@@ -22,7 +22,7 @@ import shlex
 import shutil
 import subprocess
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,9 +68,8 @@ class Finding:
 Environ = Mapping[str, str]
 
 
-def _resolved(raw: str | Path, base: Path | None = None) -> Path:
-    path = Path(raw).expanduser()
-    return (base / path if base is not None and not path.is_absolute() else path).resolve()
+def _resolved(raw: str | Path) -> Path:
+    return Path(raw).expanduser().resolve()
 
 
 # ---------------------------------------------------------------- the host entries
@@ -116,8 +115,8 @@ class Unreadable(Exception):
     """A host's file this check cannot read; says which and why."""
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
-    """The file's JSON object, None when absent; Unreadable when it is not one."""
+def _parsed(path: Path, parse: Callable[[str], object], kind: str) -> dict[str, Any] | None:
+    """The file's object, None when the file is absent; Unreadable when it is not one."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -125,25 +124,20 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     except OSError as exc:
         raise Unreadable(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        data = load_json(text, PARSE_DEPTH) if text.strip() else {}
-    except ValueError:
-        raise Unreadable(f"{path} is not valid JSON") from None
+        data = parse(text) if text.strip() else {}
+    except (ValueError, tomllib.TOMLDecodeError):
+        raise Unreadable(f"{path} is not valid {kind}") from None
     if not isinstance(data, dict):
-        raise Unreadable(f"{path} is not a JSON object")
+        raise Unreadable(f"{path} is not a {kind} object")
     return data
 
 
+def _json_object(path: Path) -> dict[str, Any] | None:
+    return _parsed(path, lambda text: load_json(text, PARSE_DEPTH), "JSON")
+
+
 def _toml_table(path: Path) -> dict[str, Any] | None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise Unreadable(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise Unreadable(f"{path} is not valid TOML ({exc})") from None
+    return _parsed(path, tomllib.loads, "TOML")
 
 
 def _entries_in(host: str, where: str, servers: object) -> Iterator[HostEntry]:
@@ -188,35 +182,29 @@ def host_entries(directory: Path, environ: Environ) -> tuple[list[HostEntry], li
     entries: list[HostEntry] = []
     problems: list[str] = []
 
-    def read(reader: Any, path: Path) -> Any:
+    def read(reader: Callable[[Path], dict[str, Any] | None], path: Path) -> dict[str, Any]:
         try:
-            return reader(path)
+            return reader(path) or {}
         except Unreadable as exc:
             problems.append(str(exc))
-            return None
+            return {}
 
     mcp_json = directory / ".mcp.json"
-    entries += _entries_in(
-        "claude", str(mcp_json), (read(_json_object, mcp_json) or {}).get("mcpServers")
-    )
+    entries += _entries_in("claude", str(mcp_json), read(_json_object, mcp_json).get("mcpServers"))
     state_path = claude_state_file(environ)
     state = read(_json_object, state_path)
     project = _claude_project(state, directory)
     entries += _entries_in("claude", f"{state_path} (local scope)", project.get("mcpServers"))
-    entries += _entries_in("claude", f"{state_path} (user scope)", (state or {}).get("mcpServers"))
+    entries += _entries_in("claude", f"{state_path} (user scope)", state.get("mcpServers"))
     for codex in dict.fromkeys(
         (directory / ".codex" / "config.toml", codex_config_path(dict(environ)))
     ):
-        entries += _entries_in(
-            "codex", str(codex), (read(_toml_table, codex) or {}).get("mcp_servers")
-        )
+        entries += _entries_in("codex", str(codex), read(_toml_table, codex).get("mcp_servers"))
     for gemini in (
         directory / ".gemini" / "settings.json",
         _home(environ) / ".gemini" / "settings.json",
     ):
-        entries += _entries_in(
-            "gemini", str(gemini), (read(_json_object, gemini) or {}).get("mcpServers")
-        )
+        entries += _entries_in("gemini", str(gemini), read(_json_object, gemini).get("mcpServers"))
     return entries, problems
 
 
@@ -675,7 +663,7 @@ def diagnose(given: str | None, directory: Path, environ: Environ) -> list[Findi
             if broker.level == "ok":
                 findings += check_token(config, client)
             else:
-                findings.append(Finding("skip", "token", "not checked: the broker is not reached"))
+                findings.append(Finding("skip", "token", "not checked: the broker check failed"))
     return findings + check_hosts(path, directory, environ)
 
 

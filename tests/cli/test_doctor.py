@@ -9,11 +9,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.board.push_service import PushService
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -30,6 +31,7 @@ class Machine:
     home: Path
     bin: Path
     project: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self, broker: Broker | None = None) -> dict[str, str]:
         base = broker.cli_env() if broker is not None else clean_env()
@@ -39,7 +41,7 @@ class Machine:
             PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
             PYTHONPATH=str(REPO_ROOT),
         )
-        return env
+        return {**env, **self.extra_env}
 
     def run(
         self, broker: Broker | None, *args: str, cwd: Path | None = None
@@ -165,7 +167,7 @@ def test_a_stopped_broker_fails_on_its_line_with_the_url(broker: Broker, machine
     stopped = line(result, "FAIL broker:")
     assert stopped.startswith(f"FAIL broker: the broker was not reached at {broker.url} (Connect")
     assert "fix: start it (`pocolobby serve` on its machine)" in stopped
-    assert line(result, "--   token:") == "--   token: not checked: the broker is not reached"
+    assert line(result, "--   token:") == "--   token: not checked: the broker check failed"
     assert line(result, "ok   config:") and "runs the bridge with it" in result.stdout
 
 
@@ -256,6 +258,25 @@ def test_what_the_bridge_refuses_fails_before_anything_is_sent(machine: Machine)
     broken = machine.doctor(None, "--config", str(config))
     assert "has no string 'url'" in line(broken, "FAIL config:")
     assert "--   broker: not checked: the configuration is not usable" in broken.stdout
+
+
+def test_an_untrusted_certificate_fails_as_tls(machine: Machine):
+    """A loopback https stand-in whose certificate this machine does not trust; trusted, it
+    answers, but not as a broker."""
+    with PushService() as stand_in:
+        config = machine.home / "tls.json"
+        config.write_text(
+            json.dumps({"url": stand_in.origin, "token": "plt_x", "lobby": "t", "agent": "a"})
+        )
+        config.chmod(0o600)
+        untrusted = machine.doctor(None, "--config", str(config))
+        tls = line(untrusted, "FAIL broker:")
+        assert f"{stand_in.origin}: the TLS connection failed (ConnectError: " in tls
+        assert "CERTIFICATE_VERIFY_FAILED" in tls and "SSL_CERT_FILE" in tls
+
+        machine.extra_env["SSL_CERT_FILE"] = str(stand_in.ca)
+        trusted = machine.doctor(None, "--config", str(config))
+    assert "answers (HTTP 501), but not as a PocoLobby broker" in line(trusted, "FAIL broker:")
 
 
 def test_codex_and_gemini_entries_are_found(module_broker: Broker, machine: Machine):
