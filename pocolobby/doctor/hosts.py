@@ -1,18 +1,7 @@
-"""`pocolobby doctor`: check an agent's whole path, in order, one line per check with its fix.
-
-1. the configuration file: found, an agent configuration, readable by its user only;
-2. the broker at its URL, under the bridge's own rule (plain http only to this machine);
-3. the token, through `GET /v1/me`: accepted, the agent enabled, the lobby's delivery not
-   paused. That read sends no runtime headers, so it claims nothing and never disturbs the
-   session that holds the agent;
-4. the host setup in a project directory: the MCP entries `pocolobby connect` writes (Claude
-   Code, Codex CLI, Gemini CLI) run the bridge with this configuration, Claude Code's status
-   line and hooks report for it, and the host program is on PATH (Claude Code new enough for
-   channels).
-
-A check that cannot run because an earlier one failed says so. Imports no Django: it runs on
-an agent's machine, where only the bridge's packages are installed.
-"""
+"""The host setup in a project directory: the MCP entries `pocolobby connect` writes (Claude
+Code's `.mcp.json` or its local and user scopes in `~/.claude.json`, Codex CLI's
+`config.toml`, Gemini CLI's `.gemini/settings.json`), Claude Code's approval of a project
+server, its status line and hooks, and the host programs on PATH."""
 
 from __future__ import annotations
 
@@ -22,28 +11,15 @@ import shlex
 import shutil
 import subprocess
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import httpx
+from typing import Any
 
 from lobbies.wire import PARSE_DEPTH, load_json
-from pocolobby.bridge import bridge_version
-from pocolobby.bridge.config import (
-    AgentConfig,
-    ConfigError,
-    loosely_protected,
-    plain_http_refusal,
-    read_config,
-)
 from pocolobby.bridge.connect import HOSTS, codex_config_path
+from pocolobby.doctor.checks import Environ, Finding, resolved
 
-Level = Literal["ok", "warn", "fail", "skip"]
-MARKS: dict[Level, str] = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
-
-TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 # Claude Code's first release with channels (`--dangerously-load-development-channels`).
 CLAUDE_CHANNELS = (2, 1, 80)
 PROGRAMS = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
@@ -53,26 +29,6 @@ PACKAGES = {
     "gemini": "@google/gemini-cli",
 }
 CLAUDE_HOOKS = ("UserPromptSubmit", "Stop")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check's outcome: a line, and for a failure or a warning the fix."""
-
-    level: Level
-    subject: str
-    text: str
-    fix: str = ""
-
-
-Environ = Mapping[str, str]
-
-
-def _resolved(raw: str | Path) -> Path:
-    return Path(raw).expanduser().resolve()
-
-
-# ---------------------------------------------------------------- the host entries
 
 
 @dataclass(frozen=True)
@@ -94,9 +50,9 @@ class HostEntry:
         rest = args[args.index("bridge") + 1 :]
         for i, arg in enumerate(rest):
             if arg == "--config" and i + 1 < len(rest):
-                return _resolved(rest[i + 1])
+                return resolved(rest[i + 1])
             if arg.startswith("--config="):
-                return _resolved(arg.removeprefix("--config="))
+                return resolved(arg.removeprefix("--config="))
         return None
 
     @property
@@ -208,7 +164,7 @@ def host_entries(directory: Path, environ: Environ) -> tuple[list[HostEntry], li
     return entries, problems
 
 
-# ---------------------------------------------------------------- 1. the configuration file
+# ---------------------------------------------------------------- which configuration
 
 
 def locate_config(
@@ -217,9 +173,9 @@ def locate_config(
     """--config, else $POCOLOBBY_CONFIG, else the one configuration the directory's host
     entries run the bridge with; a failure when none (or several) is found."""
     if given:
-        return _resolved(given), None
+        return resolved(given), None
     if environ.get("POCOLOBBY_CONFIG"):
-        return _resolved(environ["POCOLOBBY_CONFIG"]), None
+        return resolved(environ["POCOLOBBY_CONFIG"]), None
     entries, _ = host_entries(directory, environ)
     found = list(dict.fromkeys(e.config for e in entries if e.config is not None))
     if len(found) == 1:
@@ -242,169 +198,7 @@ def locate_config(
     )
 
 
-def check_config(path: Path) -> tuple[AgentConfig | None, Finding]:
-    try:
-        config = read_config(path)
-    except ConfigError as exc:
-        return None, Finding(
-            "fail",
-            "config",
-            str(exc),
-            "use the file `pocolobby agent add --config` (or `agent rotate`) wrote, unchanged",
-        )
-    who = f"{config.agent} in lobby {config.lobby}"
-    if loosely_protected(config.path):
-        mode = config.path.stat().st_mode & 0o777
-        return config, Finding(
-            "fail",
-            "config",
-            f"{config.path} ({who}) holds the agent's token and other users may read it "
-            f"(mode {mode:04o})",
-            f"chmod 600 {shlex.quote(str(config.path))}",
-        )
-    return config, Finding("ok", "config", f"{config.path}: {who}, mode 0600")
-
-
-# ---------------------------------------------------------------- 2. the broker
-
-
-def _not_reached(url: str, exc: httpx.HTTPError, config: AgentConfig) -> Finding:
-    detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
-    if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "SSL" in str(exc):
-        return Finding(
-            "fail",
-            "broker",
-            f"{url}: the TLS connection failed ({detail})",
-            "the broker's certificate must be valid for its name and trusted here: check the "
-            "proxy's certificate, or add its CA to this machine's trust store (SSL_CERT_FILE)",
-        )
-    if isinstance(exc, httpx.TimeoutException):
-        return Finding(
-            "fail",
-            "broker",
-            f"{url} did not answer in time ({detail})",
-            "check the network and the proxy in front of the broker",
-        )
-    return Finding(
-        "fail",
-        "broker",
-        f"the broker was not reached at {url} ({detail})",
-        "start it (`pocolobby serve` on its machine), or correct url in "
-        f"{config.path}; a remote broker: check the proxy and the network",
-    )
-
-
-def check_broker(config: AgentConfig, client: httpx.Client) -> Finding:
-    refusal = plain_http_refusal(config.url)
-    if refusal is not None:
-        return Finding("fail", "broker", refusal, f"edit url in {config.path}")
-    try:
-        response = client.get("/v1/health")
-    except httpx.HTTPError as exc:
-        return _not_reached(config.url, exc, config)
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict) or payload.get("service") != "pocolobby":
-        return Finding(
-            "fail",
-            "broker",
-            f"{config.url} answers (HTTP {response.status_code}), but not as a PocoLobby broker",
-            f"url in {config.path} must be the broker's address (POCOLOBBY_URL when the agent "
-            "was added)",
-        )
-    if not response.is_success:
-        error = payload.get("error")
-        message = error.get("message") if isinstance(error, dict) else None
-        return Finding(
-            "fail",
-            "broker",
-            f"{config.url} answers, but its store does not ({message or response.status_code})",
-            "the broker's operator looks at its log",
-        )
-    if payload.get("restore_mode"):
-        return Finding(
-            "fail",
-            "broker",
-            f"{config.url} is in restore mode: agents are refused until the restore is finished",
-            "the operator runs `pocolobby restore --finish` on the broker's machine",
-        )
-    how = "TLS" if config.url.startswith("https://") else "plain http on this machine"
-    return Finding("ok", "broker", f"{config.url} answers ({how})")
-
-
-# ---------------------------------------------------------------- 3. the token
-
-
-def check_token(config: AgentConfig, client: httpx.Client) -> list[Finding]:
-    """`GET /v1/me`: no runtime headers, so nothing is claimed."""
-    try:
-        response = client.get("/v1/me", headers={"Authorization": f"Bearer {config.token}"})
-    except httpx.HTTPError as exc:
-        return [_not_reached(config.url, exc, config)]
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = None
-    payload = payload if isinstance(payload, dict) else {}
-    target = f"{shlex.quote(config.lobby)} {shlex.quote(config.agent)}"
-    if not response.is_success:
-        error = payload.get("error")
-        error = error if isinstance(error, dict) else {}
-        code = str(error.get("code") or f"http_{response.status_code}")
-        said = f"{response.status_code} {code}: {error.get('message') or response.reason_phrase}"
-        fixes = {
-            "invalid_token": "the token is not one of this broker's: the owner runs `pocolobby "
-            f"agent rotate {target} --config FILE` and sends you the new file",
-            "token_revoked": "the token was rotated: use the newest configuration the owner "
-            f"wrote (`pocolobby agent rotate {target} --config FILE`)",
-            "agent_disabled": f"the owner enables it: pocolobby agent enable {target}",
-            "restore_mode": "the operator finishes the restore: pocolobby restore --finish",
-        }
-        fix = fixes.get(code)
-        if fix is None and response.status_code in (404, 405):
-            fix = "this broker is older than GET /v1/me: update PocoLobby on the broker's machine"
-        return [
-            Finding("fail", "token", f"the broker refused the token ({said})", fix or ""),
-        ]
-    lobby, agent = str(payload.get("lobby", "")), str(payload.get("agent_id", ""))
-    if (lobby, agent) != (config.lobby, config.agent):
-        return [
-            Finding(
-                "fail",
-                "token",
-                f"the token is {agent} in lobby {lobby}'s, but {config.path} names "
-                f"{config.agent} in lobby {config.lobby}",
-                "use the file the broker wrote for this agent, unchanged",
-            )
-        ]
-    held = "; a session holds the agent now" if payload.get("connected") else ""
-    findings = [Finding("ok", "token", f"accepted: {agent} in lobby {lobby}, enabled{held}")]
-    if payload.get("delivery_paused"):
-        findings.append(
-            Finding(
-                "fail",
-                "lobby",
-                f"{lobby}'s delivery is paused: messages queue, nothing is pushed",
-                f"the owner resumes it: pocolobby lobby resume {shlex.quote(lobby)}",
-            )
-        )
-    else:
-        findings.append(Finding("ok", "lobby", f"{lobby}'s delivery is not paused"))
-    if payload.get("resting"):
-        findings.append(
-            Finding(
-                "warn",
-                "agent",
-                f"{agent} is resting: nothing is pushed to it until it is resumed",
-                f"the owner resumes it: pocolobby agent resume {target}",
-            )
-        )
-    return findings
-
-
-# ---------------------------------------------------------------- 4. the host setup
+# ---------------------------------------------------------------- the host setup
 
 
 def _connect_fix(config: Path, directory: Path, host: str = "") -> str:
@@ -563,11 +357,11 @@ def _reports_for(command: str, subcommand: str, config: Path, env: Environ) -> b
     rest = words[words.index(subcommand) + 1 :]
     for i, word in enumerate(rest):
         if word == "--config" and i + 1 < len(rest):
-            return _resolved(rest[i + 1]) == config
+            return resolved(rest[i + 1]) == config
         if word.startswith("--config="):
-            return _resolved(word.removeprefix("--config=")) == config
+            return resolved(word.removeprefix("--config=")) == config
     named = env.get("POCOLOBBY_CONFIG")
-    return named is not None and _resolved(named) == config
+    return named is not None and resolved(named) == config
 
 
 def _claude_reports(config: Path, directory: Path, environ: Environ) -> list[Finding]:
@@ -628,63 +422,3 @@ def _hook_commands(settings: dict[str, Any], event: str) -> Iterator[str]:
         for hook in inner if isinstance(inner, list) else []:
             if isinstance(hook, dict) and isinstance(hook.get("command"), str):
                 yield hook["command"]
-
-
-# ---------------------------------------------------------------- all of it, in order
-
-
-def diagnose(given: str | None, directory: Path, environ: Environ) -> list[Finding]:
-    """Every check, in order; a check whose ground an earlier failure took says so."""
-    directory = directory.expanduser().resolve()
-    path, missing = locate_config(given, directory, environ)
-    if path is None:
-        assert missing is not None
-        return [
-            missing,
-            Finding("skip", "broker", "not checked: no configuration"),
-            Finding("skip", "token", "not checked: no configuration"),
-            Finding("skip", "host", "not checked: no configuration"),
-        ]
-    config, found = check_config(path)
-    findings = [found]
-    if config is None:
-        findings += [
-            Finding("skip", "broker", "not checked: the configuration is not usable"),
-            Finding("skip", "token", "not checked: the configuration is not usable"),
-        ]
-    else:
-        with httpx.Client(
-            base_url=config.url,
-            timeout=TIMEOUT,
-            headers={"User-Agent": f"pocolobby-doctor/{bridge_version()}"},
-        ) as client:
-            broker = check_broker(config, client)
-            findings.append(broker)
-            if broker.level == "ok":
-                findings += check_token(config, client)
-            else:
-                findings.append(Finding("skip", "token", "not checked: the broker check failed"))
-    return findings + check_hosts(path, directory, environ)
-
-
-def report(findings: list[Finding]) -> tuple[list[str], int]:
-    """The lines to print (what others wrote shown terminal-safe by the caller) and the exit
-    status: 1 when any check failed."""
-    lines = []
-    for finding in findings:
-        lines.append(f"{MARKS[finding.level]} {finding.subject}: {finding.text}")
-        if finding.fix and finding.level in ("fail", "warn"):
-            lines.append(f"     fix: {finding.fix}")
-    failed = sum(1 for f in findings if f.level == "fail")
-    if failed:
-        lines.append(
-            f"{failed} check{'s' if failed > 1 else ''} failed: fix the first, then run "
-            "`pocolobby doctor` again"
-        )
-    else:
-        warned = sum(1 for f in findings if f.level == "warn")
-        lines.append(
-            "every check passed"
-            + (f" ({warned} warning{'s' if warned > 1 else ''})" if warned else "")
-        )
-    return lines, 1 if failed else 0
