@@ -5,6 +5,7 @@ with its fix."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.board.push_service import PushService
+from tests.bridge_client import Bridge
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -153,9 +155,35 @@ def test_a_healthy_setup_passes_and_claims_nothing(module_broker: Broker, machin
     assert found.returncode == 0 and str(config) in line(found, "ok   config:")
 
     # The token was read without a runtime: the agent is still unclaimed.
-    listed = json.loads(module_broker.cli_ok("agent", "list", "healthy", "--json").stdout)
-    (listed,) = listed["agents"]
-    assert listed["runtime_id"] is None and listed["runtime_generation"] == 0
+    assert bound(module_broker, "healthy") == {
+        "runtime_id": None,
+        "runtime_generation": 0,
+        "runtime_bound_at": None,
+    }
+
+
+def test_beside_a_live_session_doctor_disturbs_nothing(module_broker: Broker, machine: Machine):
+    config = set_up(module_broker, machine, "live")
+    token = json.loads(config.read_text())["token"]
+
+    async def beside_a_session() -> tuple[subprocess.CompletedProcess[str], dict, dict]:
+        async with await Bridge.connect(module_broker.url, token) as session:
+            await session.bootstrapped()
+            before = bound(module_broker, "live")
+            result = await asyncio.to_thread(machine.doctor, module_broker)
+            await session.roundtrip()  # the session's stream is still served
+            return result, before, bound(module_broker, "live")
+
+    result, before, after = asyncio.run(beside_a_session())
+    assert result.returncode == 0, result.stdout
+    assert "enabled; a session holds the agent now" in line(result, "ok   token:")
+    assert after == before and before["runtime_generation"] == 1
+
+
+def bound(broker: Broker, lobby: str) -> dict:
+    """The agent's runtime binding as the operator sees it."""
+    (agent,) = json.loads(broker.cli_ok("agent", "list", lobby, "--json").stdout)["agents"]
+    return {key: agent[key] for key in ("runtime_id", "runtime_generation", "runtime_bound_at")}
 
 
 def test_a_stopped_broker_fails_on_its_line_with_the_url(broker: Broker, machine: Machine):
