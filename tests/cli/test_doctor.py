@@ -267,6 +267,9 @@ def test_what_the_bridge_refuses_fails_before_anything_is_sent(machine: Machine)
     entry = {"command": "/gone/pocolobby", "args": ["bridge", "--config", str(config)]}
     (machine.project / ".mcp.json").write_text(json.dumps({"mcpServers": {"team": entry}}))
     machine.host_program("claude", "2.1.79 (Claude Code)")
+    codex_toml = machine.home / ".codex" / "config.toml"
+    codex_toml.parent.mkdir()
+    codex_toml.write_text("[mcp_servers.x\n")
 
     result = machine.doctor(None)
     assert result.returncode == 1
@@ -281,6 +284,7 @@ def test_what_the_bridge_refuses_fails_before_anything_is_sent(machine: Machine)
     assert connect in line(result, "warn claude: no status line reports this agent's")
     assert connect in line(result, "warn claude: no UserPromptSubmit and no Stop hook")
     assert "server team is not approved yet" in line(result, "warn claude: the project server")
+    assert f"warn host: {codex_toml} is not valid TOML" in result.stdout
 
     config.write_text("{}")
     broken = machine.doctor(None, "--config", str(config))
