@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from lobbies.answers import AgentEntry, AgentList, NoticesHeld, TransportName, at
+from lobbies.answers import AgentEntry, AgentList, NoticesHeld, Standing, TransportName, at
 from lobbies.models import (
     Agent,
     Delivery,
@@ -189,6 +189,18 @@ def list_agents(viewer: Agent) -> AgentList:
         "agents": [
             {**agent_entry(a, now), "usage": usage_entry(readings.get(a.pk), now)} for a in agents
         ],
+    }
+
+
+def standing(agent: Agent) -> Standing:
+    """What an agent's token may learn of itself without a runtime (`pocolobby doctor`): a
+    token that reaches here is accepted and its agent enabled; whether pushes flow is the rest."""
+    return {
+        "lobby": agent.lobby.name,
+        "agent_id": agent.agent_id,
+        "delivery_paused": agent.lobby.delivery_paused,
+        "resting": agent.resting,
+        "connected": live_connections().filter(agent=agent).exists(),
     }
 
 

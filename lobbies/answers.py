@@ -255,6 +255,17 @@ class AgentList(TypedDict):
 
 
 @with_config(ANSWER_CONFIG)
+class Standing(TypedDict):
+    """The calling agent's own standing, read without claiming or touching its runtime."""
+
+    lobby: str
+    agent_id: str
+    delivery_paused: bool
+    resting: bool
+    connected: bool
+
+
+@with_config(ANSWER_CONFIG)
 class StatusAnswer(TypedDict):
     status: str | None
     updated_at: Time | None

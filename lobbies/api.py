@@ -7,10 +7,10 @@ from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse
 
-from lobbies import attachment_selectors, blobs, operator_answers
+from lobbies import agent_selectors, attachment_selectors, blobs, operator_answers
 from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
-from lobbies.answers import AttachmentMeta, Catalog, UploadAnswer
+from lobbies.answers import AttachmentMeta, Catalog, Standing, UploadAnswer
 from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, parse_arguments, run_tool
 from lobbies.clients import client_address, client_bucket
 from lobbies.credentials import stated
@@ -58,6 +58,15 @@ def _documented(tool: Tool, method: str, **bind: str) -> Documented:
 def tools(request: HttpRequest) -> JsonAnswer:
     """The operations this agent may call (permission-filtered), with their JSON Schemas."""
     return JsonAnswer(catalog_for(_caller(request).agent))
+
+
+@api_view(
+    ("GET",),
+    Documented("GET", Standing, errors=(), summary="The calling agent's own standing, read-only"),
+)
+def me(request: HttpRequest) -> JsonAnswer:
+    """Accepted, enabled, paused or resting: without runtime headers this claims nothing."""
+    return JsonAnswer(agent_selectors.standing(_caller(request).agent))
 
 
 @api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))

@@ -20,6 +20,7 @@ urlpatterns = [
     ),
     path("messages/acknowledge", api.operation_route("acknowledge_messages", "POST")),
     path("agents", api.operation_route("list_agents", "GET")),
+    path("me", api.me),
     path("me/status", api.operation_route("set_status", "POST")),
     path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
     path("me/ready", api.operation_route("ready", "POST")),

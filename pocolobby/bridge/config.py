@@ -46,7 +46,17 @@ class AgentConfig:
 
 
 def load_config(raw_path: str | Path) -> AgentConfig:
-    """Read and check `{"url", "token", "lobby", "agent"}`; ConfigError names what is wrong."""
+    """Read and check `{"url", "token", "lobby", "agent"}`; ConfigError names what is wrong,
+    a plain http url to another machine included."""
+    config = read_config(raw_path)
+    refusal = plain_http_refusal(config.url)
+    if refusal is not None:
+        raise ConfigError(f"{config.path}: {refusal}")
+    return config
+
+
+def read_config(raw_path: str | Path) -> AgentConfig:
+    """`load_config` without the plain-http rule, for a check that reports that rule itself."""
     path = Path(raw_path).expanduser().resolve()
     try:
         text = path.read_text(encoding="utf-8")
@@ -68,13 +78,6 @@ def load_config(raw_path: str | Path) -> AgentConfig:
         values[key] = value.strip()
     if not values["url"].startswith(("http://", "https://")):
         raise ConfigError(f"{path}: url must start with http:// or https://")
-    if values["url"].startswith("http://") and not is_loopback(values["url"]):
-        raise ConfigError(
-            f"{path}: url {values['url']} is plain http to another machine, which would send "
-            "the agent's token and every message unencrypted. Use the broker's https:// "
-            "address, or reach it through an SSH tunnel (ssh -N -L 8787:127.0.0.1:8787 HOST, "
-            "then url http://127.0.0.1:8787)."
-        )
     return AgentConfig(
         path,
         values["url"].rstrip("/"),
@@ -82,6 +85,17 @@ def load_config(raw_path: str | Path) -> AgentConfig:
         values["lobby"],
         values["agent"],
         FileIdentity.of(path),
+    )
+
+
+def plain_http_refusal(url: str) -> str | None:
+    """Why the bridge refuses `url`, or None: plain http is for this machine only."""
+    if not url.startswith("http://") or is_loopback(url):
+        return None
+    return (
+        f"url {url} is plain http to another machine, which would send the agent's token and "
+        "every message unencrypted. Use the broker's https:// address, or reach it through an "
+        "SSH tunnel (ssh -N -L 8787:127.0.0.1:8787 HOST, then url http://127.0.0.1:8787)."
     )
 
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pocolobby.cli import doctor
 from pocolobby.cli.common import CliError, Subparsers
 
 
@@ -83,10 +84,11 @@ def tokens_cmd(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Subparsers) -> None:
-    """`bridge`, `join`, `connect`, `statusline`, `hook` and `tokens`."""
+    """`bridge`, `join`, `connect`, `doctor`, `statusline`, `hook` and `tokens`."""
     _bridge_parser(sub)
     _join_parser(sub)
     _connect_parser(sub)
+    doctor.add_parser(sub)
     _statusline_parser(sub)
     _hook_parser(sub)
     _tokens_parser(sub)
