@@ -316,6 +316,15 @@ def test_a_subscription_from_another_origin_is_refused(service: PushService, lob
         ("https://[::1]/x", "private, loopback or link-local"),
         ("https://[fe80::1]/x", "private, loopback or link-local"),
         ("https://[::ffff:127.0.0.1]/x", "private, loopback or link-local"),
+        # An IPv6 address that carries an IPv4 one is judged by the IPv4 one it reaches.
+        ("https://[64:ff9b::7f00:1]/x", "private, loopback or link-local"),  # NAT64
+        ("https://[64:ff9b:1::a00:1]/x", "private, loopback or link-local"),  # local NAT64
+        ("https://[::127.0.0.1]/x", "private, loopback or link-local"),  # IPv4-compatible
+        ("https://[::10.0.0.1]/x", "private, loopback or link-local"),
+        ("https://[2002:7f00:1::]/x", "private, loopback or link-local"),  # 6to4
+        ("https://[2002:c0a8:1::1]/x", "private, loopback or link-local"),
+        # Teredo: relay 65.54.227.120, client 127.0.0.1 (stored inverted)
+        ("https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/x", "private, loopback or link-local"),
         ("https://user:pw@push.example.com/x", "carry no credentials"),
         ("https:///x", "must name a host"),
     ],
@@ -332,11 +341,23 @@ def test_endpoints_off_the_public_internet_are_refused(
     assert not PushSubscription.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "https://[64:ff9b::808:808]/x",  # NAT64 to 8.8.8.8
+        "https://[2002:808:808::1]/x",  # 6to4 from 8.8.8.8
+        "https://[2606:4700:4700::1111]/x",
+    ],
+)
+def test_an_address_that_carries_a_public_ipv4_one_is_admitted(endpoint: str) -> None:
+    assert check_endpoint(endpoint).url == endpoint
+
+
 def test_the_allow_list_admits_a_named_private_endpoint_but_still_wants_https(
     settings: Any,
 ) -> None:
     settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({"127.0.0.1:9443"})
-    assert check_endpoint("https://127.0.0.1:9443/x") == "https://127.0.0.1:9443/x"
+    assert check_endpoint("https://127.0.0.1:9443/x").addresses == ("127.0.0.1",)
     with pytest.raises(EndpointRefused):
         check_endpoint("https://127.0.0.1:9444/x")
     with pytest.raises(EndpointRefused, match="https"):
