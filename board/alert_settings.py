@@ -121,7 +121,11 @@ def _store_subscription(
         PushSubscription.objects.filter(pk=existing.pk).update(**fresh)
         existing.refresh_from_db()
         return existing
-    theirs = PushSubscription.objects.filter(lobby=lobby, account_id=account_id)
+    theirs = PushSubscription.objects.filter(lobby=lobby)
+    if account_id is None:
+        theirs = theirs.filter(account__isnull=True)  # the local operator
+    else:
+        theirs = theirs.filter(account_id=account_id)
     oldest = theirs.order_by("-created_at", "-pk").values_list("pk", flat=True)[MAX_DEVICES - 1 :]
     PushSubscription.objects.filter(pk__in=list(oldest)).delete()
     return PushSubscription.objects.create(

@@ -137,6 +137,8 @@ class PinnedSession:
             connection.request("POST", path, body=data or b"", headers=dict(headers))
             response = connection.getresponse()
             text = response.read(ANSWER_BYTES).decode("utf-8", "replace")
+            if deadline.expired:  # cut short: what was read is no answer
+                raise PushUnanswered(f"no answer within {self.seconds:g} s")
             return PushAnswer(response.status, response.reason, text, dict(response.getheaders()))
         except (OSError, http.client.HTTPException, ValueError) as error:
             if deadline.expired:

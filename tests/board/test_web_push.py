@@ -19,8 +19,8 @@ from django.test import Client
 from django.utils import timezone
 
 from board import alerts, vapid
-from board.alert_settings import set_alert_preferences
-from board.models import AlertReason, OwnerAlert, PushSubscription, VapidKey
+from board.alert_settings import MAX_DEVICES, set_alert_preferences
+from board.models import AlertReason, BoardConfig, OwnerAlert, PushSubscription, VapidKey
 from board.push_endpoints import EndpointRefused, check_endpoint
 from lobbies.models import Agent, Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
@@ -471,6 +471,47 @@ def test_the_public_and_a_viewer_cannot_remove_the_owners_device(
     answer = _send(public, "DELETE", "/push/subscriptions", endpoint, f"https://{HOST}")
     assert answer.status_code == 403
     assert PushSubscription.objects.count() == 1
+
+
+def test_a_persons_eleventh_device_replaces_their_oldest(
+    service: PushService, lobby: Lobby
+) -> None:
+    for number in range(MAX_DEVICES + 1):
+        _subscribe(service, f"device-{number}")
+    kept = sorted(PushSubscription.objects.values_list("endpoint", flat=True))
+    assert len(kept) == MAX_DEVICES
+    assert service.endpoint("device-0") not in kept
+    assert service.endpoint(f"device-{MAX_DEVICES}") in kept
+    # The same device again refreshes its row: nothing more is replaced.
+    _subscribe(service, "device-5")
+    assert PushSubscription.objects.count() == MAX_DEVICES
+    assert PushSubscription.objects.filter(endpoint=service.endpoint("device-1")).exists()
+
+
+def test_a_viewer_posting_the_owners_endpoint_does_not_take_it_over(
+    hosted: None, service: PushService, lobby: Lobby
+) -> None:
+    owner = _browser("boss@example.com", lobby, "owner")
+    viewer = _browser("viewer@example.com", lobby, "viewer")
+    BoardConfig.objects.create(
+        lobby=lobby, viewers_get_notifications=True, updated_at=lobby.created_at
+    )
+    assert _hosted_subscribe(owner, service.endpoint("boss")).status_code == 201
+    [before] = PushSubscription.objects.all()
+    answer = _hosted_subscribe(viewer, service.endpoint("boss"))
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["error"]["code"] == "push_endpoint_taken"
+    [after] = PushSubscription.objects.all()
+    assert (after.account_id, after.p256dh, after.auth) == (
+        before.account_id,
+        before.p256dh,
+        before.auth,
+    )
+    # The owner's own browser again is a refresh, as before.
+    again = Device().subscription(service.endpoint("boss"))
+    answer = _send(owner, "POST", "/push/subscriptions", again, f"https://{HOST}")
+    assert answer.status_code == 201
+    assert PushSubscription.objects.get().p256dh == again["keys"]["p256dh"]
 
 
 def test_a_wait_nobody_was_pushed_does_not_hold_back_the_next(

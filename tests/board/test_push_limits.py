@@ -1,0 +1,132 @@
+"""Web Push isolated and bounded, on the wire against the loopback https stand-in: a push
+service that hangs or trickles is let go after the push's limit, one lobby's hanging
+pushes never hold up another lobby's, the push connects to the address its check
+approved."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from board import alerts, vapid
+from lobbies.models import Lobby
+from tests.board.push_service import NAME, Device, PushService
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def service(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[PushService]:
+    with PushService() as running:
+        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
+            {running.host_port, f"{NAME}:{running.port}"}
+        )
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(running.ca))
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _fresh_key() -> Iterator[None]:
+    vapid.forget_cached_key()
+    yield
+    vapid.forget_cached_key()
+
+
+def _push(service: PushService, lobby_id: int, name: str, number: int = 1) -> alerts.Push:
+    device = Device()
+    keys = device.subscription(service.endpoint(name))["keys"]
+    payload = {"title": f"{name} waits"}
+    return alerts.Push(
+        lobby_id, number, service.endpoint(name), keys["p256dh"], keys["auth"], payload
+    )
+
+
+def _send_within(pushes: list[alerts.Push], seconds: float) -> list[alerts.Sent]:
+    """send_pushes on a thread, failing the test (not hanging it) if it never returns."""
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        sending = thread.submit(alerts.send_pushes, pushes, vapid.broker_vapid(), seconds)
+        return sending.result(timeout=30)
+
+
+@pytest.mark.parametrize("mode", ["hang", "trickle"])
+def test_a_push_service_that_hangs_or_trickles_is_let_go_after_the_limit(
+    service: PushService, lobby: Lobby, mode: Any
+) -> None:
+    service.mode = mode
+    service.trickle_seconds = 0.2  # a header line every 0.2 s: no read ever times out
+    assert _send_within([_push(service, lobby.pk, "slowpoke")], seconds=2) == [(1, "failed")]
+    service.wait_for(lambda: service.let_go == ["/push/slowpoke"])
+    assert service.received == []
+
+
+def test_a_slow_answer_within_the_limit_is_sent(service: PushService, lobby: Lobby) -> None:
+    service.mode = "slow"
+    service.slow_seconds = 0.5
+    assert _send_within([_push(service, lobby.pk, "patient")], seconds=10) == [(1, "sent")]
+    assert [r.path for r in service.received] == ["/push/patient"]
+
+
+def test_one_lobbys_hanging_pushes_never_hold_up_another_lobbys(
+    service: PushService, lobby: Lobby
+) -> None:
+    other = Lobby.objects.create(name="other", created_at=lobby.created_at)
+    for number in range(1, 7):
+        service.modes[f"team-{number}"] = "hang"
+    team = [_push(service, lobby.pk, f"team-{n}", n) for n in range(1, 7)]
+    senders = alerts.LobbySenders(seconds=60)
+    try:
+        senders.submit([*team, _push(service, other.pk, "other", 7)], vapid.broker_vapid())
+        service.wait_for(lambda: [r.path for r in service.received] == ["/push/other"])
+        # `other` arrived while team's first push still hangs and its others wait their turn.
+        assert [r.path for r in service.held] == ["/push/team-1"]
+        assert service.let_go == []
+        senders.running[other.pk].result(timeout=30)
+        assert senders.finished() == [(7, "sent")]
+    finally:
+        senders.shutdown()
+
+
+def test_the_push_connects_to_the_address_its_check_approved(
+    service: PushService, lobby: Lobby, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name resolves to the stand-in once, to an address nobody serves afterwards: the
+    push goes to the first, with the name's SNI, certificate check and Host."""
+    real = socket.getaddrinfo
+    answers = iter(["127.0.0.1"])
+    asked: list[str] = []
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != NAME:
+            return real(host, port, *args, **kwargs)
+        asked.append(host)
+        return real(next(answers, "10.255.255.1"), port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    push = _push(service, lobby.pk, "named")
+    named = f"https://{NAME}:{service.port}/push/named"
+    push = alerts.Push(lobby.pk, 1, named, push.p256dh, push.auth, push.payload)
+    assert _send_within([push], seconds=5) == [(1, "sent")]
+    assert asked == [NAME]
+    [received] = service.received
+    assert received.headers["host"] == f"{NAME}:{service.port}"
+
+
+def test_a_certificate_not_made_for_the_endpoints_name_fails_the_push(
+    service: PushService, lobby: Lobby, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = socket.getaddrinfo
+
+    def to_stand_in(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        return real("127.0.0.1" if host == "wrong.test" else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", to_stand_in)
+    settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({f"wrong.test:{service.port}"})
+    push = _push(service, lobby.pk, "wrong")
+    wrong = f"https://wrong.test:{service.port}/push/wrong"
+    push = alerts.Push(lobby.pk, 1, wrong, push.p256dh, push.auth, push.payload)
+    assert _send_within([push], seconds=5) == [(1, "failed")]
+    assert service.received == []
