@@ -22,7 +22,7 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from board import alert_mail, alerts, refresh
+from board import alert_mail, alert_senders, alerts, refresh
 from board.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
@@ -218,11 +218,6 @@ def _find_alert_work(with_mail: bool) -> AlertWork:
     return work
 
 
-def _send_mails(mails: list[alert_mail.WaitingMail]) -> list[int]:
-    """The network half of mail: no database here."""
-    return [pk for mail in mails if alert_mail.send_waiting_mail(mail) for pk in mail.alert_ids]
-
-
 def _record_alert_work(sent: list[alerts.Sent], mailed: list[int]) -> None:
     alerts.record_sends(sent)
     alert_mail.record_mailed(mailed)
@@ -232,8 +227,8 @@ async def run_alerts() -> None:
     """Every two seconds, in one process at a time: the owner's pushes and mail.
 
     The database steps run where all database work runs (on SQLite, its one thread); the
-    pushes go out on a pool of their own, one worker per lobby at a time
-    (alerts.LobbySenders), and mail on a thread of its own: a slow push or mail service
+    pushes go out on a pool of their own, one worker per lobby at a time, and mail on a
+    thread of its own (board/alert_senders.py): a slow push or mail service
     never holds up requests, sockets, the dispatcher's timers, another lobby's pushes or
     the mail. The pass never waits for a send; it records what finished since the last.
     Its own lock, apart from the dispatcher's.
@@ -242,23 +237,16 @@ async def run_alerts() -> None:
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
     find = database_sync_to_async(_find_alert_work, thread_sensitive=False)
     record = database_sync_to_async(_record_alert_work, thread_sensitive=False)
-    senders = alerts.LobbySenders()
-    mailer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alert-mail")
-    mailing: concurrent.futures.Future[list[int]] | None = None
+    senders = alert_senders.AlertSenders()
     try:
         while True:
             try:
-                sent, mailed = senders.finished(), []
-                if mailing is not None and mailing.done():
-                    done, mailing = mailing, None
-                    mailed = done.result()
+                sent, mailed = senders.finished()
                 if sent or mailed:
                     await record(sent, mailed)
                 if await hold():
-                    work = await find(mailing is None)
-                    senders.submit(work.pushes, work.vapid)
-                    if work.mails:
-                        mailing = mailer.submit(_send_mails, work.mails)
+                    work = await find(senders.mail_free)
+                    senders.submit(work.pushes, work.vapid, work.mails)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -267,7 +255,6 @@ async def run_alerts() -> None:
     finally:
         leadership.release()
         senders.shutdown()
-        mailer.shutdown(wait=False)
 
 
 def _refresh_and_close(lobby_id: int) -> refresh.RefreshOutcome:

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from board import alerts, vapid
 from lobbies.models import Lobby
 from tests.board.push_service import NAME, Device, PushService
+from tests.server import AgentConfig, Broker, BrokerFactory
+
+pytest_plugins = ("tests.server_fixtures",)
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +136,54 @@ def test_a_certificate_not_made_for_the_endpoints_name_fails_the_push(
     push = alerts.Push(lobby.pk, 1, wrong, push.p256dh, push.auth, push.payload)
     assert _send_within([push], seconds=5) == [(1, "failed")]
     assert service.received == []
+
+
+# --- the serve loop itself ---------------------------------------------------------------
+
+
+def _subscribe_in_store(broker: Broker, lobby: str, endpoint: str) -> None:
+    """The local operator's subscription, written as the page's POST writes it."""
+    keys = Device().subscription(endpoint)["keys"]
+    with sqlite3.connect(broker.data_dir / "pocolobby.sqlite3", timeout=30) as db:
+        db.execute(
+            "INSERT INTO board_pushsubscription (lobby_id, account_id, endpoint, p256dh, auth,"
+            " created_at) SELECT id, NULL, ?, ?, ?, ? FROM lobbies_lobby WHERE name = ?",
+            (endpoint, keys["p256dh"], keys["auth"], "2026-12-04 00:00:00", lobby),
+        )
+
+
+def _ask_owner(broker: Broker, agent: AgentConfig, line: str) -> None:
+    answer = httpx.post(
+        f"{broker.url}/v1/tools/set_owner_requests",
+        json={"count": 1, "line": line},
+        headers=agent.headers,
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.slow
+def test_the_serve_loop_pushes_a_lobby_while_another_lobbys_pushes_hang(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    with PushService() as service:
+        broker = broker_factory(
+            env={
+                "POCOLOBBY_PUSH_ENDPOINT_ALLOW": service.host_port,
+                "REQUESTS_CA_BUNDLE": str(service.ca),
+            }
+        )
+        team = broker.provision("team", ["lead"], tmp_path)["lead"]
+        other = broker.provision("other", ["worker"], tmp_path)["worker"]
+        for number in range(1, 7):
+            service.modes[f"team-{number}"] = "hang"
+            _subscribe_in_store(broker, "team", service.endpoint(f"team-{number}"))
+        _subscribe_in_store(broker, "other", service.endpoint("other"))
+        _ask_owner(broker, team, "approve the release")
+        service.wait_for(lambda: len(service.held) == 1)
+        _ask_owner(broker, other, "pick a name")
+        service.wait_for(lambda: bool(service.received))
+        # It arrived while team's pushes still hang (one at a time, 10 s each at most).
+        still_held = len(service.held) - len(service.let_go)
+        assert [r.path for r in service.received] == ["/push/other"]
+        assert still_held == 1 and len(service.held) < 6

@@ -19,11 +19,13 @@ from django.test import Client
 from django.utils import timezone
 from postmarker.core import PostmarkClient
 
-from board import alert_mail, alerts
+from board import alert_mail, alerts, vapid
+from board.alert_senders import AlertSenders
 from board.alert_settings import set_alert_preferences
 from board.models import AlertPreferences, OwnerAlert
 from console.models import Account, LobbyOwner
 from lobbies.models import Agent, Lobby
+from tests.board.push_service import Device, PushService
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
@@ -232,3 +234,33 @@ def test_the_unsubscribe_link_works_without_signing_in(
     assert not AlertPreferences.objects.get(account=owner).mail_when_waiting
     forged = stranger.post(path[:-3] + "xyz", secure=True)
     assert forged.status_code == 404
+
+
+def test_mail_goes_out_while_a_push_service_hangs(
+    postmark: Postmark,
+    owner: Account,
+    lobby: Lobby,
+    backend: AgentClient,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend.ok("set_owner_requests", count=1, line="approve?")
+    alerts.watch_lobbies()
+    _age_alerts(16)
+    mails = alert_mail.due_mail()
+    with PushService() as service:
+        service.mode = "hang"
+        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({service.host_port})
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(service.ca))
+        keys = Device().subscription(service.endpoint("stuck"))["keys"]
+        push = alerts.Push(lobby.pk, 1, service.endpoint("stuck"), keys["p256dh"], keys["auth"])
+        senders = AlertSenders(seconds=60)
+        try:
+            senders.submit([push], vapid.broker_vapid(), mails)  # one pass: both
+            service.wait_for(lambda: len(service.held) == 1)
+            assert senders.mailing is not None
+            senders.mailing.result(timeout=30)
+            assert senders.finished() == ([], [a.pk for a in OwnerAlert.objects.all()])
+            assert len(postmark.mails) == 1 and service.let_go == []
+        finally:
+            senders.shutdown()
