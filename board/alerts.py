@@ -58,8 +58,10 @@ PUSH_TTL_SECONDS = 12 * 60 * 60
 # A push's whole time, connect to answer: a push service that hangs or trickles is
 # abandoned after it (board/push_transport.py).
 PUSH_SECONDS = 10.0
-# Lobbies sent at once, one worker each (LobbySenders).
+# Lobbies sent at once, one worker each, and the pushes a lobby may have waiting for its
+# worker (LobbySenders).
 PUSH_WORKERS = 8
+PUSH_BACKLOG = 50
 GONE = (404, 410)
 
 # Where a tap opens, relative to the lobby's pages.
@@ -442,6 +444,8 @@ class LobbySenders:
     a time: a lobby whose push services hang holds one worker (each push for at most
     `PUSH_SECONDS`), and later pushes of that lobby queue behind its own, never another's.
 
+    A lobby's queue keeps its newest `PUSH_BACKLOG` pushes; older ones are dropped as
+    failed, so a lobby whose services hang for hours holds no growing list.
     Used by one thread (the alerts loop): `submit` hands over, `finished` collects what
     the workers have done, neither waits for a push service.
     """
@@ -452,12 +456,20 @@ class LobbySenders:
         self.running: dict[int, concurrent.futures.Future[list[Sent]]] = {}
         self.queued: dict[int, list[Push]] = defaultdict(list)
         self.vapid: Any = None
+        self.dropped: list[Sent] = []
 
     def submit(self, pushes: list[Push], vapid: Any) -> None:
         if vapid is not None:
             self.vapid = vapid
         for push in pushes:
             self.queued[push.lobby_id].append(push)
+        for lobby_id, queue in self.queued.items():
+            if len(queue) > PUSH_BACKLOG:
+                old, self.queued[lobby_id] = queue[:-PUSH_BACKLOG], queue[-PUSH_BACKLOG:]
+                log.warning(
+                    "lobby %s: %s pushes dropped behind a slow push service", lobby_id, len(old)
+                )
+                self.dropped.extend((push.subscription_id, "failed") for push in old)
         self._start()
 
     def _start(self) -> None:
@@ -467,7 +479,7 @@ class LobbySenders:
 
     def finished(self) -> list[Sent]:
         """What the workers finished since the last call; starts each lobby's next."""
-        results: list[Sent] = []
+        results, self.dropped = self.dropped, []
         for lobby_id, future in list(self.running.items()):
             if not future.done():
                 continue

@@ -85,13 +85,20 @@ def test_one_lobbys_hanging_pushes_never_hold_up_another_lobbys(
     team = [_push(service, lobby.pk, f"team-{n}", n) for n in range(1, 7)]
     senders = alerts.LobbySenders(seconds=60)
     try:
-        senders.submit([*team, _push(service, other.pk, "other", 7)], vapid.broker_vapid())
+        senders.submit(team, vapid.broker_vapid())
+        service.wait_for(lambda: len(service.held) == 1)
+        senders.submit([_push(service, other.pk, "other", 7)], None)
         service.wait_for(lambda: [r.path for r in service.received] == ["/push/other"])
         # `other` arrived while team's first push still hangs and its others wait their turn.
         assert [r.path for r in service.held] == ["/push/team-1"]
         assert service.let_go == []
         senders.running[other.pk].result(timeout=30)
         assert senders.finished() == [(7, "sent")]
+        # More for team while it hangs: its queue keeps the newest PUSH_BACKLOG.
+        more = range(100, 103 + alerts.PUSH_BACKLOG)
+        senders.submit([_push(service, lobby.pk, "team-1", n) for n in more], None)
+        assert senders.finished() == [(100, "failed"), (101, "failed"), (102, "failed")]
+        assert len(senders.queued[lobby.pk]) == alerts.PUSH_BACKLOG
     finally:
         senders.shutdown()
 
