@@ -63,7 +63,7 @@ def test_a_push_service_that_hangs_or_trickles_is_let_go_after_the_limit(
     service: PushService, lobby: Lobby, mode: Any
 ) -> None:
     service.mode = mode
-    service.trickle_seconds = 0.2  # a header line every 0.2 s: no read ever times out
+    service.trickle_seconds = 0.5  # a line every 0.5 s: no read times out, 100 lines take 50 s
     assert _send_within([_push(service, lobby.pk, "slowpoke")], seconds=2) == [(1, "failed")]
     service.wait_for(lambda: service.let_go == ["/push/slowpoke"])
     assert service.received == []
@@ -103,22 +103,33 @@ def test_one_lobbys_hanging_pushes_never_hold_up_another_lobbys(
         senders.shutdown()
 
 
+# A global address the check approves; the test's network routes it to the stand-in.
+PUBLIC = "8.8.4.4"
+
+
 def test_the_push_connects_to_the_address_its_check_approved(
-    service: PushService, lobby: Lobby, monkeypatch: pytest.MonkeyPatch
+    service: PushService, lobby: Lobby, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The name resolves to the stand-in once, to an address nobody serves afterwards: the
-    push goes to the first, with the name's SNI, certificate check and Host."""
-    real = socket.getaddrinfo
-    answers = iter(["127.0.0.1"])
+    """A name (not on the allow list) resolves to a public address for the check, then to
+    a loopback one: the push goes to the checked address, with the name's SNI, certificate
+    check and Host, and never asks the name again."""
+    settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset()
+    real_resolve, real_connect = socket.getaddrinfo, socket.create_connection
+    answers = iter([PUBLIC])
     asked: list[str] = []
 
     def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         if host != NAME:
-            return real(host, port, *args, **kwargs)
+            return real_resolve(host, port, *args, **kwargs)
         asked.append(host)
-        return real(next(answers, "10.255.255.1"), port, *args, **kwargs)
+        return real_resolve(next(answers, "127.0.0.2"), port, *args, **kwargs)
+
+    def routed(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        host, port = address
+        return real_connect(("127.0.0.1" if host == PUBLIC else host, port), *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(socket, "create_connection", routed)
     push = _push(service, lobby.pk, "named")
     named = f"https://{NAME}:{service.port}/push/named"
     push = alerts.Push(lobby.pk, 1, named, push.p256dh, push.auth, push.payload)
