@@ -93,7 +93,8 @@ class _Deadline:
 
 
 class _PinnedConnection(http.client.HTTPSConnection):
-    """Connects to one approved address; SNI, certificate and Host are the endpoint's."""
+    """Connects to the approved addresses in turn, never to another; SNI, certificate and
+    Host are the endpoint's name."""
 
     def __init__(self, endpoint: Endpoint, deadline: _Deadline, context: ssl.SSLContext) -> None:
         super().__init__(endpoint.host, endpoint.port, timeout=deadline.left(), context=context)
