@@ -1,8 +1,10 @@
-"""Mail when something still waits: one mail per wait to an owner who opted in, after their
-chosen minutes, through Django's EMAIL_BACKEND (Postmark in production).
+"""Mail when something still waits: a digest to an owner who opted in, after their chosen
+minutes, at most one per owner and lobby every `MAIL_SPACING`, through Django's
+EMAIL_BACKEND (Postmark in production).
 
-No message bodies: the mail names the lobby, the agent and its owner-request line, links
-to the place on the dashboard, and carries an unsubscribe link that needs no sign-in.
+Never an agent's words: the mail names the lobby, each agent and how many of what wait on
+the owner (an agent's owner-request line is its own text, which a mail must not carry to a
+mailbox), links to the dashboard, and carries an unsubscribe link that needs no sign-in.
 RFC 8058's one-click headers go along for backends that pass headers on; postmarker's
 Django backend sends only the standard fields, so the link in the text is the one that
 always works.
@@ -11,7 +13,7 @@ always works.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,12 +22,23 @@ from django.core.mail import EmailMessage
 from django.utils import timezone
 
 from board.alert_settings import unsubscribe_token
-from board.alerts import PLACES, in_quiet_hours
+from board.alerts import in_quiet_hours
 from board.models import AlertPreferences, AlertReason, OwnerAlert
 from console.models import LobbyOwner
 from lobbies.hosts import lobby_origin
 
 log = logging.getLogger("pocolobby.alerts")
+
+# The least time between two mails to an owner about one lobby: a burst of waits is one mail.
+MAIL_SPACING = timedelta(minutes=5)
+
+# What waits, counted: (one, many).
+WHAT = {
+    AlertReason.OWNER_REQUEST: ("an owner request", "owner requests"),
+    AlertReason.MESSAGE: ("a message expecting your reply", "messages expecting your reply"),
+    AlertReason.HANDOVER: ("a conversation waiting to take over", "conversations waiting"),
+    AlertReason.ATTENTION: ("needs your attention", "needs your attention"),
+}
 
 
 @dataclass(frozen=True)
@@ -37,16 +50,32 @@ class WaitingMail:
     alert_ids: tuple[int, ...]
 
 
-def _line(alert: OwnerAlert, origin: str) -> str:
-    place = PLACES[AlertReason(alert.reason)]
-    link = f"{origin}/{place}"
-    since = alert.created_at.strftime("%H:%M UTC")
-    return f"- {alert.agent_id}: {alert.line} (waiting since {since})\n  {link}\n"
+def _agent_line(agent_id: str, alerts: list[OwnerAlert]) -> str:
+    counts = Counter(AlertReason(a.reason) for a in alerts)
+    said = []
+    for reason, (one, many) in WHAT.items():
+        count = counts.get(reason, 0)
+        if reason == AlertReason.ATTENTION and count:
+            said.append(one)
+        elif count:
+            said.append(one if count == 1 else f"{count} {many}")
+    since = min(a.created_at for a in alerts).strftime("%H:%M UTC")
+    return f"- {agent_id}: {', '.join(said)} (waiting since {since})\n"
+
+
+def _mailed_lately(lobby_ids: list[int], now: datetime) -> set[int]:
+    """The lobbies whose owner was mailed less than `MAIL_SPACING` ago."""
+    return set(
+        OwnerAlert.objects.filter(lobby_id__in=lobby_ids, mailed_at__gt=now - MAIL_SPACING)
+        .values_list("lobby_id", flat=True)
+        .distinct()
+    )
 
 
 def due_mail(now: datetime | None = None) -> list[WaitingMail]:
-    """The mails to send now: per owner and lobby, the waits past their minutes not mailed
-    yet. Reads only; `mail_pass` marks what went out."""
+    """The mails to send now: per owner and lobby, one digest of the waits past their
+    minutes not mailed yet, unless that owner had one for that lobby lately. Reads only;
+    `mail_pass` marks what went out."""
     now = now or timezone.now()
     preferences = {
         p.account_id: p
@@ -69,8 +98,11 @@ def due_mail(now: datetime | None = None) -> list[WaitingMail]:
         .select_related("lobby")
         .order_by("created_at", "pk")
     )
+    lately = _mailed_lately(list(owners), now)
     grouped: dict[int, list[OwnerAlert]] = defaultdict(list)
     for alert in waiting:
+        if alert.lobby_id in lately:
+            continue
         account = owners[alert.lobby_id]
         wanted = preferences[account.pk]
         if now - alert.created_at < timedelta(minutes=wanted.mail_after_minutes):
@@ -84,16 +116,20 @@ def due_mail(now: datetime | None = None) -> list[WaitingMail]:
         lobby = alerts[0].lobby
         origin = lobby_origin(lobby.name)
         unsubscribe = f"{origin}/push/unsubscribe/{unsubscribe_token(account)}"
-        count = len(alerts)
+        agents: dict[str, list[OwnerAlert]] = defaultdict(list)
+        for alert in alerts:
+            agents[alert.agent_id].append(alert)
         subject = (
             f"{lobby.name}: {alerts[0].agent_id} still waits on you"
-            if count == 1
-            else f"{lobby.name}: {count} things still wait on you"
+            if len(agents) == 1
+            else f"{lobby.name}: {len(agents)} agents still wait on you"
         )
         body = (
             f"In lobby {lobby.name}, still unanswered:\n\n"
-            + "".join(_line(a, origin) for a in alerts)
-            + "\nYou get one mail per wait; the next comes only when something new waits.\n"
+            + "".join(_agent_line(agent_id, theirs) for agent_id, theirs in agents.items())
+            + f"\nOpen the dashboard to answer: {origin}/#waiting\n"
+            + f"\nAt most one mail every {MAIL_SPACING.seconds // 60} minutes per lobby; "
+            + "the next comes only when something new waits.\n"
             + f"Stop these mails (no sign-in needed): {unsubscribe}\n"
         )
         mails.append(

@@ -10,7 +10,7 @@ from datetime import time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core import signing
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from board.models import AlertPreferences, BoardConfig, PushSubscription
@@ -18,10 +18,12 @@ from board.push_endpoints import EndpointRefused, check_endpoint
 from console.access import Visitor
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import Account
-from lobbies.errors import bad_request, forbidden, not_found
+from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
 from lobbies.models import AuditAction, Lobby
 
 UNSUBSCRIBE_SALT = "pocolobby.alert-mail.unsubscribe"
+# Devices one person may have this lobby's pushes on; a new one beyond replaces the oldest.
+MAX_DEVICES = 10
 
 
 def may_get_pushes(visitor: Visitor, lobby: Lobby) -> bool:
@@ -72,7 +74,8 @@ class DeviceKeys:
 def subscribe_device(
     visitor: Visitor, lobby: Lobby, endpoint: str, keys: DeviceKeys
 ) -> PushSubscription:
-    """Store this device's subscription for `visitor`, replacing one with the same endpoint."""
+    """Store this device's subscription for `visitor`: the same endpoint again refreshes
+    its keys; another person's endpoint is refused (409 push_endpoint_taken)."""
     if not may_get_pushes(visitor, lobby):
         raise forbidden(
             "forbidden", "only this lobby's owner (or a viewer the owner allows) gets its pushes"
@@ -86,18 +89,48 @@ def subscribe_device(
         check_endpoint(endpoint)
     except EndpointRefused as refused:
         raise bad_request(str(refused), code="push_endpoint_refused") from None
-    with transaction.atomic():
-        subscription, _ = PushSubscription.objects.update_or_create(
-            lobby=lobby,
-            endpoint=endpoint,
-            defaults={
-                "account": visitor.account,
-                "p256dh": keys.p256dh,
-                "auth": keys.auth,
-                "created_at": timezone.now(),
-            },
-        )
-    return subscription
+    account_id = visitor.account.pk if visitor.account is not None else None
+    try:
+        with transaction.atomic():
+            return _store_subscription(lobby, account_id, endpoint, keys)
+    except IntegrityError:  # the same endpoint stored by another request meanwhile
+        raise _taken() from None
+
+
+def _taken() -> BrokerError:
+    return conflict(
+        "push_endpoint_taken",
+        "this device's notifications in this lobby belong to another person; "
+        "they turn them off first",
+    )
+
+
+def _store_subscription(
+    lobby: Lobby, account_id: int | None, endpoint: str, keys: DeviceKeys
+) -> PushSubscription:
+    """The same endpoint again refreshes its keys, for its own person only: a subscription
+    never changes hands. A person's `MAX_DEVICES`-th and later push out their oldest."""
+    now = timezone.now()
+    fresh = {"p256dh": keys.p256dh, "auth": keys.auth, "created_at": now}
+    existing = (
+        PushSubscription.objects.select_for_update().filter(lobby=lobby, endpoint=endpoint).first()
+    )
+    if existing is not None:
+        if existing.account_id != account_id:
+            raise _taken()
+        PushSubscription.objects.filter(pk=existing.pk).update(**fresh)
+        existing.refresh_from_db()
+        return existing
+    theirs = PushSubscription.objects.filter(lobby=lobby)
+    if account_id is None:
+        theirs = theirs.filter(account__isnull=True)  # the local operator
+    else:
+        theirs = theirs.filter(account_id=account_id)
+    oldest = theirs.order_by("-created_at", "-pk").values_list("pk", flat=True)[MAX_DEVICES - 1 :]
+    PushSubscription.objects.filter(pk__in=list(oldest)).delete()
+    return PushSubscription.objects.create(
+        lobby=lobby, account_id=account_id, endpoint=endpoint, **fresh
+    )
 
 
 def unsubscribe_device(visitor: Visitor, lobby: Lobby, endpoint: str) -> int:

@@ -6,8 +6,10 @@ Three steps, each run by the serve loop (pocolobby/loops.py), never by a request
 needs attention, a new conversation waiting for a hand over, an owner reply that answers a
 message) into `OwnerAlert` rows and settles the ones answered; `take_pushes` decides, in one
 transaction, which pushes go out now (one per agent per minute, none in a person's quiet
-hours); `send_pushes` sends them after commit with pywebpush and drops a subscription the
-push service says is gone (404/410).
+hours); `send_pushes` sends them after commit with pywebpush, each bounded in time and
+connected to the address its check approved, and drops a subscription the push service
+says is gone (404/410). `LobbySenders` keeps lobbies apart: one lobby's hanging push
+service never delays another lobby's pushes.
 A message to `owner` that expects a reply queues its alert from the send's own transaction:
 `notify_owner_of_message`, registered with lobbies/hooks.py by board/apps.py.
 
@@ -17,6 +19,7 @@ a message body.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 from collections import defaultdict
@@ -27,7 +30,6 @@ from email.utils import parseaddr
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import requests
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -42,6 +44,7 @@ from board.models import (
     PushSubscription,
 )
 from board.push_endpoints import EndpointRefused, check_endpoint
+from board.push_transport import PinnedSession, PushUnanswered
 from console.models import DashboardViewer, LobbyOwner
 from lobbies import presence
 from lobbies.hosts import account_origin, hosted
@@ -52,7 +55,13 @@ log = logging.getLogger("pocolobby.alerts")
 
 COALESCE = timedelta(minutes=1)
 PUSH_TTL_SECONDS = 12 * 60 * 60
-PUSH_TIMEOUT_SECONDS = 10
+# A push's whole time, connect to answer: a push service that hangs or trickles is
+# abandoned after it (board/push_transport.py).
+PUSH_SECONDS = 10.0
+# Lobbies sent at once, one worker each, and the pushes a lobby may have waiting for its
+# worker (LobbySenders).
+PUSH_WORKERS = 8
+PUSH_BACKLOG = 50
 GONE = (404, 410)
 
 # Where a tap opens, relative to the lobby's pages.
@@ -293,6 +302,7 @@ def receiving_subscriptions(lobby: Lobby) -> list[PushSubscription]:
 
 @dataclass(frozen=True)
 class Push:
+    lobby_id: int
     subscription_id: int
     endpoint: str
     p256dh: str
@@ -359,21 +369,13 @@ def _pushes_for(lobby: Lobby, alerts: list[OwnerAlert], now: datetime) -> list[P
     preferences = _preferences(s.account_id for s in subscriptions)
     payload = payload_of(lobby, alerts)
     return [
-        Push(s.pk, s.endpoint, s.p256dh, s.auth, payload)
+        Push(lobby.pk, s.pk, s.endpoint, s.p256dh, s.auth, payload)
         for s in subscriptions
         if not in_quiet_hours(preferences.get(s.account_id), now)
     ]
 
 
 # --- step 3: send, after commit ------------------------------------------------------------
-
-
-class NoRedirects(requests.Session):
-    """A push service answers; it never sends the broker somewhere else."""
-
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
-        kwargs["allow_redirects"] = False
-        return super().request(*args, **kwargs)
 
 
 def vapid_subject() -> str:
@@ -387,9 +389,11 @@ def vapid_subject() -> str:
 Sent = tuple[int, str]  # (subscription id, "sent" | "gone" | "failed" | "refused")
 
 
-def send_pushes(pushes: list[Push], vapid: Any) -> list[Sent]:
-    """Send each push; touches no database, so the loop runs it on a thread of its own
-    (on SQLite the one database thread must never wait for a push service).
+def send_pushes(pushes: list[Push], vapid: Any, seconds: float = PUSH_SECONDS) -> list[Sent]:
+    """Send each push, each within `seconds` from connect to answer, to the address its
+    endpoint check approved (board/push_transport.py). Touches no database, so the loop
+    runs it on a thread of its own (on SQLite the one database thread must never wait for
+    a push service).
 
     Logs name the subscription's number, never its endpoint (a capability URL) or keys.
     """
@@ -399,43 +403,96 @@ def send_pushes(pushes: list[Push], vapid: Any) -> list[Sent]:
     )
 
     results: list[Sent] = []
-    if not pushes:
-        return results
-    session = NoRedirects()
-    try:
-        for push in pushes:
-            number = push.subscription_id
-            try:
-                check_endpoint(push.endpoint)
-                webpush(
-                    {"endpoint": push.endpoint, "keys": {"p256dh": push.p256dh, "auth": push.auth}},
-                    data=json.dumps(push.payload),
-                    vapid_private_key=vapid,
-                    vapid_claims={"sub": vapid_subject()},
-                    content_encoding="aes128gcm",
-                    timeout=PUSH_TIMEOUT_SECONDS,
-                    ttl=PUSH_TTL_SECONDS,
-                    headers={"Urgency": "high"},
-                    requests_session=session,
-                )
-                results.append((number, "sent"))
-            except EndpointRefused as refused:
-                log.warning("push subscription %s refused: %s", number, refused)
-                results.append((number, "refused"))
-            except WebPushException as error:
-                status = error.response.status_code if error.response is not None else None
-                if status in GONE:
-                    log.info("push subscription %s is gone (%s): dropped", number, status)
-                    results.append((number, "gone"))
-                else:
-                    log.warning("push to subscription %s failed with %s", number, status)
-                    results.append((number, "failed"))
-            except (requests.RequestException, ValueError) as error:
-                log.warning("push to subscription %s failed: %s", number, type(error).__name__)
+    for push in pushes:
+        number = push.subscription_id
+        try:
+            endpoint = check_endpoint(push.endpoint)
+            webpush(
+                {"endpoint": push.endpoint, "keys": {"p256dh": push.p256dh, "auth": push.auth}},
+                data=json.dumps(push.payload),
+                vapid_private_key=vapid,
+                vapid_claims={"sub": vapid_subject()},
+                content_encoding="aes128gcm",
+                timeout=seconds,
+                ttl=PUSH_TTL_SECONDS,
+                headers={"Urgency": "high"},
+                requests_session=PinnedSession(endpoint, seconds),
+            )
+            results.append((number, "sent"))
+        except EndpointRefused as refused:
+            log.warning("push subscription %s refused: %s", number, refused)
+            results.append((number, "refused"))
+        except WebPushException as error:
+            status = error.response.status_code if error.response is not None else None
+            if status in GONE:
+                log.info("push subscription %s is gone (%s): dropped", number, status)
+                results.append((number, "gone"))
+            else:
+                log.warning("push to subscription %s failed with %s", number, status)
                 results.append((number, "failed"))
-    finally:
-        session.close()
+        except PushUnanswered as error:
+            log.warning("push to subscription %s failed: %s", number, error)
+            results.append((number, "failed"))
+        except ValueError as error:
+            log.warning("push to subscription %s failed: %s", number, type(error).__name__)
+            results.append((number, "failed"))
     return results
+
+
+class LobbySenders:
+    """Each lobby's pushes go out on a worker of one bounded pool, one worker per lobby at
+    a time: a lobby whose push services hang holds one worker (each push for at most
+    `PUSH_SECONDS`), and later pushes of that lobby queue behind its own, never another's.
+
+    A lobby's queue keeps its newest `PUSH_BACKLOG` pushes; older ones are dropped as
+    failed, so a lobby whose services hang for hours holds no growing list.
+    Used by one thread (the alerts loop): `submit` hands over, `finished` collects what
+    the workers have done, neither waits for a push service.
+    """
+
+    def __init__(self, workers: int = PUSH_WORKERS, seconds: float = PUSH_SECONDS) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="push")
+        self.seconds = seconds
+        self.running: dict[int, concurrent.futures.Future[list[Sent]]] = {}
+        self.queued: dict[int, list[Push]] = defaultdict(list)
+        self.vapid: Any = None
+        self.dropped: list[Sent] = []
+
+    def submit(self, pushes: list[Push], vapid: Any) -> None:
+        if vapid is not None:
+            self.vapid = vapid
+        for push in pushes:
+            self.queued[push.lobby_id].append(push)
+        for lobby_id, queue in self.queued.items():
+            if len(queue) > PUSH_BACKLOG:
+                old, self.queued[lobby_id] = queue[:-PUSH_BACKLOG], queue[-PUSH_BACKLOG:]
+                log.warning(
+                    "lobby %s: %s pushes dropped behind a slow push service", lobby_id, len(old)
+                )
+                self.dropped.extend((push.subscription_id, "failed") for push in old)
+        self._start()
+
+    def _start(self) -> None:
+        for lobby_id in [id_ for id_ in self.queued if id_ not in self.running]:
+            pushes = self.queued.pop(lobby_id)
+            self.running[lobby_id] = self.pool.submit(send_pushes, pushes, self.vapid, self.seconds)
+
+    def finished(self) -> list[Sent]:
+        """What the workers finished since the last call; starts each lobby's next."""
+        results, self.dropped = self.dropped, []
+        for lobby_id, future in list(self.running.items()):
+            if not future.done():
+                continue
+            del self.running[lobby_id]
+            try:
+                results.extend(future.result())
+            except Exception:
+                log.exception("the pushes of lobby %s failed", lobby_id)
+        self._start()
+        return results
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def record_sends(results: list[Sent]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from board import alert_mail, alerts, refresh
+from board import alert_mail, alert_senders, alerts, refresh
 from board.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies import timers
@@ -205,24 +205,17 @@ class AlertWork:
     vapid: Vapid02 | None = None
 
 
-def _find_alert_work() -> AlertWork:
+def _find_alert_work(with_mail: bool) -> AlertWork:
+    """The pushes to send (marked taken), and the mails due when none are still going out
+    (mail is marked only once sent, so a pass must not find the same again meanwhile)."""
     close_old_connections()
     if access_closed():  # restore mode: nothing goes out until the operator finishes it
         return AlertWork()
     alerts.watch_lobbies()
-    work = AlertWork(alerts.take_pushes(), alert_mail.due_mail())
+    work = AlertWork(alerts.take_pushes(), alert_mail.due_mail() if with_mail else [])
     if work.pushes:
         work.vapid = broker_vapid()
     return work
-
-
-def _send_alert_work(work: AlertWork) -> tuple[list[alerts.Sent], list[int]]:
-    """The network half: no database here."""
-    sent = alerts.send_pushes(work.pushes, work.vapid)
-    mailed = [
-        pk for mail in work.mails if alert_mail.send_waiting_mail(mail) for pk in mail.alert_ids
-    ]
-    return sent, mailed
 
 
 def _record_alert_work(sent: list[alerts.Sent], mailed: list[int]) -> None:
@@ -234,24 +227,26 @@ async def run_alerts() -> None:
     """Every two seconds, in one process at a time: the owner's pushes and mail.
 
     The database steps run where all database work runs (on SQLite, its one thread); the
-    pushes and mail go out on a thread of their own, so a slow push or mail service never
-    holds up requests, sockets or the dispatcher's timers. Its own lock, apart from the
-    dispatcher's.
+    pushes go out on a pool of their own, one worker per lobby at a time, and mail on a
+    thread of its own (board/alert_senders.py): a slow push or mail service
+    never holds up requests, sockets, the dispatcher's timers, another lobby's pushes or
+    the mail. The pass never waits for a send; it records what finished since the last.
+    Its own lock, apart from the dispatcher's.
     """
     leadership = Leadership(ALERTS_LOCK_KEY)
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
     find = database_sync_to_async(_find_alert_work, thread_sensitive=False)
     record = database_sync_to_async(_record_alert_work, thread_sensitive=False)
-    loop = asyncio.get_running_loop()
-    sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alerts")
+    senders = alert_senders.AlertSenders()
     try:
         while True:
             try:
+                sent, mailed = senders.finished()
+                if sent or mailed:
+                    await record(sent, mailed)
                 if await hold():
-                    work = await find()
-                    if work.pushes or work.mails:
-                        sent, mailed = await loop.run_in_executor(sender, _send_alert_work, work)
-                        await record(sent, mailed)
+                    work = await find(senders.mail_free)
+                    senders.submit(work.pushes, work.vapid, work.mails)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -259,7 +254,7 @@ async def run_alerts() -> None:
             await asyncio.sleep(ALERT_SECONDS)
     finally:
         leadership.release()
-        sender.shutdown(wait=False)
+        senders.shutdown()
 
 
 def _refresh_and_close(lobby_id: int) -> refresh.RefreshOutcome:

@@ -1,6 +1,12 @@
 """A push service stand-in on loopback: https with a certificate made for 127.0.0.1, which
 keeps every push it is sent and answers what the test tells it to.
 
+Modes, for all endpoints (`mode`) or one endpoint's name (`modes[name]`), as the probe's
+push services behaved: "answer" (at once), "slow" (after `slow_seconds`), "hang" (takes
+the request, never answers) and "trickle" (a status line, then one header line every
+`trickle_seconds`, never ending). Hanging and trickling stop when the broker lets go or
+the stand-in closes.
+
 `Device` is the browser's side of a subscription: its P-256 key pair and auth secret, so a
 test decrypts each push (aes128gcm, RFC 8291) exactly as the browser would, and checks the
 VAPID JWT (RFC 8292) against the broker's public key.
@@ -16,10 +22,12 @@ import os
 import ssl
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import http_ece
 from cryptography import x509
@@ -98,6 +106,10 @@ def verify_vapid(authorization: str, public_key: str, audience: str) -> dict[str
     return claims
 
 
+# The name the certificate is also made for: a test resolves it to 127.0.0.1.
+NAME = "push.stand-in.test"
+
+
 def _certificate(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "push stand-in")])
@@ -111,7 +123,9 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName(NAME)]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -129,12 +143,23 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+Mode = Literal["answer", "slow", "hang", "trickle"]
+
+
 class PushService:
     """Start with `with PushService() as service:`; `service.ca` is the file to trust."""
 
     def __init__(self) -> None:
         self.received: list[Received] = []
+        self.held: list[Received] = []  # taken by "hang" or "trickle", never answered
+        self.let_go: list[str] = []  # paths whose held request the broker abandoned
         self.status = 201
+        self.mode: Mode = "answer"
+        self.modes: dict[str, Mode] = {}
+        self.slow_seconds = 2.0
+        self.trickle_seconds = 1.0
+        self.closing = threading.Event()
+        self.changed = threading.Condition()
         self._dir = tempfile.TemporaryDirectory(prefix="push-stand-in-")
         self.ca, key = _certificate(Path(self._dir.name))
         service = self
@@ -144,10 +169,48 @@ class PushService:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                service.received.append(Received(self.path, headers, body))
+                push = Received(self.path, headers, body)
+                mode = service.modes.get(self.path.rsplit("/", 1)[-1], service.mode)
+                if mode in ("hang", "trickle"):
+                    service._note(service.held, push)
+                    self._hold(mode)
+                    service._note(service.let_go, push.path)
+                    return
+                if mode == "slow":
+                    service.closing.wait(service.slow_seconds)
+                service._note(service.received, push)
                 self.send_response(service.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _hold(self, mode: Mode) -> None:
+                """Until the broker lets go (its socket closes) or the stand-in closes."""
+                self.connection.settimeout(0.2)
+                try:
+                    if mode == "trickle":
+                        self.wfile.write(b"HTTP/1.1 201 Created\r\n")
+                    line = 0
+                    while not service.closing.is_set():
+                        if mode == "trickle":
+                            line += 1
+                            self.wfile.write(f"X-Trickle-{line}: 1\r\n".encode())
+                            self.wfile.flush()
+                        ends = time.monotonic() + service.trickle_seconds
+                        while time.monotonic() < ends and not service.closing.is_set():
+                            if self._gone():
+                                return
+                except OSError:
+                    return
+                finally:
+                    self.close_connection = True
+
+            def _gone(self) -> bool:
+                try:
+                    return self.connection.recv(1) == b""
+                except TimeoutError:
+                    return False
+                except (OSError, ValueError):
+                    return True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -164,11 +227,22 @@ class PushService:
     def endpoint(self, name: str) -> str:
         return f"{self.origin}/push/{name}"
 
+    def _note(self, into: list[Any], item: Any) -> None:
+        with self.changed:
+            into.append(item)
+            self.changed.notify_all()
+
+    def wait_for(self, fact: Callable[[], bool], seconds: float = 60.0) -> None:
+        """Until `fact()` holds; fails the test if it does not within `seconds`."""
+        with self.changed:
+            assert self.changed.wait_for(fact, seconds), "the push stand-in never saw it"
+
     def __enter__(self) -> PushService:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
         self._dir.cleanup()

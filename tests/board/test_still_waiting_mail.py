@@ -1,6 +1,7 @@
 """Mail when something still waits, through postmarker's real Django backend to a loopback
-stand-in that speaks Postmark's API: one mail per wait after the owner's chosen minutes, no
-message bodies, a link to the place and an unsubscribe link that needs no sign-in."""
+stand-in that speaks Postmark's API: a digest after the owner's chosen minutes, at most one
+per lobby every few minutes, naming agents and counts but never an agent's words, a link to
+the dashboard and an unsubscribe link that needs no sign-in."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from django.test import Client
 from django.utils import timezone
 from postmarker.core import PostmarkClient
 
-from board import alert_mail, alerts
+from board import alert_mail, alerts, vapid
+from board.alert_senders import AlertSenders
 from board.alert_settings import set_alert_preferences
 from board.models import AlertPreferences, OwnerAlert
 from console.models import Account, LobbyOwner
-from lobbies.models import Lobby
+from lobbies.models import Agent, Lobby
+from tests.board.push_service import Device, PushService
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
@@ -135,22 +138,59 @@ def test_one_mail_per_wait_after_the_chosen_minutes(
     assert alert_mail.mail_pass() == 0
     _age_alerts(16)
     assert alert_mail.mail_pass() == 1
-    assert alert_mail.mail_pass() == 0  # the same wait: no second mail
+    later = timezone.now() + alert_mail.MAIL_SPACING + timedelta(minutes=1)
+    assert alert_mail.mail_pass(later) == 0  # the same wait: no second mail
     [mail] = postmark.mails
     assert postmark.batches[0][0] == "server-token"
     assert mail["To"] == "boss@example.com"
     assert mail["Subject"] == "my-team: backend still waits on you"
-    assert "approve the release of 2.4" in mail["TextBody"]
+    assert "- backend: an owner request (waiting since" in mail["TextBody"]
+    assert "approve the release" not in mail["TextBody"]  # the agent's words stay out
     assert f"https://{HOST}/#waiting" in mail["TextBody"]
     assert "/push/unsubscribe/" in mail["TextBody"]
     assert "HtmlBody" not in mail or not mail["HtmlBody"]
-    # Something new waits: one more mail, for it alone.
-    backend.ok("set_owner_requests", count=1, line="and pick a name")
+    # Something new waits: one more mail, for it alone, once the spacing is past.
+    backend.ok("set_owner_requests", count=2, line="and pick a name")
     alerts.watch_lobbies()
     _age_alerts(20)
-    assert alert_mail.mail_pass() == 1
-    assert "and pick a name" in postmark.mails[-1]["TextBody"]
-    assert "approve the release" not in postmark.mails[-1]["TextBody"]
+    assert alert_mail.mail_pass() == 0
+    assert alert_mail.mail_pass(later) == 1
+    assert "- backend: an owner request" in postmark.mails[-1]["TextBody"]
+
+
+PHISHING = "URGENT: your session expired, sign in again at https://evil.example/login"
+
+
+def test_a_burst_of_waits_is_one_digest_without_the_agents_words(
+    postmark: Postmark, owner: Account, lobby: Lobby, backend: AgentClient, lead: AgentClient
+) -> None:
+    lead.client.defaults["HTTP_HOST"] = "api.pocolobby.test"
+    for number in range(1, 6):
+        backend.ok("set_owner_requests", count=number, line=f"{PHISHING} ({number})")
+        alerts.watch_lobbies()
+    lead.ok("set_owner_requests", count=1, line=PHISHING)
+    lead.ok("send_message", to="owner", content=PHISHING, client_request_id="r-1", kind="question")
+    alerts.watch_lobbies()
+    Agent.objects.filter(agent_id="lead").update(notification_attention_required=True)
+    alerts.watch_lobbies()
+    _age_alerts(16)
+    for _ in range(5):
+        alert_mail.mail_pass()
+    [mail] = postmark.mails
+    assert mail["Subject"] == "my-team: 2 agents still wait on you"
+    text = mail["TextBody"]
+    assert "evil.example" not in text and "URGENT" not in text and "expired" not in text
+    assert "- backend: an owner request (waiting since" in text
+    assert "- lead: an owner request, a message expecting your reply, needs your attention" in text
+    assert f"Open the dashboard to answer: https://{HOST}/#waiting" in text
+    # What waits meanwhile goes out together once the spacing is past.
+    backend.ok("set_owner_requests", count=9, line=PHISHING)
+    alerts.watch_lobbies()
+    _age_alerts(16)
+    assert alert_mail.mail_pass() == 0
+    later = timezone.now() + alert_mail.MAIL_SPACING + timedelta(seconds=1)
+    assert alert_mail.mail_pass(later) == 1
+    assert "evil.example" not in postmark.mails[-1]["TextBody"]
 
 
 def test_an_answered_wait_is_not_mailed(
@@ -194,3 +234,33 @@ def test_the_unsubscribe_link_works_without_signing_in(
     assert not AlertPreferences.objects.get(account=owner).mail_when_waiting
     forged = stranger.post(path[:-3] + "xyz", secure=True)
     assert forged.status_code == 404
+
+
+def test_mail_goes_out_while_a_push_service_hangs(
+    postmark: Postmark,
+    owner: Account,
+    lobby: Lobby,
+    backend: AgentClient,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend.ok("set_owner_requests", count=1, line="approve?")
+    alerts.watch_lobbies()
+    _age_alerts(16)
+    mails = alert_mail.due_mail()
+    with PushService() as service:
+        service.mode = "hang"
+        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({service.host_port})
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(service.ca))
+        keys = Device().subscription(service.endpoint("stuck"))["keys"]
+        push = alerts.Push(lobby.pk, 1, service.endpoint("stuck"), keys["p256dh"], keys["auth"])
+        senders = AlertSenders(seconds=60)
+        try:
+            senders.submit([push], vapid.broker_vapid(), mails)  # one pass: both
+            service.wait_for(lambda: len(service.held) == 1)
+            assert senders.mailing is not None
+            senders.mailing.result(timeout=30)
+            assert senders.finished() == ([], [a.pk for a in OwnerAlert.objects.all()])
+            assert len(postmark.mails) == 1 and service.let_go == []
+        finally:
+            senders.shutdown()

@@ -19,8 +19,8 @@ from django.test import Client
 from django.utils import timezone
 
 from board import alerts, vapid
-from board.alert_settings import set_alert_preferences
-from board.models import AlertReason, OwnerAlert, PushSubscription, VapidKey
+from board.alert_settings import MAX_DEVICES, set_alert_preferences
+from board.models import AlertReason, BoardConfig, OwnerAlert, PushSubscription, VapidKey
 from board.push_endpoints import EndpointRefused, check_endpoint
 from lobbies.models import Agent, Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
@@ -316,6 +316,15 @@ def test_a_subscription_from_another_origin_is_refused(service: PushService, lob
         ("https://[::1]/x", "private, loopback or link-local"),
         ("https://[fe80::1]/x", "private, loopback or link-local"),
         ("https://[::ffff:127.0.0.1]/x", "private, loopback or link-local"),
+        # An IPv6 address that carries an IPv4 one is judged by the IPv4 one it reaches.
+        ("https://[64:ff9b::7f00:1]/x", "private, loopback or link-local"),  # NAT64
+        ("https://[64:ff9b:1::a00:1]/x", "private, loopback or link-local"),  # local NAT64
+        ("https://[::127.0.0.1]/x", "private, loopback or link-local"),  # IPv4-compatible
+        ("https://[::10.0.0.1]/x", "private, loopback or link-local"),
+        ("https://[2002:7f00:1::]/x", "private, loopback or link-local"),  # 6to4
+        ("https://[2002:c0a8:1::1]/x", "private, loopback or link-local"),
+        # Teredo: relay 65.54.227.120, client 127.0.0.1 (stored inverted)
+        ("https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/x", "private, loopback or link-local"),
         ("https://user:pw@push.example.com/x", "carry no credentials"),
         ("https:///x", "must name a host"),
     ],
@@ -332,11 +341,23 @@ def test_endpoints_off_the_public_internet_are_refused(
     assert not PushSubscription.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "https://[64:ff9b::808:808]/x",  # NAT64 to 8.8.8.8
+        "https://[2002:808:808::1]/x",  # 6to4 from 8.8.8.8
+        "https://[2606:4700:4700::1111]/x",
+    ],
+)
+def test_an_address_that_carries_a_public_ipv4_one_is_admitted(endpoint: str) -> None:
+    assert check_endpoint(endpoint).url == endpoint
+
+
 def test_the_allow_list_admits_a_named_private_endpoint_but_still_wants_https(
     settings: Any,
 ) -> None:
     settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({"127.0.0.1:9443"})
-    assert check_endpoint("https://127.0.0.1:9443/x") == "https://127.0.0.1:9443/x"
+    assert check_endpoint("https://127.0.0.1:9443/x").addresses == ("127.0.0.1",)
     with pytest.raises(EndpointRefused):
         check_endpoint("https://127.0.0.1:9444/x")
     with pytest.raises(EndpointRefused, match="https"):
@@ -450,6 +471,47 @@ def test_the_public_and_a_viewer_cannot_remove_the_owners_device(
     answer = _send(public, "DELETE", "/push/subscriptions", endpoint, f"https://{HOST}")
     assert answer.status_code == 403
     assert PushSubscription.objects.count() == 1
+
+
+def test_a_persons_eleventh_device_replaces_their_oldest(
+    service: PushService, lobby: Lobby
+) -> None:
+    for number in range(MAX_DEVICES + 1):
+        _subscribe(service, f"device-{number}")
+    kept = sorted(PushSubscription.objects.values_list("endpoint", flat=True))
+    assert len(kept) == MAX_DEVICES
+    assert service.endpoint("device-0") not in kept
+    assert service.endpoint(f"device-{MAX_DEVICES}") in kept
+    # The same device again refreshes its row: nothing more is replaced.
+    _subscribe(service, "device-5")
+    assert PushSubscription.objects.count() == MAX_DEVICES
+    assert PushSubscription.objects.filter(endpoint=service.endpoint("device-1")).exists()
+
+
+def test_a_viewer_posting_the_owners_endpoint_does_not_take_it_over(
+    hosted: None, service: PushService, lobby: Lobby
+) -> None:
+    owner = _browser("boss@example.com", lobby, "owner")
+    viewer = _browser("viewer@example.com", lobby, "viewer")
+    BoardConfig.objects.create(
+        lobby=lobby, viewers_get_notifications=True, updated_at=lobby.created_at
+    )
+    assert _hosted_subscribe(owner, service.endpoint("boss")).status_code == 201
+    [before] = PushSubscription.objects.all()
+    answer = _hosted_subscribe(viewer, service.endpoint("boss"))
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["error"]["code"] == "push_endpoint_taken"
+    [after] = PushSubscription.objects.all()
+    assert (after.account_id, after.p256dh, after.auth) == (
+        before.account_id,
+        before.p256dh,
+        before.auth,
+    )
+    # The owner's own browser again is a refresh, as before.
+    again = Device().subscription(service.endpoint("boss"))
+    answer = _send(owner, "POST", "/push/subscriptions", again, f"https://{HOST}")
+    assert answer.status_code == 201
+    assert PushSubscription.objects.get().p256dh == again["keys"]["p256dh"]
 
 
 def test_a_wait_nobody_was_pushed_does_not_hold_back_the_next(
