@@ -203,7 +203,13 @@ def _set_claude_local_settings(directory: Path, name: str, config: Path, hooks: 
         said.append("set the UserPromptSubmit and Stop hooks (turns, tokens)")
     path.parent.mkdir(exist_ok=True)
     _write_atomically(path, data)
-    return f"in {path}: " + "; ".join(said)
+    trust = (
+        ""
+        if any((folder / ".git").exists() for folder in (directory, *directory.parents))
+        else " (outside a git repository Claude Code reads them once it trusts this folder: "
+        "its first launch here asks)"
+    )
+    return f"in {path}: " + "; ".join(said) + trust
 
 
 def _keep_out_of_git(path: Path, directory: Path) -> list[str]:

@@ -5,6 +5,7 @@ CLI; and a bridge started from exactly the command that entry names.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.claude_code import claude_executable
 from tests.bridge.host import Host
 from tests.bridge.npm_hosts import npm_host
 from tests.server import REPO_ROOT, Broker, clean_env
@@ -268,3 +270,87 @@ def test_gemini_cli_lists_the_entry_connect_wrote_as_connected(tmp_path: Path):
     )  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 0 and re.search(listed.pattern + " - Connected", out), out
+
+
+def test_connect_sets_claude_codes_approval_status_line_and_hooks_once_keeping_the_rest(
+    tmp_path: Path,
+):
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    local = project / ".claude" / "settings.local.json"
+    theirs = {"matcher": "", "hooks": [{"type": "command", "command": "notify-send done"}]}
+    local.write_text(
+        json.dumps({"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [theirs]}})
+    )
+    config = agent_file(tmp_path)
+
+    for _ in range(2):
+        done = connect(project, "--config", str(config))
+        assert done.returncode == 0, done.stderr
+    assert (
+        "approved pocolobby; set the status line (plan usage); set the UserPromptSubmit"
+        in done.stdout
+    )
+    settings = json.loads(local.read_text())
+    assert settings["permissions"] == {"allow": ["Bash(ls)"]}
+    assert settings["enabledMcpjsonServers"] == ["pocolobby"]
+    assert settings["statusLine"]["command"].endswith(f"statusline --config {config}")
+    hook = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert (
+        hook.endswith(f"hook --config {config}") and len(settings["hooks"]["UserPromptSubmit"]) == 1
+    )
+    assert settings["hooks"]["Stop"][0] == theirs and len(settings["hooks"]["Stop"]) == 2
+
+    # Another agent's configuration in the same project replaces ours, never adds a second.
+    other = agent_file(tmp_path, "other.json")
+    assert connect(project, "--config", str(other)).returncode == 0
+    settings = json.loads(local.read_text())
+    assert [g["hooks"][0]["command"].split()[-1] for g in settings["hooks"]["Stop"]] == [
+        "done",
+        str(other),
+    ]
+
+
+def test_connect_keeps_someone_elses_status_line_and_no_hooks_skips_them(tmp_path: Path):
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    local = project / ".claude" / "settings.local.json"
+    local.write_text(json.dumps({"statusLine": {"type": "command", "command": "my-line"}}))
+    done = connect(project, "--config", str(agent_file(tmp_path)))
+    assert "kept your own status line" in done.stdout
+    assert json.loads(local.read_text())["statusLine"]["command"] == "my-line"
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    skipped = connect(bare, "--config", str(agent_file(tmp_path)), "--no-hooks")
+    assert skipped.returncode == 0, skipped.stderr
+    settings = json.loads((bare / ".claude" / "settings.local.json").read_text())
+    assert settings == {"enabledMcpjsonServers": ["pocolobby"]}
+
+
+def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(tmp_path: Path):
+    claude = claude_executable()
+    if claude is None:
+        if os.environ.get("POCOLOBBY_REQUIRE_CLAUDE_CODE") == "1":
+            raise RuntimeError("POCOLOBBY_REQUIRE_CLAUDE_CODE=1 but Claude Code is missing")
+        pytest.skip("real Claude Code is not installed (POCOLOBBY_CLAUDE)")
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    # A repository, as projects are: outside one Claude Code reads the project's settings only
+    # once its folder is trusted (the first launch asks), and connect says so.
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    config = agent_file(home)
+    assert connect(project, "--config", str(config), env={"HOME": str(home)}).returncode == 0
+    listed = subprocess.run(
+        [claude, "mcp", "list"],
+        cwd=project,
+        env=clean_env({"HOME": str(home)}),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("pocolobby:"))
+    assert "Connected" in line and "Pending approval" not in line, listed.stdout
