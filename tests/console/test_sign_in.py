@@ -23,8 +23,10 @@ from tests.console.conftest import (
     post_json,
     sign_in,
 )
+from tests.console.hosted_server import SIGN_IN_COOKIE, hosted_server, sign_in_cookie
 
 pytestmark = pytest.mark.usefixtures("hosted")
+__all__ = ["hosted_server"]  # a fixture used here by name
 
 WRONG = "000000"
 
@@ -348,6 +350,27 @@ def test_code_requests_from_eight_networks_within_a_minute_mail_one_code(alice):
     assert [a.status_code for a in answers] == [200] + [429] * 7
     assert "less than a minute ago" in answers[-1].json()["error"]["message"]
     assert len(mail.outbox) == 1 and SignInCode.objects.count() == 1
+
+
+@pytest.mark.slow
+def test_over_a_real_server_eight_networks_asking_within_a_minute_get_one_mail(hosted_server):
+    """Eight source addresses, each its own network to the broker: one code is mailed, the
+    seven refused requests replace nothing, and the one that was mailed signs in."""
+    hosted_server.admin("POST", "/accounts", {"email": "alice@example.com"})
+    answers = []
+    for network in NETWORKS:
+        with hosted_server.client(source=network) as client:
+            answers.append(client.post("/sign-in", json={"email": "alice@example.com"}))
+    assert [a.status_code for a in answers] == [200] + [429] * 7, answers[-1].text
+    assert all("less than a minute ago" in a.text for a in answers[1:])
+    code = hosted_server.code_for("alice@example.com")
+    with hosted_server.client(source=NETWORKS[0]) as client:
+        signed = client.post(
+            "/sign-in/code",
+            json={"email": "alice@example.com", "code": code},
+            headers={"Cookie": f"{SIGN_IN_COOKIE}={sign_in_cookie(answers[0])}"},
+        )
+    assert signed.status_code == 200, signed.text
 
 
 def test_a_new_code_replaces_the_old_one_whichever_browser_asked(alice):
