@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -103,6 +103,17 @@ def _new_code() -> str:
     return f"{secrets.randbelow(1_000_000):06d}"
 
 
+def _held_code_row(email: str, now: datetime) -> SignInCode:
+    """The address's code row, locked for this transaction (made empty and expired if there is
+    none), so an address's requests are counted one at a time: PostgreSQL would otherwise run
+    two side by side, and both would pass the minute's limit."""
+    key = code_key(email)
+    SignInCode.objects.get_or_create(
+        address_mac=key, defaults={"code_mac": "", "expires_at": now, "created_at": now}
+    )
+    return SignInCode.objects.select_for_update().get(address_mac=key)
+
+
 def request_code(email: str, client: str, browser: str) -> None:
     """Count the request, store a fresh code for the address (replacing any before it) bound to
     this browser, and mail it if the address may sign in.
@@ -118,6 +129,7 @@ def request_code(email: str, client: str, browser: str) -> None:
     client_key = _client_key("code", client)
     now = timezone.now()
     with transaction.atomic():
+        row = _held_code_row(email, now)
         if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_CODE_REQUESTS_PER_HOUR:
             raise PageRefusal(
                 429,
@@ -139,16 +151,9 @@ def request_code(email: str, client: str, browser: str) -> None:
         _record(ThrottleKind.CLIENT, client_key)
         _record(ThrottleKind.CODE_SENT, sent_key)
         code = _new_code()
-        SignInCode.objects.update_or_create(
-            address_mac=code_key(email),
-            defaults={
-                "browser_mac": browser_mac(browser),
-                "code_mac": code_mac(email, code),
-                "expires_at": now + CODE_LIFETIME,
-                "tries": 0,
-                "created_at": now,
-            },
-        )
+        row.browser_mac, row.code_mac = browser_mac(browser), code_mac(email, code)
+        row.expires_at, row.tries, row.created_at = now + CODE_LIFETIME, 0, now
+        row.save()
         deliver = may_sign_in(email)
     if deliver:
         try:
@@ -194,10 +199,11 @@ class SignedIn:
 def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | PageRefusal:
     """One verification in one transaction; a refusal is returned so its counts commit."""
     now = timezone.now()
+    # Locked before counting, so an address's guesses meet its limit one at a time.
+    live = SignInCode.objects.select_for_update().filter(address_mac=code_key(email)).first()
     refused = guesses_refused("verify", email, client)
     if refused is not None:
         return refused
-    live = SignInCode.objects.select_for_update().filter(address_mac=code_key(email)).first()
     if live is None or not browser or live.browser_mac != browser_mac(browser):
         # Not a guess at this address's code: it counts against the network only.
         return PageRefusal(

@@ -73,11 +73,13 @@ def sign_in_cookie(answer: httpx.Response) -> str:
     raise AssertionError(f"no {SIGN_IN_COOKIE} cookie in {answer.headers}")
 
 
-@pytest.fixture
-def hosted_server(tmp_path: Path) -> Iterator[HostedServer]:
-    mail_dir, port = tmp_path / "mail", free_port()
+def start_hosted(folder: Path, **env: str) -> HostedServer:
+    """A hosted broker in `folder` (its data and mail), with `env` added (DATABASE_URL: a
+    PostgreSQL store, which the broker initialises)."""
+    mail_dir, port = folder / "mail", free_port()
+    data_dir = folder / "data"
     broker = Broker(
-        with_empty_store(tmp_path / "data"),
+        data_dir if "DATABASE_URL" in env else with_empty_store(data_dir),
         port=port,
         env={
             "POCOLOBBY_ADMIN_TOKEN": ADMIN_TOKEN,
@@ -87,7 +89,14 @@ def hosted_server(tmp_path: Path) -> Iterator[HostedServer]:
             "POCOLOBBY_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
             "POCOLOBBY_EMAIL_FILE_PATH": str(mail_dir),
             "POCOLOBBY_SIGN_IN_FLOOR_SECONDS": "0",
+            **env,
         },
     ).start()
-    yield HostedServer(broker, mail_dir)
-    broker.stop()
+    return HostedServer(broker, mail_dir)
+
+
+@pytest.fixture
+def hosted_server(tmp_path: Path) -> Iterator[HostedServer]:
+    server = start_hosted(tmp_path)
+    yield server
+    server.broker.stop()

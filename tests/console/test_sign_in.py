@@ -3,7 +3,10 @@ addresses get (hosted mode; a local broker has no accounts)."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -23,7 +26,13 @@ from tests.console.conftest import (
     post_json,
     sign_in,
 )
-from tests.console.hosted_server import SIGN_IN_COOKIE, hosted_server, sign_in_cookie
+from tests.console.hosted_server import (
+    SIGN_IN_COOKIE,
+    hosted_server,
+    sign_in_cookie,
+    start_hosted,
+)
+from tests.postgres import own_database, url
 
 pytestmark = pytest.mark.usefixtures("hosted")
 __all__ = ["hosted_server"]  # a fixture used here by name
@@ -433,3 +442,37 @@ def test_x_forwarded_for_without_a_trusted_proxy_is_named_once_in_the_log(caplog
     said = [r for r in caplog.records if "X-Forwarded-For" in r.getMessage()]
     assert len(said) == 1
     assert "POCOLOBBY_TRUSTED_PROXY_HOPS is 0" in said[0].getMessage()
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    yield from own_database("sign_in")
+
+
+@pytest.mark.slow
+def test_on_postgresql_two_brokers_asked_at_once_from_eight_networks_mail_one_code(
+    database, tmp_path
+):
+    """Two brokers on one PostgreSQL store, each asked from four networks at the same moment,
+    for each of three addresses: one code per address, because an address's requests are
+    counted one at a time (its code row is locked first)."""
+    brokers = [start_hosted(tmp_path / name, DATABASE_URL=url(database)) for name in "ab"]
+    try:
+        addresses = [f"user{n}@example.com" for n in range(3)]
+        for address in addresses:
+            brokers[0].admin("POST", "/accounts", {"email": address})
+        for address in addresses:
+            at_once = threading.Barrier(len(NETWORKS))
+
+            def ask(n: int, address: str = address, at_once: threading.Barrier = at_once) -> int:
+                with brokers[n % 2].client(source=NETWORKS[n]) as client:
+                    at_once.wait()
+                    return client.post("/sign-in", json={"email": address}).status_code
+
+            with ThreadPoolExecutor(len(NETWORKS)) as pool:
+                statuses = sorted(pool.map(ask, range(len(NETWORKS))))
+            mailed = sum(len(server.mails_to(address)) for server in brokers)
+            assert (statuses, mailed) == ([200] + [429] * 7, 1), address
+    finally:
+        for server in brokers:
+            server.broker.stop()
