@@ -38,6 +38,8 @@ RECIPIENTS_SHOWN = 8
 # Set on the local operator's admin identity (console/access.py): its ticket came from
 # `pocolobby settings`, which holds the admin token.
 CREDENTIAL_ISSUER = "pocolobby_credential_issuer"
+# The agent actions that mint a token (or a configuration or code that yields one).
+MINTING_ACTIONS = ("rotate",)
 
 
 def may_issue_credentials(request: HttpRequest) -> bool:
@@ -248,11 +250,12 @@ class AgentAdmin(ReadOnlyAdmin):
     )
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        """Rotate is offered (and, since Django runs only offered actions, run) only to an
-        admin user who holds the admin token."""
+        """A minting action is offered (and, since Django runs only offered actions, run) only
+        to an admin user who holds the admin token."""
         actions = super().get_actions(request)
         if not may_issue_credentials(request):
-            actions.pop("rotate", None)
+            for name in MINTING_ACTIONS:
+                actions.pop(name, None)
         return actions
 
     @admin.action(description="Disable selected agents (held until enabled)")
