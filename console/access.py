@@ -23,6 +23,7 @@ from console import local
 from console.actions.sign_in import end_session
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
 from console.web import clear_host_cookie, digest, host_cookie
+from lobbies.admin import CREDENTIAL_ISSUER
 from lobbies.hosts import hosted
 from lobbies.models import Lobby
 
@@ -125,7 +126,11 @@ def staff_identity(username: str) -> Any:
 
 
 def local_operator_user() -> Any:
-    return staff_identity(LOCAL_OPERATOR_USERNAME)
+    """The ticket came from `pocolobby settings`, which holds the admin token, so this
+    identity may mint agent tokens in the admin; an email-code operator may not."""
+    user = staff_identity(LOCAL_OPERATOR_USERNAME)
+    setattr(user, CREDENTIAL_ISSUER, True)
+    return user
 
 
 def admin_password_allowed() -> bool:

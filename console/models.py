@@ -90,9 +90,11 @@ class ApprovedRepository(models.Model):
 
 
 class SignInCode(models.Model):
-    """The live code for one address, as an HMAC bound to that address; a new one replaces it."""
+    """The one live code of an address, as an HMAC bound to that address; a new one replaces
+    it. It works only in the browser that asked for it (`browser_mac`, its cookie's MAC)."""
 
     address_mac = models.CharField(max_length=64, unique=True)
+    browser_mac = models.CharField(max_length=64, default="")
     code_mac = models.CharField(max_length=64)
     expires_at = models.DateTimeField()
     tries = models.PositiveSmallIntegerField(default=0)
@@ -103,8 +105,8 @@ class SignInCode(models.Model):
 
 
 class ThrottleKind(models.TextChoices):
-    CODE_SENT = "code_sent"  # per address MAC: one a minute, five an hour
-    WRONG_CODE = "wrong_code"  # per address MAC: ten an hour, surviving new codes
+    CODE_SENT = "code_sent"  # per address MAC, any network: one a minute, five an hour
+    WRONG_CODE = "wrong_code"  # per address MAC, any network: ten an hour, surviving new codes
     CLIENT = "client"  # per client address (IPv6 by its /64)
 
 

@@ -245,8 +245,8 @@ def _admin_by_email_code(request: HttpRequest) -> HttpResponse:
 
 
 def _admin_by_password(request: HttpRequest) -> HttpResponse:
-    """Django's password login under sign-in's limits: per network, and per (user, network)
-    for wrong passwords, so a guesser elsewhere cannot lock the operator out."""
+    """Django's password login under sign-in's limits: attempts per network, wrong passwords
+    per user name whatever the network, so guessing does not scale with networks."""
     if request.method != "POST":
         return admin.site.login(request)
     client = client_bucket(client_address(request))
@@ -260,5 +260,5 @@ def _admin_by_password(request: HttpRequest) -> HttpResponse:
     response = admin.site.login(request)
     if response.status_code == 200:  # the form again: the password was not right
         with transaction.atomic():
-            sign_in.count_wrong_guess("admin", username, client)
+            sign_in.count_wrong_guess("admin", username)
     return response

@@ -35,6 +35,22 @@ PREVIEW_CHARS = 120
 RECIPIENTS_SHOWN = 8
 
 
+# Set on the local operator's admin identity (console/access.py): its ticket came from
+# `pocolobby settings`, which holds the admin token.
+CREDENTIAL_ISSUER = "pocolobby_credential_issuer"
+# The agent actions that mint a token (or a configuration or code that yields one).
+MINTING_ACTIONS = ("rotate",)
+
+
+def may_issue_credentials(request: HttpRequest) -> bool:
+    """Whether this admin user may mint an agent token (docs/DECISIONS.md, "Credentials stay
+    with the admin token"): the local operator, or a Django user (made with `createsuperuser`
+    on the broker's machine; honoured hosted only in password recovery). An operator signed
+    in by email code may not: control of a mailbox is not control of agents."""
+    user = request.user
+    return user.pk is not None or bool(getattr(user, CREDENTIAL_ISSUER, False))
+
+
 def admin_actor(request: HttpRequest) -> str:
     """Who an admin change is audited as: the signed-in admin user (on a hosted broker the
     operator account's email), never a bare 'operator'; clipped to the audit column."""
@@ -232,6 +248,15 @@ class AgentAdmin(ReadOnlyAdmin):
         "set_permissions",
         "set_role",
     )
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """A minting action is offered (and, since Django runs only offered actions, run) only
+        to an admin user who holds the admin token."""
+        actions = super().get_actions(request)
+        if not may_issue_credentials(request):
+            for name in MINTING_ACTIONS:
+                actions.pop(name, None)
+        return actions
 
     @admin.action(description="Disable selected agents (held until enabled)")
     def disable(self, request: HttpRequest, queryset: QuerySet[Agent]) -> TemplateResponse | None:

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.core.exceptions import DisallowedHost
+from django.conf import settings
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
 from lobbies.hosts import HostRefused, hosted, site_for
+
+log = logging.getLogger("pocolobby.pages")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def loopback_peer(address: str) -> bool:
@@ -80,8 +90,34 @@ def _as_async_stream(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
+def oversized_page_post(request: HttpRequest) -> HttpResponse | None:
+    """413 for a page body over DATA_UPLOAD_MAX_MEMORY_SIZE, or a form over its field count.
+
+    Django refuses these only where the body is first read (a view, or the CSRF check), as a
+    400 with the traceback logged; here it is one log line and a plain page. /v1 answers its
+    own 413 in JSON (lobbies/http.py).
+    """
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    try:
+        request.body  # noqa: B018  # reading it is the check (Content-Length and bytes held)
+        if request.content_type in FORM_TYPES:
+            request.POST  # noqa: B018  # and a form's field and file counts
+    except (RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent) as refused:
+        log.warning("refused %s %s: %s", request.method, request.path, refused)
+        return HttpResponse(
+            f"this form is larger than this broker takes (at most "
+            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes and "
+            f"{settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields); nothing of it was kept\n",
+            status=413,
+            content_type="text/plain; charset=utf-8",
+        )
+    return None
+
+
 class HostRouting:
-    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host.
+    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host,
+    and a page POST too large to read (`oversized_page_post`).
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
     resolved as `/settings` with `request.site.base == "/team"`.
@@ -125,6 +161,10 @@ class HostRouting:
                 status=403,
                 content_type="text/plain; charset=utf-8",
             )
+        if site.place != "api":
+            refused_body = oversized_page_post(request)
+            if refused_body is not None:
+                return refused_body
         if hosted():
             note_forwarded_for(request)
         # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.

@@ -4,10 +4,10 @@ Known, unknown and disabled addresses take the same path, write the same rows an
 answers; only a known, enabled address is mailed. An unknown address gets a code row too (a
 random code nobody receives), so trying a code reveals nothing either.
 
-Nobody on another network can keep an owner out (docs/DECISIONS.md, "Sign-in limits"): a code
-belongs to the address *and the browser that asked for it* (a cookie), so another browser's
-requests neither replace it nor spend its tries, and the hourly limits on codes and wrong
-guesses count per (address, client network), never per address alone.
+Guessing does not scale with networks (docs/DECISIONS.md, "Sign-in limits"): the limits on
+codes (one a minute, five an hour) and wrong codes (ten an hour) count per address whatever
+the network, each address has one live code (a new one replaces it), and that code works only
+in the browser that asked for it (a cookie). Per-network limits stand guard on top.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -61,13 +61,18 @@ def _mac(message: str) -> str:
     return hmac.new(key, message.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
-def code_key(email: str, browser: str) -> str:
-    """Where the live code for this address asked for by this browser is kept."""
-    return _mac(f"code for\0{email}\0{browser}")
+def code_key(email: str) -> str:
+    """Where the address's one live code is kept."""
+    return _mac(f"code for\0{email}")
 
 
-def _per_network(purpose: str, email: str, network: str) -> str:
-    return _mac(f"{purpose}\0{email}\0{network}")
+def browser_mac(browser: str) -> str:
+    """The browser a code was asked for by, as its sign-in cookie's MAC."""
+    return _mac(f"browser\0{browser}")
+
+
+def _per_address(purpose: str, name: str) -> str:
+    return _mac(f"{purpose}\0{name}")
 
 
 def code_mac(email: str, code: str) -> str:
@@ -98,9 +103,20 @@ def _new_code() -> str:
     return f"{secrets.randbelow(1_000_000):06d}"
 
 
+def _held_code_row(email: str, now: datetime) -> SignInCode:
+    """The address's code row, locked for this transaction (made empty and expired if there is
+    none), so an address's requests are counted one at a time: PostgreSQL would otherwise run
+    two side by side, and both would pass the minute's limit."""
+    key = code_key(email)
+    SignInCode.objects.get_or_create(
+        address_mac=key, defaults={"code_mac": "", "expires_at": now, "created_at": now}
+    )
+    return SignInCode.objects.select_for_update().get(address_mac=key)
+
+
 def request_code(email: str, client: str, browser: str) -> None:
-    """Count the request, store a fresh code for the address and this browser, and mail it if
-    the address may sign in.
+    """Count the request, store a fresh code for the address (replacing any before it) bound to
+    this browser, and mail it if the address may sign in.
 
     `client` is the client's network (lobbies/clients.py), `browser` the random value of the
     asking browser's sign-in cookie. Refusals read the same for every address.
@@ -109,10 +125,11 @@ def request_code(email: str, client: str, browser: str) -> None:
     if problem:
         raise PageRefusal(503, problem, "mail_not_configured")
     email = normalise_email(email)
-    sent_key = _per_network("sent", email, client)
+    sent_key = _per_address("sent", email)
     client_key = _client_key("code", client)
     now = timezone.now()
     with transaction.atomic():
+        row = _held_code_row(email, now)
         if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_CODE_REQUESTS_PER_HOUR:
             raise PageRefusal(
                 429,
@@ -134,15 +151,9 @@ def request_code(email: str, client: str, browser: str) -> None:
         _record(ThrottleKind.CLIENT, client_key)
         _record(ThrottleKind.CODE_SENT, sent_key)
         code = _new_code()
-        SignInCode.objects.update_or_create(
-            address_mac=code_key(email, browser),
-            defaults={
-                "code_mac": code_mac(email, code),
-                "expires_at": now + CODE_LIFETIME,
-                "tries": 0,
-                "created_at": now,
-            },
-        )
+        row.browser_mac, row.code_mac = browser_mac(browser), code_mac(email, code)
+        row.expires_at, row.tries, row.created_at = now + CODE_LIFETIME, 0, now
+        row.save()
         deliver = may_sign_in(email)
     if deliver:
         try:
@@ -156,8 +167,9 @@ def request_code(email: str, client: str, browser: str) -> None:
 def guesses_refused(purpose: str, name: str, client: str) -> PageRefusal | None:
     """The refusal due before checking one more secret for `name` from `client`, if any.
 
-    Counts the attempt against the network; sign-in codes and the Django admin's passwords
-    share these limits.
+    Counts the attempt against the network; the wrong ones `name` had in the last hour count
+    whatever network they came from. Sign-in codes and the Django admin's passwords share
+    these limits.
     """
     client_key = _client_key(purpose, client)
     if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_VERIFY_ATTEMPTS_PER_HOUR:
@@ -165,20 +177,17 @@ def guesses_refused(purpose: str, name: str, client: str) -> PageRefusal | None:
             429, "too many sign-in attempts from your network this hour; try later", "throttled"
         )
     _record(ThrottleKind.CLIENT, client_key)
-    if _count(ThrottleKind.WRONG_CODE, _per_network(purpose, name, client), HOUR) >= (
-        WRONG_CODES_PER_HOUR
-    ):
+    if _count(ThrottleKind.WRONG_CODE, _per_address(purpose, name), HOUR) >= WRONG_CODES_PER_HOUR:
         return PageRefusal(
             429,
-            "too many wrong tries for this address from your network in the last hour; "
-            "try again later",
+            "too many wrong tries for this address in the last hour; try again later",
             "throttled",
         )
     return None
 
 
-def count_wrong_guess(purpose: str, name: str, client: str) -> None:
-    _record(ThrottleKind.WRONG_CODE, _per_network(purpose, name, client))
+def count_wrong_guess(purpose: str, name: str) -> None:
+    _record(ThrottleKind.WRONG_CODE, _per_address(purpose, name))
 
 
 @dataclass(frozen=True)
@@ -190,18 +199,17 @@ class SignedIn:
 def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | PageRefusal:
     """One verification in one transaction; a refusal is returned so its counts commit."""
     now = timezone.now()
+    # Locked before counting, so an address's guesses meet its limit one at a time.
+    live = SignInCode.objects.select_for_update().filter(address_mac=code_key(email)).first()
     refused = guesses_refused("verify", email, client)
     if refused is not None:
         return refused
-    live = (
-        SignInCode.objects.select_for_update().filter(address_mac=code_key(email, browser)).first()
-        if browser
-        else None
-    )
-    if live is None:
+    if live is None or not browser or live.browser_mac != browser_mac(browser):
+        # Not a guess at this address's code: it counts against the network only.
         return PageRefusal(
             400,
-            "there is no code for this address in this browser; ask for one here first",
+            "there is no code for this address in this browser (a newer code replaces an "
+            "older one); ask for one here",
             "no_code",
         )
     if live.expires_at <= now:
@@ -214,7 +222,7 @@ def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | Pag
     right = hmac.compare_digest(live.code_mac, code_mac(email, code)) and may_sign_in(email)
     if not right:
         SignInCode.objects.filter(pk=live.pk).update(tries=live.tries + 1)
-        count_wrong_guess("verify", email, client)
+        count_wrong_guess("verify", email)
         left = TRIES_PER_CODE - live.tries - 1
         return PageRefusal(
             400,

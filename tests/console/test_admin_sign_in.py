@@ -12,7 +12,7 @@ from django.test import Client
 
 from console.actions.accounts import save_account
 from console.models import WebSession
-from lobbies.models import AuditEvent, Lobby
+from lobbies.models import Agent, AuditEvent, Credential, Lobby
 from tests.console.conftest import ACCOUNT_HOST, LOCAL_HOST, browser_at, post_json, sign_in
 
 OPERATOR = "op@example.com"
@@ -50,6 +50,28 @@ def test_an_operator_signs_in_with_an_emailed_code_and_reaches_the_admin(operato
     event = AuditEvent.objects.get(action="lobby_created", target="crew")
     assert event.account == f"admin:{OPERATOR}"
     assert not get_user_model().objects.exists()  # no second store of people
+
+
+def test_an_operator_signed_in_by_email_code_may_rest_and_disable_but_never_mint_a_token(
+    operator_account, backend
+):
+    """Credentials stay with the admin token: control of the operator's mailbox is not
+    control of agents (the local operator's ticket rotates, tests/console/test_django_admin)."""
+    browser = signed_in(OPERATOR, "/admin/")
+    agents = "/admin/lobbies/agent/"
+    page = browser.get(agents).content.decode()
+    assert 'value="disable"' in page and 'value="rest"' in page
+    assert 'value="rotate"' not in page
+    tokens = set(Credential.objects.values_list("token_hash", "revoked_at"))
+    chosen = {"_selected_action": [str(backend.agent.pk)], "post": "yes"}
+    rotated = browser.post(agents, {"action": "rotate", **chosen})
+    assert rotated.status_code == 302 and "Content-Disposition" not in rotated
+    assert set(Credential.objects.values_list("token_hash", "revoked_at")) == tokens
+    assert not AuditEvent.objects.filter(action="credential_rotated").exists()
+    browser.post(agents, {"action": "rest", **chosen})
+    browser.post(agents, {"action": "disable", **chosen})
+    agent = Agent.objects.get(pk=backend.agent.pk)
+    assert agent.resting and not agent.enabled
 
 
 def test_sign_in_comes_back_to_the_admin_page_asked_for_and_only_to_the_admin(operator_account):

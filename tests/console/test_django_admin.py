@@ -4,6 +4,8 @@ operator's session opens the admin without a Django user."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -148,6 +150,23 @@ def test_the_local_operator_reaches_the_admin_from_a_ticket_without_a_user(db, l
     event = AuditEvent.objects.get(action="lobby_created", target="crew")
     assert event.account == "admin:local-operator"
     assert not get_user_model().objects.exists()
+
+
+def test_the_local_operators_ticket_holds_the_admin_token_and_may_rotate(db, backend):
+    """`pocolobby settings` read the admin token to make the ticket, so its session may mint
+    a token in the admin (an email-code operator may not: test_admin_sign_in)."""
+    client = Client(HTTP_HOST="127.0.0.1:8787")
+    client.cookies[f"__Host-{OPERATOR_COOKIE}"] = local.redeem_ticket(local.issue_ticket()) or ""
+    page = client.get("/admin/lobbies/agent/").content.decode()
+    assert 'value="rotate"' in page
+    download = client.post(
+        "/admin/lobbies/agent/",
+        {"action": "rotate", "_selected_action": [str(backend.agent.pk)], "post": "yes"},
+    )
+    assert download["Content-Disposition"].startswith("attachment;")
+    assert json.loads(download.content)["token"].startswith("plt_")
+    event = AuditEvent.objects.get(action="credential_rotated", agent_id="backend")
+    assert event.account == "admin:local-operator"
 
 
 def test_an_ended_operator_session_no_longer_opens_the_admin(db):

@@ -181,21 +181,25 @@ def test_the_sign_in_limits_count_the_real_client_and_a_forged_forwarded_for_cha
     address = "limits@example.com"
     deployment.admin("POST", "/accounts", {"email": address})
 
-    def ask(source: str, forged: str = "") -> httpx.Response:
+    def ask(source: str, email: str, forged: str = "") -> httpx.Response:
         headers = {"Origin": deployment.console_url}
         if forged:
             headers["X-Forwarded-For"] = forged
         with deployment.client(local_address=source) as client:
             return client.post(
-                f"{deployment.console_url}/sign-in", json={"email": address}, headers=headers
+                f"{deployment.console_url}/sign-in", json={"email": email}, headers=headers
             )
 
-    assert ask("127.0.0.2").status_code == 200
+    assert ask("127.0.0.2", address).status_code == 200
     assert len(deployment.postmark.sent_to(address)) == 1
-    # The same client, claiming to be someone else: still the same client to the limits.
-    forged = ask("127.0.0.2", forged="203.0.113.7")
-    assert forged.status_code == 429, forged.text
-    assert "less than a minute ago" in forged.text
+    # Per address, whatever the network: another client is refused within the minute too.
+    again = ask("127.0.0.3", address)
+    assert again.status_code == 429 and "less than a minute ago" in again.text
+    # Per network, 20 code requests an hour: 127.0.0.2 spends them (unknown addresses count
+    # alike), and claiming to be someone else does not escape them.
+    for n in range(19):
+        assert ask("127.0.0.2", f"other{n}@example.com").status_code == 200
+    forged = ask("127.0.0.2", "late@example.com", forged="203.0.113.7")
+    assert forged.status_code == 429 and "from your network" in forged.text, forged.text
     # Another client (Caddy connects from 127.0.0.1 for both): counted on its own.
-    assert ask("127.0.0.3").status_code == 200
-    assert len(deployment.postmark.sent_to(address)) == 2
+    assert ask("127.0.0.3", "late@example.com").status_code == 200
