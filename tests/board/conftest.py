@@ -1,5 +1,6 @@
 """Fakes of GitHub and Anthropic for the dashboard's notes and summarizer tests: respx routes
-answering in the services' real wire formats (tests/board/notes_fakes.py)."""
+answering in the services' real wire formats (tests/board/notes_fakes.py); each test reads the
+Web Push key from its own store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 import pytest
 import respx
 
+from board import vapid
 from tests.board.notes_fakes import ANTHROPIC, GITHUB, FakeClaude, FakeGitHub
+
+
+@pytest.fixture(autouse=True)
+def _fresh_vapid_key() -> Iterator[None]:
+    vapid.forget_cached_key()
+    yield
+    vapid.forget_cached_key()
 
 
 @pytest.fixture

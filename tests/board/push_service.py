@@ -15,6 +15,7 @@ VAPID JWT (RFC 8292) against the broker's public key.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -23,7 +24,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -246,3 +247,15 @@ class PushService:
         self.server.shutdown()
         self.server.server_close()
         self._dir.cleanup()
+
+
+@contextlib.contextmanager
+def trusted_service(settings: Any, monkeypatch: Any, *names: str) -> Iterator[PushService]:
+    """A running stand-in the broker may push to (its address, and each of `names` on its
+    port) and whose certificate authority requests trust."""
+    with PushService() as running:
+        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
+            {running.host_port, *(f"{name}:{running.port}" for name in names)}
+        )
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(running.ca))
+        yield running

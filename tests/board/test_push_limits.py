@@ -17,7 +17,7 @@ import pytest
 
 from board import alerts, vapid
 from lobbies.models import Lobby
-from tests.board.push_service import NAME, Device, PushService
+from tests.board.push_service import NAME, Device, PushService, trusted_service
 from tests.server import AgentConfig, Broker, BrokerFactory
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -27,19 +27,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def service(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[PushService]:
-    with PushService() as running:
-        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
-            {running.host_port, f"{NAME}:{running.port}"}
-        )
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(running.ca))
+    with trusted_service(settings, monkeypatch, NAME) as running:
         yield running
-
-
-@pytest.fixture(autouse=True)
-def _fresh_key() -> Iterator[None]:
-    vapid.forget_cached_key()
-    yield
-    vapid.forget_cached_key()
 
 
 def _push(service: PushService, lobby_id: int, name: str, number: int = 1) -> alerts.Push:

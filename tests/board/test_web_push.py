@@ -24,7 +24,7 @@ from board.models import AlertReason, BoardConfig, OwnerAlert, PushSubscription,
 from board.push_endpoints import EndpointRefused, check_endpoint
 from lobbies.models import Agent, Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
-from tests.board.push_service import Device, PushService, verify_vapid
+from tests.board.push_service import Device, PushService, trusted_service, verify_vapid
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
@@ -34,17 +34,8 @@ ORIGIN = f"http://{LOCAL_HOST}"
 
 @pytest.fixture
 def service(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[PushService]:
-    with PushService() as running:
-        settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({running.host_port})
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(running.ca))
+    with trusted_service(settings, monkeypatch) as running:
         yield running
-
-
-@pytest.fixture(autouse=True)
-def _fresh_key() -> Iterator[None]:
-    vapid.forget_cached_key()
-    yield
-    vapid.forget_cached_key()
 
 
 def _send(client: Client, method: str, path: str, body: Any, origin: str = ORIGIN) -> Any:
