@@ -30,6 +30,7 @@ from lobbies.models import (
     Message,
     PendingUpload,
 )
+from lobbies.names import OWNER_SENDER
 
 PREVIEW_CHARS = 120
 RECIPIENTS_SHOWN = 8
@@ -248,6 +249,11 @@ class AgentAdmin(ReadOnlyAdmin):
         "set_permissions",
         "set_role",
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        """The lobby's agents, without the reserved `owner` row that carries the owner's own
+        messages (it is no agent: nothing here may disable or rotate it)."""
+        return super().get_queryset(request).exclude(agent_id=OWNER_SENDER)
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         """A minting action is offered (and, since Django runs only offered actions, run) only

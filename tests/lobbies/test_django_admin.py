@@ -12,8 +12,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from lobbies.actions import operator
-from lobbies.models import Agent, AuditEvent, Delivery, DeliveryState, Message, RetiredRuntime
+from lobbies.actions import operator, owner_messages
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditEvent,
+    Delivery,
+    DeliveryState,
+    Message,
+    RetiredRuntime,
+)
 from tests.conftest import AgentClient
 
 
@@ -318,3 +326,20 @@ def test_what_an_agent_wrote_about_itself_is_escaped_in_the_agent_list(operator_
     backend.ok("set_status", status="<img src=x onerror=alert(1)>")
     body = operator_browser.get(AGENTS).content.decode()
     assert "<img src=x" not in body and "&lt;img src=x" in body
+
+
+def test_the_agents_list_leaves_out_the_owners_reserved_row(operator_browser, lead, backend):
+    lobby = Agent.objects.get(pk=backend.agent.pk).lobby
+    owner_messages.send_owner_message(
+        lobby,
+        to="backend",
+        content="hello from the owner",
+        important=False,
+        client_request_id="o-1",
+        actor_kind=ActorKind.OPERATOR,
+    )
+    assert Agent.objects.filter(lobby=lobby, agent_id="owner").exists()
+    listed = operator_browser.get(AGENTS)
+    assert listed.status_code == 200
+    rows = listed.context["cl"].result_list
+    assert sorted(a.agent_id for a in rows) == ["backend", "lead"]
