@@ -67,6 +67,8 @@ from lobbies.wire import (
     NoticeFrame,
     WelcomeFrame,
     load_json,
+    may_hold_nul,
+    nul_at,
 )
 
 log = logging.getLogger("pocolobby.stream")
@@ -365,6 +367,9 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             await self._error("invalid_frame", "a frame is a JSON object with a string 'type'")
+            return
+        if may_hold_nul(text_data) and nul_at(frame) is not None:
+            await self._error("invalid_frame", "a frame's text may not hold NUL (U+0000)")
             return
         self.heard_since_beat = True
         kind = frame["type"]

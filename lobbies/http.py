@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
+from urllib.parse import parse_qsl
 
 import orjson
 from asgiref.sync import markcoroutinefunction, sync_to_async
@@ -21,15 +22,24 @@ from pydantic import BaseModel
 
 from lobbies import credentials
 from lobbies.answers import AnswerShape
-from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
+from lobbies.errors import (
+    BrokerError,
+    bad_request,
+    method_not_allowed,
+    nul_refused,
+    request_too_large,
+)
 from lobbies.schemas import check_depth
 from lobbies.wire import (
     MAX_JSON_DEPTH,
+    NUL,
     PARSE_DEPTH,
     JSONObject,
     JsonTooDeep,
     JSONValue,
     check_json_nesting,
+    may_hold_nul,
+    nul_at,
 )
 
 log = logging.getLogger("pocolobby.api")
@@ -190,6 +200,10 @@ def json_body(request: HttpRequest) -> JSONObject:
         raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
+    if may_hold_nul(raw):
+        found = nul_at(data)
+        if found is not None:
+            raise nul_refused(f"argument {found!r}" if found else "an argument's name")
     for name, value in data.items():
         try:
             check_depth(value, f"argument {name[:40]!r}")
@@ -232,6 +246,19 @@ def _parsed(raw: bytes) -> JSONValue:
         return parsed
     except RecursionError:  # UTF-16 text, say, which the bracket count did not see
         raise JsonTooDeep("the body nests JSON too deeply to be read") from None
+
+
+def text_refusal(path: str, query: str) -> BrokerError | None:
+    """A request whose path or query string holds a NUL, refused before any view reads it:
+    `path` as decoded, `query` as sent (percent-encoded)."""
+    if NUL in path:
+        return nul_refused("the path")
+    if "%00" in query or NUL in query:
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if NUL in name or NUL in value:
+                return nul_refused(f"the query parameter {name.replace(NUL, '')[:40]!r}")
+        return nul_refused("the query string")
+    return None
 
 
 def in_worker_thread(fn: Callable[Arguments, Answered]) -> Callable[Arguments, Answered]:

@@ -107,6 +107,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "pocolobby.middleware.StaticFilesMiddleware",
     "pocolobby.middleware.HostRouting",
+    "pocolobby.middleware.RefuseNul",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
