@@ -49,6 +49,16 @@ def nul_refused(where: str) -> BrokerError:
     )
 
 
+def store_unavailable() -> BrokerError:
+    """The database failed under a request (its connection lost, or it refused one): the
+    request is retryable, and a retry with the same client_request_id is stored once."""
+    return BrokerError(
+        503,
+        "store_unavailable",
+        "the store did not answer (its connection was lost); retry the request",
+    )
+
+
 def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
     """405 with the `Allow` header RFC 9110 requires, naming the methods the path serves."""
     allowed = list(methods)

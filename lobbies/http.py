@@ -16,7 +16,7 @@ from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.http import HttpRequest, HttpResponse
 from pydantic import BaseModel
 
@@ -28,6 +28,7 @@ from lobbies.errors import (
     method_not_allowed,
     nul_refused,
     request_too_large,
+    store_unavailable,
 )
 from lobbies.schemas import check_depth
 from lobbies.wire import (
@@ -332,6 +333,8 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
                 return run_retrying(functools.partial(view, request, *args, **kwargs))
             except BrokerError as error:
                 return error_response(error)
+            except (OperationalError, InterfaceError) as error:
+                return store_failed(request, error)
             except Exception:
                 log.exception("internal error on %s %s", request.method, request.path)
                 return JsonAnswer(
@@ -342,6 +345,18 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
         return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "", methods)
 
     return decorate
+
+
+def store_failed(request: HttpRequest, error: Exception) -> JsonAnswer:
+    """`503 store_unavailable` for a request the database failed under, never a 500: its
+    connection was lost (a restart, a terminated backend) or it refused one. The broken
+    connection is closed when the request ends (close_old_connections sees its error), so the
+    next request connects afresh; PostgreSQL rolled back whatever was not committed."""
+    reason = (str(error).splitlines() or ["no reason given"])[0][:200]
+    log.warning(
+        "the store failed under %s %s (%s); answered 503", request.method, request.path, reason
+    )
+    return error_response(store_unavailable())
 
 
 def by_method(**views: ApiView) -> ApiView:

@@ -8,6 +8,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -21,7 +22,7 @@ from console.clients import note_forwarded_for
 from console.web import PageRefusal, refusal_response
 from lobbies.errors import BrokerError, nul_refused
 from lobbies.hosts import HostRefused, hosted, site_for
-from lobbies.http import error_response, text_refusal
+from lobbies.http import error_response, store_failed, text_refusal
 from lobbies.wire import NUL, load_json, may_hold_nul, nul_at
 
 
@@ -219,3 +220,35 @@ def _body_refusal(request: HttpRequest) -> BrokerError | None:
 
 def _field(name: str) -> BrokerError:
     return nul_refused(f"the field {name.replace(NUL, '')[:40]!r}" if name else "a field's name")
+
+
+class StoreFailures:
+    """A view the database failed under (its connection lost, or one refused) answers `503
+    store_unavailable` (JSON on /v1, a line of text on a page), never a 500 with a
+    traceback: it is retryable, and Django's close_old_connections at the request's end
+    closes the broken connection, so the next request connects afresh."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        answer = store_failed(request, exception)
+        if request.path.startswith("/v1/"):
+            return answer
+        response = HttpResponse(
+            "the store did not answer (its connection was lost); try again in a moment\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = "1"
+        return response

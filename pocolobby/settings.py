@@ -108,6 +108,7 @@ MIDDLEWARE = [
     "pocolobby.middleware.StaticFilesMiddleware",
     "pocolobby.middleware.HostRouting",
     "pocolobby.middleware.RefuseNul",
+    "pocolobby.middleware.StoreFailures",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
