@@ -79,6 +79,13 @@ RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
 DATABASE_ATTEMPTS = 3
 
 
+# What may refuse a write before it starts, each a reason or None: on PostgreSQL `serve`
+# adds its store lock's (pocolobby/store_lock.py, write_refusal), so no write is answered
+# while the lock's session is lost. Asked for every /v1 request but GET and HEAD.
+WRITE_CHECKS: list[Callable[[], str | None]] = []
+READS = frozenset({"GET", "HEAD"})
+
+
 def _retryable(error: OperationalError) -> bool:
     return (
         getattr(error.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
@@ -330,6 +337,8 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
                     raise BrokerError(
                         403, "origin_refused", "the API serves native clients, not browser pages"
                     )
+                if WRITE_CHECKS and request.method not in READS:
+                    refuse_write_if_unheld()
                 return run_retrying(functools.partial(view, request, *args, **kwargs))
             except BrokerError as error:
                 return error_response(error)
@@ -345,6 +354,14 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
         return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "", methods)
 
     return decorate
+
+
+def refuse_write_if_unheld() -> None:
+    """`503 store_unavailable` when a WRITE_CHECKS check refuses writes now."""
+    for check in WRITE_CHECKS:
+        reason = check()
+        if reason is not None:
+            raise BrokerError(503, "store_unavailable", reason)
 
 
 def store_failed(request: HttpRequest, error: Exception) -> JsonAnswer:

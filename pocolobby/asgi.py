@@ -35,6 +35,7 @@ from lobbies.consumers import Batches, BridgeConsumer  # noqa: E402
 from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: E402
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
 from lobbies.http import (  # noqa: E402
+    READS,
     ApiView,
     JsonAnswer,
     error_response,
@@ -88,7 +89,6 @@ def _api_route(
 
 # At most this many requests share a commit, so none waits long for the others' work.
 REQUESTS_PER_COMMIT = 16
-READS = frozenset({"GET", "HEAD"})
 
 
 def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exception | None]:

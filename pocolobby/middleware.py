@@ -22,7 +22,14 @@ from console.clients import note_forwarded_for
 from console.web import PageRefusal, refusal_response
 from lobbies.errors import BrokerError, nul_refused
 from lobbies.hosts import HostRefused, hosted, site_for
-from lobbies.http import error_response, store_failed, text_refusal
+from lobbies.http import (
+    READS,
+    WRITE_CHECKS,
+    error_response,
+    refuse_write_if_unheld,
+    store_failed,
+    text_refusal,
+)
 from lobbies.wire import NUL, load_json, may_hold_nul, nul_at
 
 
@@ -239,16 +246,32 @@ class StoreFailures:
     def __call__(self, request: HttpRequest) -> Any:
         return self.get_response(request)
 
+    def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
+        """A page's write, while the store's lock is not held (lobbies.http.WRITE_CHECKS)."""
+        if not WRITE_CHECKS or request.method in READS:
+            return None
+        try:
+            refuse_write_if_unheld()
+        except BrokerError as refusal:
+            if request.path.startswith("/v1/"):
+                return error_response(refusal)
+            return _unavailable()
+        return None
+
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         answer = store_failed(request, exception)
         if request.path.startswith("/v1/"):
             return answer
-        response = HttpResponse(
-            "the store did not answer (its connection was lost); try again in a moment\n",
-            status=503,
-            content_type="text/plain; charset=utf-8",
-        )
-        response["Retry-After"] = "1"
-        return response
+        return _unavailable()
+
+
+def _unavailable() -> HttpResponse:
+    response = HttpResponse(
+        "the store did not answer (its connection was lost); try again in a moment\n",
+        status=503,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["Retry-After"] = "1"
+    return response
