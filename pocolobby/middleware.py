@@ -187,7 +187,7 @@ class RefuseNul:
             return None
         if api:
             return error_response(refusal)
-        return refusal_response(request, PageRefusal(400, refusal.message, refusal.code))
+        return refusal_response(request, PageRefusal(400, refusal.message, "invalid_text"))
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if self.is_async:

@@ -2,8 +2,9 @@
 the broker on SQLite (the embedded default), and on PostgreSQL + Redis with two broker
 processes when DATABASE_URL names a PostgreSQL server, there with every database session
 cut three times besides. Each fails on any 5xx answer other than the retryable 503, and on
-any violation the soak's audit finds (a lost or duplicated message, a vanished delivery, a retry that did not
-return the original, a checkpoint revision that went back, a pushed notice not recorded).
+any violation the soak's audit finds (a lost or duplicated message, a vanished delivery, a
+retry that did not return the original, a checkpoint revision that went back, a pushed
+notice not recorded).
 """
 
 from __future__ import annotations
