@@ -1,7 +1,7 @@
 """Chaos soak: 30 agents at work while the broker is SIGKILLed and restarted; then audit.
 
     .venv/bin/python benchmarks/chaos.py [--seconds 120] [--kills 5] [--agents 30] [--seed N]
-        [--postgres [URL]] [--keep DIR]
+        [--postgres [URL]] [--cuts 3] [--keep DIR]
 
 Starts the real broker (`python -m pocolobby serve`, embedded SQLite in a temporary data
 directory) and provisions one lobby of N agents through the admin API. Each agent is a real
@@ -17,7 +17,11 @@ outcome: the agent retries it with the same key until it is answered.
 Meanwhile the broker is SIGKILLed at random moments (--kills, 5 by default) and restarted on
 its port after a short random pause. With --postgres two broker processes share one
 PostgreSQL database (created for the run, dropped after) and one Redis database; agents are
-split between them and each kill takes down one of the two at random.
+split between them and each kill takes down one of the two at random; and every session of
+the database (the brokers' requests' and their locks') is terminated at random moments
+(--cuts, 3 by default). Every answer must be 2xx/4xx or the retryable `503`, which the agents
+retry under the same key as an unknown outcome; any other 5xx is a violation, and both are
+counted in the report.
 
 Afterwards the agents read and acknowledge their whole inbox, the brokers stop, and the store
 itself (the SQLite file, or the PostgreSQL database) is audited against what the agents saw:
@@ -82,6 +86,10 @@ HTTP_TIMEOUT = 15.0
 UNKNOWN_RETRY_SECONDS = 90.0  # how long a send with an unknown outcome is retried
 SETTLE_SECONDS = 4.0
 REDIS_CLAIM_KEY = "pocolobby-chaos:claim"
+# Report lines every soak prints, each 0 when nothing happened.
+HTTP_503 = "http 503 (retryable, retried)"
+HTTP_5XX_NOT_503 = "http 5xx other than 503"
+CUTS = "database connection cuts"
 
 Frame = dict[str, Any]
 
@@ -107,6 +115,9 @@ class SoakConfig:
     postgres: str | None = None
     redis: str = "redis://127.0.0.1:6379"
     root: Path | None = None
+    # On PostgreSQL: times every session of the brokers' database is terminated
+    # (pg_terminate_backend: requests', locks', all), as a database restart or a DBA would.
+    cuts: int = 3
     say: Callable[[str], None] = print
     # Called with the store's reader after the brokers stopped, before the audit (a test
     # changes the store behind the brokers' back to see the audit catch it).
@@ -241,7 +252,10 @@ class ChaosAgent:
             params=params,
             headers=self._headers(),
         )
-        if response.status_code >= 500:
+        if response.status_code == 503:
+            self.count(HTTP_503)  # retryable (store_unavailable): a cut connection, a lost lock
+        elif response.status_code >= 500:
+            self.count(HTTP_5XX_NOT_503)
             self.report.violation(
                 f"{self.name}: {method} {path} answered {response.status_code}: "
                 f"{response.text[:200]}"
@@ -258,7 +272,11 @@ class ChaosAgent:
         cut_off = False
         while True:
             try:
-                return await self.call(method, path, body, params), cut_off
+                response = await self.call(method, path, body, params)
+                if response.status_code != 503 or time.monotonic() > deadline:
+                    return response, cut_off
+                # Retryable; what a lost connection cut off may have been stored all the same.
+                cut_off = True
             except httpx.ConnectError:
                 self.count("http refused connection (broker down)")
             except httpx.TransportError:
@@ -748,6 +766,38 @@ async def killer(shared: Shared, seconds: float, kills: int, say: Callable[[str]
         cluster.epoch += 1
 
 
+async def cutter(
+    shared: Shared,
+    server: str,
+    database: str,
+    seconds: float,
+    cuts: int,
+    say: Callable[[str], None],
+) -> None:
+    """Terminate every session of the brokers' database at random moments: each broker must
+    answer 200 or 503 through it (never another 5xx) and lose and duplicate nothing."""
+    rng = random.Random(shared.rng.random())
+    moments = sorted(rng.uniform(0.1, 0.9) * seconds for _ in range(cuts))
+    began = time.monotonic()
+    for moment in moments:
+        await asyncio.sleep(max(0.0, began + moment - time.monotonic()))
+        cut = await asyncio.to_thread(cut_sessions, server, database)
+        shared.report.counts[CUTS] += 1
+        shared.report.counts["database sessions cut"] += cut
+        say(f"  t={time.monotonic() - began:6.1f}s  cut {cut} database sessions")
+
+
+def cut_sessions(server: str, database: str) -> int:
+    with pg_admin(server) as admin:
+        return len(
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                [database],
+            ).fetchall()
+        )
+
+
 # ---------------------------------------------------------------- the audit
 
 
@@ -986,8 +1036,15 @@ async def _soak(config: SoakConfig, root: Path, report: SoakReport) -> None:
         )
         until = time.monotonic() + config.seconds
         began = time.monotonic()
+        for line in (HTTP_503, HTTP_5XX_NOT_503, *([CUTS] if config.postgres else [])):
+            report.counts[line] += 0  # printed even when nothing happened
         await asyncio.gather(
             killer(shared, config.seconds, config.kills, say),
+            *(
+                [cutter(shared, server, database, config.seconds, config.cuts, say)]
+                if config.postgres
+                else []
+            ),
             *(agent.work(until) for agent in agents),
         )
         report.counts["seconds of work"] = int(time.monotonic() - began)
@@ -1075,6 +1132,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="two brokers on PostgreSQL (this server; a database is created) and Redis",
     )
+    parser.add_argument(
+        "--cuts", type=int, default=3, help="PostgreSQL: times every database session is cut"
+    )
     parser.add_argument("--redis", default="redis://127.0.0.1:6379")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs and data here")
     args = parser.parse_args(argv)
@@ -1091,6 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
             postgres=args.postgres,
             redis=args.redis,
             root=args.keep,
+            cuts=args.cuts,
         )
     )
     print(f"chaos soak (seed {seed}) took {time.monotonic() - started:.0f}s:")

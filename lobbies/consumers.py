@@ -19,7 +19,7 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from lobbies import presence, push, store
 from lobbies.actions.runtime import (
@@ -67,6 +67,8 @@ from lobbies.wire import (
     NoticeFrame,
     WelcomeFrame,
     load_json,
+    may_hold_nul,
+    nul_at,
 )
 
 log = logging.getLogger("pocolobby.stream")
@@ -89,6 +91,8 @@ def on_worker(
 
 MAX_FRAME_BYTES = 16 * 1024
 FACT_FLUSH_SECONDS = 0.02
+# Tries at writing a batch of facts when the store's connection is lost (then on a fresh one).
+STORE_ATTEMPTS = 2
 # Consumers of this process, for the presence heartbeat.
 LOCAL: set[BridgeConsumer] = set()
 
@@ -114,14 +118,38 @@ class FactQueue:
         await asyncio.sleep(FACT_FLUSH_SECONDS)
         await self.flush()
 
-    async def flush(self) -> None:
+    async def flush(self) -> bool:
+        """Write what is pending. False when the store failed even on a fresh connection:
+        the batch is kept for the next flush, and a heartbeat, whose answer means "all you
+        reported is recorded", is not answered."""
         async with self.lock:
             batch, self.pending = self.pending, []
-            if batch:
-                try:
-                    await on_worker(push.record_transport_facts)(batch)
-                except Exception:
-                    log.exception("could not record %d transport facts", len(batch))
+            if not batch:
+                return True
+            try:
+                await on_worker(_record_facts)(batch)
+            except (OperationalError, InterfaceError) as error:
+                reason = (str(error).splitlines() or ["?"])[0][:200]
+                log.warning("could not record %d transport facts (%s)", len(batch), reason)
+                self.pending = batch + self.pending
+                return False
+            except Exception:
+                log.exception("could not record %d transport facts", len(batch))
+            return True
+
+
+def _record_facts(batch: list[push.TransportFact]) -> None:
+    """push.record_transport_facts, once more on a fresh connection when the store's
+    connection was lost (a database restart, a terminated backend): the facts are marks,
+    so writing one twice changes nothing."""
+    for attempt in range(1, STORE_ATTEMPTS + 1):
+        try:
+            push.record_transport_facts(batch)
+            return
+        except (OperationalError, InterfaceError):
+            if attempt == STORE_ATTEMPTS:
+                raise
+            connection.close()
 
 
 FACTS = FactQueue()
@@ -366,12 +394,16 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             await self._error("invalid_frame", "a frame is a JSON object with a string 'type'")
             return
+        if may_hold_nul(text_data) and nul_at(frame) is not None:
+            await self._error("invalid_frame", "a frame's text may not hold NUL (U+0000)")
+            return
         self.heard_since_beat = True
         kind = frame["type"]
         if kind == FRAME_HEARTBEAT:
-            await FACTS.flush()  # a heartbeat's answer means: all you reported is recorded
-            beat: HeartbeatFrame = {"type": FRAME_HEARTBEAT}
-            await self._send_frame(beat)
+            # A heartbeat's answer means: all you reported is recorded.
+            if await FACTS.flush():
+                beat: HeartbeatFrame = {"type": FRAME_HEARTBEAT}
+                await self._send_frame(beat)
         elif kind in (FRAME_RECEIVED, FRAME_HOST_WRITTEN):
             notice_id = frame.get("notice_id")
             if isinstance(notice_id, str) and (

@@ -41,6 +41,24 @@ def request_too_large(limit: int) -> BrokerError:
     return BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
 
 
+def nul_refused(where: str) -> BrokerError:
+    """Text holding NUL (U+0000): PostgreSQL's text cannot store it, so no store takes it."""
+    return bad_request(
+        f"{where} holds a NUL character (U+0000), which text may not contain; nothing was done",
+        code="invalid_text",
+    )
+
+
+def store_unavailable() -> BrokerError:
+    """The database failed under a request (its connection lost, or it refused one): the
+    request is retryable, and a retry with the same client_request_id is stored once."""
+    return BrokerError(
+        503,
+        "store_unavailable",
+        "the store did not answer (its connection was lost); retry the request",
+    )
+
+
 def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
     """405 with the `Allow` header RFC 9110 requires, naming the methods the path serves."""
     allowed = list(methods)
@@ -79,6 +97,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "attachment_type_mismatch",
         "attachment_length_mismatch",
         "invalid_digest",
+        "invalid_text",
     ),
     401: ("missing_token", "invalid_token", "token_revoked"),
     403: (

@@ -9,27 +9,38 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
+from urllib.parse import parse_qsl
 
 import orjson
 from asgiref.sync import markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.http import HttpRequest, HttpResponse
 from pydantic import BaseModel
 
 from lobbies import credentials
 from lobbies.answers import AnswerShape
-from lobbies.errors import BrokerError, bad_request, method_not_allowed, request_too_large
+from lobbies.errors import (
+    BrokerError,
+    bad_request,
+    method_not_allowed,
+    nul_refused,
+    request_too_large,
+    store_unavailable,
+)
 from lobbies.schemas import check_depth
 from lobbies.wire import (
     MAX_JSON_DEPTH,
+    NUL,
     PARSE_DEPTH,
     JSONObject,
     JsonTooDeep,
     JSONValue,
     check_json_nesting,
+    may_hold_nul,
+    nul_at,
 )
 
 log = logging.getLogger("pocolobby.api")
@@ -66,6 +77,13 @@ def _encoded(data: Mapping[str, object]) -> bytes:
 # benchmarks/chaos.py, met both under concurrent acknowledgments and sends).
 RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
 DATABASE_ATTEMPTS = 3
+
+
+# What may refuse a write before it starts, each a reason or None: on PostgreSQL `serve`
+# adds its store lock's (pocolobby/store_lock.py, write_refusal), so no write is answered
+# while the lock's session is lost. Asked for every /v1 request but GET and HEAD.
+WRITE_CHECKS: list[Callable[[], str | None]] = []
+READS = frozenset({"GET", "HEAD"})
 
 
 def _retryable(error: OperationalError) -> bool:
@@ -190,6 +208,10 @@ def json_body(request: HttpRequest) -> JSONObject:
         raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
+    if may_hold_nul(raw):
+        found = nul_at(data)
+        if found is not None:
+            raise nul_refused(f"argument {found!r}" if found else "an argument's name")
     for name, value in data.items():
         try:
             check_depth(value, f"argument {name[:40]!r}")
@@ -232,6 +254,19 @@ def _parsed(raw: bytes) -> JSONValue:
         return parsed
     except RecursionError:  # UTF-16 text, say, which the bracket count did not see
         raise JsonTooDeep("the body nests JSON too deeply to be read") from None
+
+
+def text_refusal(path: str, query: str) -> BrokerError | None:
+    """A request whose path or query string holds a NUL, refused before any view reads it:
+    `path` as decoded, `query` as sent (percent-encoded)."""
+    if NUL in path:
+        return nul_refused("the path")
+    if "%00" in query or NUL in query:
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if NUL in name or NUL in value:
+                return nul_refused(f"the query parameter {name.replace(NUL, '')[:40]!r}")
+        return nul_refused("the query string")
+    return None
 
 
 def in_worker_thread(fn: Callable[Arguments, Answered]) -> Callable[Arguments, Answered]:
@@ -302,9 +337,13 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
                     raise BrokerError(
                         403, "origin_refused", "the API serves native clients, not browser pages"
                     )
+                if WRITE_CHECKS and request.method not in READS:
+                    refuse_write_if_unheld()
                 return run_retrying(functools.partial(view, request, *args, **kwargs))
             except BrokerError as error:
                 return error_response(error)
+            except (OperationalError, InterfaceError) as error:
+                return store_failed(request, error)
             except Exception:
                 log.exception("internal error on %s %s", request.method, request.path)
                 return JsonAnswer(
@@ -315,6 +354,26 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
         return ApiView(run, getattr(view, "__name__", "view"), openapi, view.__doc__ or "", methods)
 
     return decorate
+
+
+def refuse_write_if_unheld() -> None:
+    """`503 store_unavailable` when a WRITE_CHECKS check refuses writes now."""
+    for check in WRITE_CHECKS:
+        reason = check()
+        if reason is not None:
+            raise BrokerError(503, "store_unavailable", reason)
+
+
+def store_failed(request: HttpRequest, error: Exception) -> JsonAnswer:
+    """`503 store_unavailable` for a request the database failed under, never a 500: its
+    connection was lost (a restart, a terminated backend) or it refused one. The broken
+    connection is closed when the request ends (close_old_connections sees its error), so the
+    next request connects afresh; PostgreSQL rolled back whatever was not committed."""
+    reason = (str(error).splitlines() or ["no reason given"])[0][:200]
+    log.warning(
+        "the store failed under %s %s (%s); answered 503", request.method, request.path, reason
+    )
+    return error_response(store_unavailable())
 
 
 def by_method(**views: ApiView) -> ApiView:

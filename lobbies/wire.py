@@ -296,6 +296,40 @@ def load_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH, what: str = "t
         raise JsonTooDeep(f"{what} nests JSON too deeply to be read") from None
 
 
+# NUL (U+0000) is refused wherever text arrives: PostgreSQL's text cannot hold it (a 500
+# there), and SQLite would store it; one rule for both stores (docs/API.md, `invalid_text`).
+NUL = "\x00"
+
+
+def may_hold_nul(text: str | bytes) -> bool:
+    """Whether JSON text may decode to a NUL: a `\\u0000` escape, or a NUL byte (only inside
+    UTF-16 or UTF-32 text, which the parser accepts). Most text is cleared by this search."""
+    if isinstance(text, str):
+        return "\\u0000" in text or NUL in text
+    return b"\\u0000" in text or b"\x00" in text
+
+
+def nul_at(value: object, where: str = "") -> str | None:
+    """Where decoded JSON holds a NUL, in a string or an object's key at any depth, as a path
+    (`content`, `fields.note`, `attachments[0].name`, `fields` for a key of it; `` for the
+    value itself); None if nowhere."""
+    if isinstance(value, str):
+        return where if NUL in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if NUL in key:
+                return where
+            found = nul_at(item, f"{where}.{key[:40]}" if where else key[:40])
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_at(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
 def _openers(text: str | bytes) -> int:
     if isinstance(text, str):
         return text.count("[") + text.count("{")

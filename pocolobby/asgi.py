@@ -34,7 +34,14 @@ from lobbies import store, uploads  # noqa: E402
 from lobbies.consumers import Batches, BridgeConsumer  # noqa: E402
 from lobbies.errors import BrokerError, bad_request, request_too_large  # noqa: E402
 from lobbies.hosts import HostRefused, site_for  # noqa: E402
-from lobbies.http import ApiView, JsonAnswer, error_response, in_worker_thread  # noqa: E402
+from lobbies.http import (  # noqa: E402
+    READS,
+    ApiView,
+    JsonAnswer,
+    error_response,
+    in_worker_thread,
+    text_refusal,
+)
 from lobbies.wire import ATTACHMENT_ROUTE  # noqa: E402
 from pocolobby.sqlite.base import (  # noqa: E402
     SharedCommitAbandoned,
@@ -82,7 +89,6 @@ def _api_route(
 
 # At most this many requests share a commit, so none waits long for the others' work.
 REQUESTS_PER_COMMIT = 16
-READS = frozenset({"GET", "HEAD"})
 
 
 def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exception | None]:
@@ -175,6 +181,10 @@ class AgentAPI:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.django(scope, receive, send)
+            return
+        refused = text_refusal(scope["path"], scope.get("query_string", b"").decode("latin-1"))
+        if refused is not None:
+            await _send_response(send, error_response(refused))
             return
         if scope["method"] == "PUT" and scope["path"].startswith(ATTACHMENT_ROUTE):
             await self._upload(scope, receive, send)

@@ -25,7 +25,7 @@ from django.utils import timezone
 from board import alert_mail, alert_senders, alerts, refresh
 from board.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
-from lobbies import timers
+from lobbies import http, timers
 from lobbies.actions.restore import access_closed
 from lobbies.consumers import LOCAL
 from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
@@ -308,8 +308,14 @@ async def run_store_lock_watch() -> None:
     """On PostgreSQL, every few seconds: the store's lock still held (store_lock.keep_held);
     when it cannot be held again the broker shuts down, and `serve` exits 1 saying why."""
     loop = asyncio.get_running_loop()
+    lost = asyncio.Event()
+    store_lock.ON_LOST.append(lambda: loop.call_soon_threadsafe(lost.set))
+    http.WRITE_CHECKS.append(store_lock.write_refusal)
     while True:
-        await asyncio.sleep(LOCK_CHECK_SECONDS)
+        # Every few seconds, or at once when a write found the lock's session lost.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(lost.wait(), LOCK_CHECK_SECONDS)
+        lost.clear()
         try:
             reason = await loop.run_in_executor(None, store_lock.keep_held)
         except Exception:

@@ -15,11 +15,29 @@ from django.core.exceptions import (
     TooManyFieldsSent,
     TooManyFilesSent,
 )
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.db import InterfaceError, OperationalError
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    QueryDict,
+    StreamingHttpResponse,
+)
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
+from console.web import PageRefusal, refusal_response
+from lobbies.errors import BrokerError, nul_refused
 from lobbies.hosts import HostRefused, hosted, site_for
+from lobbies.http import (
+    READS,
+    WRITE_CHECKS,
+    error_response,
+    refuse_write_if_unheld,
+    store_failed,
+    text_refusal,
+)
+from lobbies.wire import NUL, load_json, may_hold_nul, nul_at
 
 log = logging.getLogger("pocolobby.pages")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -182,3 +200,118 @@ class HostRouting:
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         refused = self._route(request)
         return refused if refused is not None else await self.get_response(request)
+
+
+class RefuseNul:
+    """400 for a NUL character (U+0000) in a request's path, query string, or form or JSON
+    body, before any view reads it: PostgreSQL's text cannot hold one (a 500 there) and
+    SQLite would store it, so neither store is handed one. The fast lane (pocolobby.asgi)
+    checks /v1 paths the same way, and lobbies.http.json_body every /v1 body.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def _refused(self, request: HttpRequest) -> HttpResponseBase | None:
+        refusal = text_refusal(request.path, request.META.get("QUERY_STRING", ""))
+        api = request.path.startswith("/v1/")
+        if refusal is None and not api:  # a /v1 body is checked where it is parsed (json_body)
+            refusal = _body_refusal(request)
+        if refusal is None:
+            return None
+        if api:
+            return error_response(refusal)
+        return refusal_response(request, PageRefusal(400, refusal.message, "invalid_text"))
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        if self.is_async:
+            return self._acall(request)
+        return self._refused(request) or self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        refused = self._refused(request)
+        return refused if refused is not None else await self.get_response(request)
+
+
+def _body_refusal(request: HttpRequest) -> BrokerError | None:
+    """A form or JSON body holding a NUL, naming the field; other bodies (files) are bytes."""
+    form = request.content_type == "application/x-www-form-urlencoded"
+    if not form and request.content_type != "application/json":
+        return None
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return None  # refused as too large where the body is read
+    if form:
+        if b"%00" not in body and b"\x00" not in body:
+            return None
+        fields = QueryDict(body, encoding=request.encoding)
+        for name, values in fields.lists():
+            if NUL in name or any(NUL in value for value in values):
+                return _field(name)
+        return None
+    if not may_hold_nul(body):
+        return None
+    try:
+        found = nul_at(load_json(body, what="the form"))
+    except ValueError:
+        return None  # not JSON: the view refuses it as such
+    return None if found is None else _field(found)
+
+
+def _field(name: str) -> BrokerError:
+    return nul_refused(f"the field {name.replace(NUL, '')[:40]!r}" if name else "a field's name")
+
+
+class StoreFailures:
+    """A view the database failed under (its connection lost, or one refused) answers `503
+    store_unavailable` (JSON on /v1, a line of text on a page), never a 500 with a
+    traceback: it is retryable, and Django's close_old_connections at the request's end
+    closes the broken connection, so the next request connects afresh."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
+        """A page's write, while the store's lock is not held (lobbies.http.WRITE_CHECKS)."""
+        if not WRITE_CHECKS or request.method in READS:
+            return None
+        try:
+            refuse_write_if_unheld()
+        except BrokerError as refusal:
+            if request.path.startswith("/v1/"):
+                return error_response(refusal)
+            return _unavailable()
+        return None
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        answer = store_failed(request, exception)
+        if request.path.startswith("/v1/"):
+            return answer
+        return _unavailable()
+
+
+def _unavailable() -> HttpResponse:
+    response = HttpResponse(
+        "the store did not answer (its connection was lost); try again in a moment\n",
+        status=503,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["Retry-After"] = "1"
+    return response

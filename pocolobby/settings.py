@@ -107,6 +107,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "pocolobby.middleware.StaticFilesMiddleware",
     "pocolobby.middleware.HostRouting",
+    "pocolobby.middleware.RefuseNul",
+    "pocolobby.middleware.StoreFailures",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

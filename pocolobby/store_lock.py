@@ -19,7 +19,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Mapping
+import select
+import threading
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,11 @@ HELD_POSTGRES: list[PostgresStoreLock] = []
 LOST: list[str] = []
 
 
+# Called (from any thread) the moment a write finds the lock's session lost, so the watch
+# (pocolobby/loops.py) checks it now rather than at its next tick.
+ON_LOST: list[Callable[[], object]] = []
+
+
 def keep_held() -> str | None:
     """PostgresStoreLock.keep for every hold of this process; the first reason to stop."""
     for lock in HELD_POSTGRES:
@@ -166,6 +173,17 @@ def keep_held() -> str | None:
         if reason is not None:
             LOST.append(reason)
             return reason
+    return None
+
+
+def write_refusal() -> str | None:
+    """Why this process may not write now, None if it may: on PostgreSQL, from the moment
+    its store lock's session is seen lost until the lock is held again (an `init` or a
+    `restore` may hold it alone meanwhile). Asked before every write request; it costs a
+    flag and a poll of the lock's socket, no round trip."""
+    for lock in HELD_POSTGRES:
+        if lock.serving and not lock.alive():
+            return "this broker's hold on the store's lock was lost with its session; retry"
     return None
 
 
@@ -178,6 +196,10 @@ class PostgresStoreLock:
         self.exclusive = False
         self.shared = False
         self.serving = False  # held shared by `serve`: keep() re-takes it when its session dies
+        # The session's socket while it holds the lock; None from the moment it is seen lost
+        # (write_refusal) until keep() holds the lock again.
+        self.held_on: int | None = None
+        self.checking = threading.Lock()  # held while keep() talks on the session
 
     def _session(self) -> Any:
         import psycopg  # local: as in pg_connect
@@ -231,6 +253,7 @@ class PostgresStoreLock:
         finally:
             session.execute("RESET lock_timeout")
         self.shared = self.serving = True
+        self.held_on = session.fileno()
 
     def share(self) -> None:
         """From exclusive to shared without a moment unlocked: other brokers may start."""
@@ -238,6 +261,7 @@ class PostgresStoreLock:
             self._session().execute("SELECT pg_advisory_lock_shared(%s)", [STORE_LOCK_KEY])
             self._session().execute("SELECT pg_advisory_unlock(%s)", [STORE_LOCK_KEY])
             self.exclusive, self.shared, self.serving = False, True, True
+            self.held_on = self._session().fileno()
 
     def keep(self) -> str | None:
         """While serving: check the session that holds the lock shared, and when it was lost (a
@@ -245,13 +269,18 @@ class PostgresStoreLock:
         waiting. None while held, or while PostgreSQL cannot be reached (the next check tries
         again); otherwise why this broker must stop: another command holds the lock alone,
         so the store may be changing under it (a restore, an `init`, a `manage`)."""
-        import psycopg  # local: as in pg_connect
-
         if not self.serving:
             return None
+        with self.checking:
+            return self._keep()
+
+    def _keep(self) -> str | None:
+        import psycopg  # local: as in pg_connect
+
         if self.connection is not None:
             try:
                 self.connection.execute("SELECT 1")
+                self.held_on = self.connection.fileno()  # alive (what was read was not an end)
                 return None
             except psycopg.Error:
                 self.release()
@@ -266,12 +295,35 @@ class PostgresStoreLock:
             return None
         if row[0]:
             self.shared = True
+            self.held_on = self.connection.fileno()
             log.warning("the store's lock was lost with its session; held again (shared)")
             return None
         return (
             f"the store's lock was lost with its session and is now held alone by "
             f"{self.holders() or 'another session'}"
         )
+
+    def alive(self) -> bool:
+        """Whether the lock's session may still hold it, known without a round trip: the
+        session is idle between checks, so anything to read on its socket is PostgreSQL
+        ending it (a terminated backend's last words, a closed socket). A socket that reads
+        ready marks the hold lost at once, and wakes keep()."""
+        fd = self.held_on
+        if fd is None:
+            return False
+        if not self.checking.acquire(blocking=False):
+            return True  # keep() is reading its answer there; it finds a lost session itself
+        try:
+            poll = select.poll()
+            poll.register(fd, select.POLLIN | select.POLLPRI)
+            if not poll.poll(0):
+                return True
+            self.held_on = None
+        finally:
+            self.checking.release()
+        for wake in ON_LOST:
+            wake()
+        return False
 
     def holders(self) -> str:
         """The other sessions holding the lock, as their processes named themselves."""
@@ -299,6 +351,7 @@ class PostgresStoreLock:
         return "; ".join(named)
 
     def release(self) -> None:
+        self.held_on = None
         if self.connection is not None:
             self.connection.close()
             self.connection = None

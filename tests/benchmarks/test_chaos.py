@@ -1,8 +1,10 @@
 """The chaos soak (benchmarks/chaos.py) in the suite: a two-minute soak with five SIGKILLs of
 the broker on SQLite (the embedded default), and on PostgreSQL + Redis with two broker
-processes when DATABASE_URL names a PostgreSQL server. Each fails on any violation the
-soak's audit finds (a lost or duplicated message, a vanished delivery, a retry that did not
-return the original, a checkpoint revision that went back, a pushed notice not recorded).
+processes when DATABASE_URL names a PostgreSQL server, there with every database session
+cut three times besides. Each fails on any 5xx answer other than the retryable 503, and on
+any violation the soak's audit finds (a lost or duplicated message, a vanished delivery, a
+retry that did not return the original, a checkpoint revision that went back, a pushed
+notice not recorded).
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.chaos import SoakConfig, SoakReport, StoreReader, run_soak
+from benchmarks.chaos import (
+    CUTS,
+    HTTP_5XX_NOT_503,
+    SoakConfig,
+    SoakReport,
+    StoreReader,
+    run_soak,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +33,7 @@ ON_POSTGRES = DATABASE_URL.startswith(("postgres://", "postgresql://"))
 def _passed(report: SoakReport) -> None:
     print(report.render())
     assert report.ok, "\n".join(report.violations[:20])
+    assert report.counts[HTTP_5XX_NOT_503] == 0  # a 503 is retryable; any other 5xx is a bug
 
 
 @pytest.mark.skipif(ON_POSTGRES, reason="the suite's PostgreSQL pass runs the two-broker soak")
@@ -38,7 +48,7 @@ def test_two_minute_soak_with_five_kills_on_sqlite_loses_nothing(tmp_path: Path)
 
 
 @pytest.mark.skipif(not ON_POSTGRES, reason="DATABASE_URL does not name PostgreSQL")
-def test_two_minute_soak_killing_one_of_two_postgres_brokers_loses_nothing(
+def test_two_minute_soak_killing_brokers_and_cutting_database_sessions_loses_nothing(
     tmp_path: Path,
 ) -> None:
     report = run_soak(
@@ -53,7 +63,7 @@ def test_two_minute_soak_killing_one_of_two_postgres_brokers_loses_nothing(
         )
     )
     _passed(report)
-    assert report.counts["kills"] == 5
+    assert report.counts["kills"] == 5 and report.counts[CUTS] == 3
     assert report.counts["sends stored"] > 200
 
 

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -284,3 +285,71 @@ def advisory_locks(database: str) -> set[tuple[int, str]]:
             [database],
         ).fetchall()
     return {(key, mode) for key, mode in rows}
+
+
+def test_no_send_is_stored_from_the_moment_the_lock_session_is_lost(database: str, tmp_path: Path):
+    """A restore (a stand-in) waits for the store's lock alone; the broker's lock session is
+    terminated, so the restore holds it at once. Every send tried after that is refused
+    (503, or no answer once the broker has stopped), none `stored`: the broker sees the loss
+    at the next write, not at its next check of the lock (the probe saw up to 1.38 s)."""
+    broker = Broker(tmp_path / "a", env={"DATABASE_URL": f"{PG_SERVER}/{database}"}).start()
+    holder = admin(database)
+    try:
+        configs = broker.provision("team", ["lead", "backend"], tmp_path / "configs")
+        session = lock_session(database, broker)
+        holder.execute("SET application_name = 'pocolobby restore (a stand-in)'")
+        waiter = threading.Thread(
+            target=holder.execute, args=("SELECT pg_advisory_lock(%s)", [STORE_LOCK_KEY])
+        )
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while not waiting_for_the_store_lock(database):
+            assert time.monotonic() < deadline, "the stand-in never waited for the lock"
+            time.sleep(0.05)
+        answers: list[tuple[float, int]] = []  # (when sent, status; 0: no answer)
+        stop = threading.Event()
+
+        def send() -> None:
+            with httpx.Client(timeout=10) as client:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    sent_at = time.monotonic()
+                    try:
+                        status = client.post(
+                            f"{broker.url}/v1/tools/send_message",
+                            json={"to": "backend", "content": "hi", "client_request_id": f"{n}"},
+                            headers=configs["lead"].headers,
+                        ).status_code
+                    except httpx.TransportError:
+                        status = 0
+                    answers.append((sent_at, status))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        while sum(1 for _, status in answers if status == 200) < 5:
+            time.sleep(0.01)
+        with admin(database) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s, 5000)", [session])
+        killed_at = time.monotonic()
+        waiter.join(10)
+        assert broker.process is not None
+        assert broker.process.wait(30) == 1  # it found the lock held alone, and stopped
+        stop.set()
+        sender.join(15)
+        after = [status for sent_at, status in answers if sent_at >= killed_at]
+        assert after and 200 not in after, after
+        assert 503 in [status for _, status in answers]  # refused before the broker stopped
+    finally:
+        holder.close()
+        broker.stop()
+
+
+def waiting_for_the_store_lock(database: str) -> bool:
+    with admin(database) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid::bigint = %s AND objid::bigint = %s",
+            [STORE_LOCK_KEY >> 32, STORE_LOCK_KEY & 0xFFFFFFFF],
+        ).fetchone()
+    return bool(row[0])
