@@ -298,6 +298,14 @@ def _phrase(event: AuditEvent) -> str:
             return "finished the restore: agents are admitted again"
         case "account_created" | "account_disabled" | "account_enabled":
             return f"{event.action.split('_')[1]} account {t}"
+        case "account_operator_set":
+            if d.get("operator"):
+                return f"let account {t} open the Django admin by email code"
+            return f"withdrew account {t}'s Django admin"
+        case "enrollment_issued":
+            return f"issued an enrolment code for agent {t}"
+        case "enrollment_redeemed":
+            return f"redeemed agent {t}'s enrolment code: its earlier tokens are revoked"
     return f"{event.action.replace('_', ' ')} {t}".strip()
 
 

@@ -61,11 +61,14 @@ def save_account(
                 created_at=timezone.now(),
             )
             record_audit(ActorKind.OPERATOR, AuditAction.ACCOUNT_CREATED, target=email)
+            if account.operator:
+                _audit_operator(account)
         else:
             if may_create_lobbies is not None:
                 account.may_create_lobbies = may_create_lobbies
-            if operator is not None:
+            if operator is not None and operator != account.operator:
                 account.operator = operator
+                _audit_operator(account)
             if enabled is not None and enabled != account.enabled:
                 account.enabled = enabled
                 record_audit(
@@ -78,6 +81,17 @@ def save_account(
             WebSession.objects.filter(account=account).delete()
             Handoff.objects.filter(account=account).delete()
     return account, created
+
+
+def _audit_operator(account: Account) -> None:
+    """Who may open the Django admin by email code is the broker's most powerful grant: each
+    change of it is audited (detail `operator`: the new value)."""
+    record_audit(
+        ActorKind.OPERATOR,
+        AuditAction.ACCOUNT_OPERATOR_SET,
+        target=account.email,
+        detail={"operator": account.operator},
+    )
 
 
 def set_owner(lobby_name: str, email: str) -> Account:

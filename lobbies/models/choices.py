@@ -113,6 +113,7 @@ class AuditAction(models.TextChoices):
     ACCOUNT_CREATED = "account_created"
     ACCOUNT_DISABLED = "account_disabled"
     ACCOUNT_ENABLED = "account_enabled"
+    ACCOUNT_OPERATOR_SET = "account_operator_set"
     OWNER_SET = "owner_set"
     VIEWER_ADDED = "viewer_added"
     VIEWER_REMOVED = "viewer_removed"

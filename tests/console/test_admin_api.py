@@ -46,6 +46,10 @@ def test_an_account_is_marked_and_unmarked_as_an_operator(db):
     unmarked = call("post", "/accounts", {"email": "op@example.com", "operator": False})
     assert unmarked.json()["operator"] is False and not Account.objects.get().operator
     assert call("post", "/accounts", {"email": "a@example.com", "operator": "x"}).status_code == 400
+    # Each change of the grant is audited once; a save that keeps it audits nothing.
+    call("post", "/accounts", {"email": "op@example.com", "operator": False})
+    audited = AuditEvent.objects.filter(action="account_operator_set", target="op@example.com")
+    assert [e.detail["operator"] for e in audited.order_by("id")] == [True, False]
 
 
 def test_disabling_deletes_sessions_and_hand_offs(lobby, make_account):
