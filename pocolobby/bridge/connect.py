@@ -97,6 +97,7 @@ def connect(
     deliver: str | None = None,
     environ: dict[str, str] | None = None,
     hooks: bool = True,
+    replace: bool = False,
 ) -> str:
     """Write or update the host's entry (for Claude Code, with `hooks`, also its status line
     and turn hooks); the text to print."""
@@ -115,7 +116,7 @@ def connect(
     except ConfigError as exc:
         raise ConnectError(str(exc)) from None
     if host == "codex":
-        return _connect_codex(agent.path, name, agent, environ)
+        return _connect_codex(agent.path, name, agent, environ, replace)
     if host == "gemini":
         return _connect_gemini(directory, name, agent)
     path = directory.resolve() / ".mcp.json"
@@ -333,7 +334,18 @@ def _without_our_table(text: str, name: str) -> tuple[str, bool]:
     return "".join(kept), found
 
 
-def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, str] | None) -> str:
+def _configured_agent(entry: Any) -> str | None:
+    """The agent configuration a server entry runs the bridge with, if it is ours."""
+    args = entry.get("args") if isinstance(entry, dict) else None
+    if not isinstance(args, list) or "bridge" not in args or "--config" not in args:
+        return None
+    at = args.index("--config") + 1
+    return str(args[at]) if at < len(args) else None
+
+
+def _connect_codex(
+    config_path: Path, name: str, agent: Any, environ: dict[str, str] | None, replace: bool
+) -> str:
     path = codex_config_path(environ)
     try:
         text = path.read_text(encoding="utf-8")
@@ -348,6 +360,17 @@ def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, 
         raise ConnectError(f"{path}: mcp_servers is not a table")
     entry = entry_for(config_path, "tmux")
     previous = servers.get(name)
+    other = _configured_agent(previous)
+    if other is not None and other != str(config_path) and not replace:
+        raise ConnectError(
+            f"[mcp_servers.{name}] in {path} runs the bridge for another agent ({other}): Codex "
+            "reads one config.toml for every project, so replacing it moves every Codex "
+            "session of this user to this agent. To run both, give this agent a Codex home "
+            f"of its own: CODEX_HOME=~/.codex-{agent.agent} pocolobby connect --config "
+            f"{config_path} --host codex (the launch command then sets it; copy or link your "
+            "auth.json there). To replace the other, run again with --replace. Nothing was "
+            "written."
+        )
     rest, found = _without_our_table(text, name)
     rest = rest.rstrip() + "\n\n" if rest.strip() else ""
     updated = rest + codex_table(name, entry)
@@ -371,13 +394,15 @@ def _connect_codex(config_path: Path, name: str, agent: Any, environ: dict[str, 
     current = {**entry, "env_vars": list(CODEX_ENV_VARS)}
     verb = "kept" if previous == current else ("updated" if previous else "added")
     session = _session_name(agent.agent)
+    home = (os.environ if environ is None else environ).get("CODEX_HOME")
+    launch = f"env CODEX_HOME={shlex.quote(home)} " if home else ""
     return "\n".join(
         [
             f"{verb} [mcp_servers.{name}] in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
             "",
             "Pushes are typed into the tmux pane Codex runs in. Launch Codex inside tmux:",
             "",
-            f"  tmux new-session -s {session} codex --no-daemon",
+            f"  tmux new-session -s {session} {launch}codex --no-daemon",
             "",
             "(or run `codex --no-daemon` in any tmux pane). --no-daemon: otherwise Codex starts "
             "MCP servers from its shared background server, whose TMUX_PANE is the pane it was "

@@ -41,6 +41,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
                 host=args.host,
                 deliver=args.deliver,
                 hooks=not args.no_hooks,
+                replace=args.replace,
             )
         )
     except ConnectError as exc:
@@ -167,6 +168,12 @@ def _connect_parser(sub: Subparsers) -> None:
         action="store_true",
         help="Claude Code: leave the status line and hooks alone (the dashboard then shows no "
         "plan usage, turns or tokens for this agent)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="Codex: replace an entry that runs the bridge for another agent (Codex reads one "
+        "config.toml for every project)",
     )
     p.set_defaults(func=connect_cmd)
 

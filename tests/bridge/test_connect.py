@@ -149,7 +149,9 @@ def test_connect_for_codex_adds_its_table_keeps_everything_else_and_prints_the_t
     result = connect(tmp_path, "--config", str(config), "--host", "codex", env=env)
     assert result.returncode == 0, result.stderr
     assert "added [mcp_servers.pocolobby]" in result.stdout
-    assert "tmux new-session -s beta codex" in result.stdout
+    assert (
+        f"tmux new-session -s beta env CODEX_HOME={codex_home} codex --no-daemon" in result.stdout
+    )
     text = (codex_home / "config.toml").read_text()
     assert text.startswith(CODEX_CONFIG.rstrip())  # comments and layout kept byte for byte
     data = tomllib.loads(text)
@@ -168,7 +170,12 @@ def test_connect_for_codex_adds_its_table_keeps_everything_else_and_prints_the_t
     assert again.returncode == 0 and "kept [mcp_servers.pocolobby]" in again.stdout
     assert (codex_home / "config.toml").read_text() == text
     other = agent_file(tmp_path, "other.json")
-    moved = connect(tmp_path, "--config", str(other), "--host", "codex", env=env)
+    refused = connect(tmp_path, "--config", str(other), "--host", "codex", env=env)
+    assert refused.returncode == 1
+    assert f"runs the bridge for another agent ({config.resolve()})" in refused.stderr
+    assert "Nothing was written" in refused.stderr
+    assert (codex_home / "config.toml").read_text() == text
+    moved = connect(tmp_path, "--config", str(other), "--host", "codex", "--replace", env=env)
     assert "updated [mcp_servers.pocolobby]" in moved.stdout
     data = tomllib.loads((codex_home / "config.toml").read_text())
     assert data["mcp_servers"]["pocolobby"]["args"][2] == str(other.resolve())
@@ -354,3 +361,18 @@ def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(tmp_
     )
     line = next(x for x in listed.stdout.splitlines() if x.startswith("pocolobby:"))
     assert "Connected" in line and "Pending approval" not in line, listed.stdout
+
+
+def test_two_codex_agents_on_one_machine_each_keep_their_own_codex_home(tmp_path: Path):
+    first, second = agent_file(tmp_path, "first.json"), agent_file(tmp_path, "second.json")
+    homes = {name: tmp_path / f"codex-{name}" for name in ("first", "second")}
+    for name, config in (("first", first), ("second", second)):
+        done = connect(
+            tmp_path, "--config", str(config), "--host", "codex",
+            env={"CODEX_HOME": str(homes[name])},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"env CODEX_HOME={homes[name]} codex --no-daemon" in done.stdout
+    for name, config in (("first", first), ("second", second)):
+        data = tomllib.loads((homes[name] / "config.toml").read_text())
+        assert data["mcp_servers"]["pocolobby"]["args"][2] == str(config.resolve())
