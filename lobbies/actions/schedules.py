@@ -36,6 +36,7 @@ from lobbies.models import (
     ScheduleStatus,
     Scope,
 )
+from lobbies.names import OWNER_SENDER
 from lobbies.permissions import require_permission
 from lobbies.schemas import (
     Broadcast,
@@ -82,6 +83,14 @@ def _check_target(sender: Agent, args: ScheduleMessage) -> None:
     """Refuse at creation what send_message would refuse: an unknown or disabled agent, an
     unknown room, a room the sender is not in; a schedule that could never deliver is not
     stored. (Each occurrence is still addressed again when it fires.)"""
+    if args.to == OWNER_SENDER:
+        # The owner is a person: a daily message would be an alert every day whether or not
+        # anything waits. What waits on them is set_owner_requests (or one message when due).
+        raise bad_request(
+            "a daily schedule cannot go to the owner: say what waits on them with "
+            "set_owner_requests, or send one message when it is due",
+            code="invalid_arguments",
+        )
     if args.to is not None:
         address_direct(sender, args.to)
     elif args.room_id is not None:

@@ -197,3 +197,17 @@ def test_an_occurrence_to_a_disabled_agent_is_skipped_with_the_reason(lead, back
     assert occurrence.outcome == "skipped" and occurrence.message_id is None
     assert occurrence.reason.startswith("recipient_disabled")
     assert not Message.objects.exists()
+
+
+def test_a_daily_schedule_to_the_owner_is_refused_and_nothing_is_stored(lead):
+    status, body = lead.call(
+        "schedule_message",
+        client_request_id="s-owner",
+        to="owner",
+        content="daily status",
+        time_zone="UTC",
+        times=["09:00"],
+    )
+    assert status == 400 and body["error"]["code"] == "invalid_arguments"
+    assert "set_owner_requests" in body["error"]["message"]
+    assert not Schedule.objects.exists()
