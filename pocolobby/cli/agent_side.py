@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pocolobby.cli import doctor
 from pocolobby.cli.common import CliError, Subparsers
+from pocolobby.cli.doctor import add_parser as add_doctor_parser
 
 
 def bridge_cmd(args: argparse.Namespace) -> int:
@@ -89,7 +89,7 @@ def add_parsers(sub: Subparsers) -> None:
     _bridge_parser(sub)
     _join_parser(sub)
     _connect_parser(sub)
-    doctor.add_parser(sub)
+    add_doctor_parser(sub)
     _statusline_parser(sub)
     _hook_parser(sub)
     _tokens_parser(sub)
