@@ -164,7 +164,9 @@ def reply_box(context: template.Context, agent_id: str, name: str, where: str) -
     (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
     `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped."""
     return format_html(
-        '<details class="reply" data-reply><summary>Reply to <bdi>{name}</bdi></summary>'
+        # The words in one span: a flex summary would drop the space before the <bdi>.
+        '<details class="reply" data-reply><summary><span>Reply to <bdi>{name}</bdi></span>'
+        "</summary>"
         '<form data-json data-reply-form action="{base}/reply">'
         '<input type="hidden" name="to" value="{agent}">'
         '<input type="hidden" name="client_request_id" value="{key}" data-form-key>'

@@ -132,7 +132,8 @@ def test_the_hand_over_confirmation_isolates_the_name_it_quotes(
     assert f'data-confirm="Hand \u2068{NAME}2\u2069 over to the new conversation?' in html
     assert f"A new conversation is waiting to take over <bdi>{NAME}2</bdi></strong>" in html
     assert f"<strong><bdi>{NAME}</bdi></strong>" in html
-    assert f"<summary>Reply to <bdi>{NAME}</bdi></summary>" in html
+    # The words in one span: a flex summary drew "Reply to<name>" with no space between.
+    assert f"<summary><span>Reply to <bdi>{NAME}</bdi></span></summary>" in html
 
 
 def test_the_checker_finds_a_name_outside_an_isolate() -> None:
