@@ -21,6 +21,7 @@ import shlex
 import sys
 import tempfile
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -334,13 +335,25 @@ def _without_our_table(text: str, name: str) -> tuple[str, bool]:
     return "".join(kept), found
 
 
+def config_after(words: Sequence[object], subcommand: str) -> str | None:
+    """The `--config F` (or `--config=F`) a `pocolobby SUBCOMMAND ...` command line names: what
+    connect wrote into a host's entry or hook, as connect and doctor both read it back."""
+    line = [str(word) for word in words]
+    if subcommand not in line:
+        return None
+    rest = line[line.index(subcommand) + 1 :]
+    for i, word in enumerate(rest):
+        if word == "--config" and i + 1 < len(rest):
+            return rest[i + 1]
+        if word.startswith("--config="):
+            return word.removeprefix("--config=")
+    return None
+
+
 def _configured_agent(entry: Any) -> str | None:
     """The agent configuration a server entry runs the bridge with, if it is ours."""
     args = entry.get("args") if isinstance(entry, dict) else None
-    if not isinstance(args, list) or "bridge" not in args or "--config" not in args:
-        return None
-    at = args.index("--config") + 1
-    return str(args[at]) if at < len(args) else None
+    return config_after(args, "bridge") if isinstance(args, list) else None
 
 
 def _connect_codex(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lobbies.wire import PARSE_DEPTH, load_json
-from pocolobby.bridge.connect import HOSTS, codex_config_path
+from pocolobby.bridge.connect import HOSTS, codex_config_path, config_after
 from pocolobby.doctor.checks import Environ, Finding, resolved
 
 # Claude Code's first release with channels (`--dangerously-load-development-channels`).
@@ -44,16 +44,8 @@ class HostEntry:
     @property
     def config(self) -> Path | None:
         """The configuration the entry hands the bridge (`--config F`)."""
-        args = list(self.args)
-        if "bridge" not in args:
-            return None
-        rest = args[args.index("bridge") + 1 :]
-        for i, arg in enumerate(rest):
-            if arg == "--config" and i + 1 < len(rest):
-                return resolved(rest[i + 1])
-            if arg.startswith("--config="):
-                return resolved(arg.removeprefix("--config="))
-        return None
+        named = config_after(self.args, "bridge")
+        return None if named is None else resolved(named)
 
     @property
     def deliver(self) -> str:
@@ -356,13 +348,7 @@ def _reports_for(command: str, subcommand: str, config: Path, env: Environ) -> b
         return False
     if subcommand not in words:
         return False
-    rest = words[words.index(subcommand) + 1 :]
-    for i, word in enumerate(rest):
-        if word == "--config" and i + 1 < len(rest):
-            return resolved(rest[i + 1]) == config
-        if word.startswith("--config="):
-            return resolved(word.removeprefix("--config=")) == config
-    named = env.get("POCOLOBBY_CONFIG")
+    named = config_after(words, subcommand) or env.get("POCOLOBBY_CONFIG")
     return named is not None and resolved(named) == config
 
 
