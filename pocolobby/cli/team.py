@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import textwrap
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -119,13 +120,14 @@ def team_cmd(args: argparse.Namespace) -> int:
         )
         for change in changes:
             print(shown(_line(change)))
+        count = f"{len(changes)} change{'s' if len(changes) > 1 else ''}"
         if args.dry_run:
             print(
-                f"dry run: nothing was changed ({len(changes)} changes to make; each agent "
-                "added gets its enrolment code then)"
+                f"dry run: nothing was changed ({count} to make; each agent added gets its "
+                "enrolment code then)"
             )
         else:
-            print(f"{len(changes)} changes made")
+            print(f"{count} made")
     left = data["not_in_manifest"]
     if left["agents"] or left["rooms"]:
         kept = [f"agents {', '.join(left['agents'])}"] if left["agents"] else []
@@ -135,8 +137,9 @@ def team_cmd(args: argparse.Namespace) -> int:
             + " (--prune removes such agents and archives such rooms)"
         )
     url = enrollment_url(args)
-    for issued in data["enrollments"]:
+    if data["enrollments"]:
         print()
+    for issued in data["enrollments"]:
         show_enrollment(lobby, issued["agent"], issued["code"], issued["expires_at"], url)
     if data["enrollments"]:
         explain_enrollment(url)
@@ -146,10 +149,12 @@ def team_cmd(args: argparse.Namespace) -> int:
 def add_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("team", help="set a lobby's agents and rooms up from one TOML manifest")
     tsub = p.add_subparsers(dest="team_command", required=True)
-    what = (
-        "make a lobby's agents and rooms match a TOML manifest: create the lobby if needed, "
-        "add or change agents (description, role, permissions) and rooms (members), print an "
-        "enrolment code for each agent added; run twice, the second changes nothing"
+    what = textwrap.fill(
+        "Make a lobby's agents and rooms match a TOML manifest: create the lobby if needed, "
+        "add or change agents (description, role, permissions) and rooms (members), and print "
+        "an enrolment code for each agent added. Nothing is removed without --prune. All or "
+        "nothing: a refused manifest changes nothing. Run twice, the second changes nothing.",
+        width=78,
     )
     apply = tsub.add_parser(
         "apply",
