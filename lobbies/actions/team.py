@@ -69,9 +69,8 @@ def _at_key(key: str, check: Callable[[], object]) -> None:
     try:
         check()
     except BrokerError as error:
-        raise BrokerError(
-            error.status, error.code, f"{key}: {error.message}", **error.extra
-        ) from None
+        error.message = f"{key}: {error.message}"
+        raise
 
 
 def _permissions(spec: TeamAgent) -> list[Permission]:
