@@ -230,6 +230,8 @@ def _phrase(event: AuditEvent) -> str:
             )
         case "role_set":
             return f"set agent {t or agent}'s role"
+        case "description_set":
+            return f"set agent {t}'s description"
         case "room_created":
             members = d.get("members")
             return f"created room {t}" + (f" with {_names(members)}" if members else "")

@@ -572,15 +572,21 @@ def _catalog_of(tools: tuple[Tool, ...]) -> answers.Catalog:
     return {"revision": revision, "tools": definitions}
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One sentence per problem, naming the argument: what a model or a person can fix."""
+def describe_validation_error(error: ValidationError, *, within: str = "") -> str:
+    """One sentence per problem, naming the argument: what a model or a person can fix.
+
+    `within` names an argument that carries a document of its own (a team manifest): a problem
+    inside it names the document's key, as its author wrote it."""
     parts = []
     for item in error.errors(include_url=False)[:5]:
-        location = ".".join(str(p) for p in item["loc"]) or "arguments"
+        loc, noun = item["loc"], "argument"
+        if within and loc[:1] == (within,):
+            loc, noun = loc[1:], "key"
+        location = ".".join(str(p) for p in loc) or "arguments"
         if item["type"] == "extra_forbidden":
-            parts.append(f"unknown argument {location!r}")
+            parts.append(f"unknown {noun} {location!r}")
         elif item["type"] == "missing":
-            parts.append(f"missing argument {location!r}")
+            parts.append(f"missing {noun} {location!r}")
         else:
             message = item["msg"].removeprefix("Value error, ")
             parts.append(f"{location}: {message}")
@@ -594,14 +600,18 @@ ParsedOperation = TypeVar("ParsedOperation", bound=Operation)
 
 
 def parse_arguments(
-    schema: type[ParsedOperation], raw: Mapping[str, object], *, from_strings: bool = False
+    schema: type[ParsedOperation],
+    raw: Mapping[str, object],
+    *,
+    from_strings: bool = False,
+    within: str = "",
 ) -> ParsedOperation:
     try:
         if from_strings:
             return schema.model_validate_strings(dict(raw))
         return schema.model_validate(raw)
     except ValidationError as error:
-        raise bad_request(describe_validation_error(error)) from None
+        raise bad_request(describe_validation_error(error, within=within)) from None
 
 
 def run_tool(

@@ -238,3 +238,43 @@ class LobbyAttachments(TypedDict):
     lobby: str
     usage: LobbyAttachmentUsage
     attachments: list[LobbyAttachment]
+
+
+TeamSubject = Literal["lobby", "agent", "room"]
+TeamChangeKind = Literal["create", "add", "change", "remove", "restore", "archive"]
+
+
+@with_config(ANSWER_CONFIG)
+class TeamChange(TypedDict):
+    """One change `team apply` makes (or, in a dry run, would make)."""
+
+    subject: TeamSubject
+    name: str
+    change: TeamChangeKind
+    detail: str
+
+
+@with_config(ANSWER_CONFIG)
+class TeamEnrollment(TypedDict):
+    """A one-time code for an agent the apply added: shown once."""
+
+    agent: str
+    code: str
+    expires_at: Time
+
+
+@with_config(ANSWER_CONFIG)
+class TeamLeft(TypedDict):
+    """What the lobby holds that the manifest does not name, left as it is (no prune)."""
+
+    agents: list[str]
+    rooms: list[str]
+
+
+@with_config(ANSWER_CONFIG)
+class TeamApplied(TypedDict):
+    lobby: str
+    dry_run: bool
+    changes: list[TeamChange]
+    enrollments: list[TeamEnrollment]
+    not_in_manifest: TeamLeft

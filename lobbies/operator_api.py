@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest
+from pydantic import Field
 
 from lobbies import agent_selectors, answers, attachment_selectors, operator_answers
 from lobbies.actions import (
@@ -21,12 +22,13 @@ from lobbies.actions import (
     restore,
     restore_commands,
     rooms,
+    team,
 )
 from lobbies.answers import at
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import Documented, JsonAnswer, api_view, bearer_token, json_body
-from lobbies.schemas import Operation, bounded_text
+from lobbies.schemas import Operation, TeamManifest, bounded_text
 from lobbies.secret_files import admin_token
 
 
@@ -358,6 +360,40 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
     if chosen is None:
         raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
     return JsonAnswer(chosen.run(request, lobby, agent_id))
+
+
+class ApplyTeam(Operation):
+    manifest: TeamManifest
+    prune: bool = False
+    dry_run: bool = False
+    expires_minutes: Annotated[int, Field(ge=1, le=enrollment.MAX_MINUTES)] = (
+        enrollment.DEFAULT_MINUTES
+    )
+
+
+@api_view(
+    ("POST",),
+    admin(
+        "POST",
+        operator_answers.TeamApplied,
+        ApplyTeam,
+        summary="Make a lobby's agents and rooms match a team manifest (pocolobby team apply)",
+    ),
+)
+def team_apply(request: HttpRequest) -> JsonAnswer:
+    """Create the lobby if needed, add or change its agents and rooms, and with `prune` remove
+    agents and archive rooms the manifest leaves out; `dry_run` only says what would change.
+    All or nothing: one refused change leaves the store as it was."""
+    require_operator(request)
+    args = parse_arguments(ApplyTeam, json_body(request), within="manifest")
+    return JsonAnswer(
+        team.apply_team(
+            args.manifest,
+            prune=args.prune,
+            dry_run=args.dry_run,
+            expires_minutes=args.expires_minutes,
+        )
+    )
 
 
 class StatusQuery(Operation):

@@ -22,6 +22,7 @@ from pydantic import (
 
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
+from lobbies.permissions import Permission
 from lobbies.wire import MAX_ATTACHMENTS, MAX_JSON_DEPTH, is_document, is_image, media_type_of
 
 
@@ -526,3 +527,29 @@ class SetOwnerRequests(Operation):
         if self.count == 0 and self.line:
             raise ValueError("line must be empty when count is 0 (that clears your requests)")
         return self
+
+
+# The operator's team manifest (`pocolobby team apply`): the TOML file as the CLI sends it, with
+# each role_file read into `role`. Names are checked by the action, which says which key.
+
+
+class TeamAgent(Operation):
+    """`[agents.NAME]`: what peers see, the role its sessions load, what it may do."""
+
+    description: Annotated[str, bounded_text(200)] = ""
+    role: Annotated[str, bounded_text(32_768)] = ""
+    permissions: Annotated[list[Permission], Field(max_length=10)] = Field(default_factory=list)
+
+
+class TeamRoom(Operation):
+    """`[rooms.NAME]`: its whole member list."""
+
+    members: Annotated[list[str], Field(max_length=200)]
+
+
+class TeamManifest(Operation):
+    """A lobby's agents and rooms as they should be."""
+
+    lobby: str
+    agents: Annotated[dict[str, TeamAgent], Field(max_length=200)] = Field(default_factory=dict)
+    rooms: Annotated[dict[str, TeamRoom], Field(max_length=200)] = Field(default_factory=dict)

@@ -372,6 +372,23 @@ def set_permissions(
     return agent
 
 
+def set_description(lobby_name: str, agent_id: str, description: str) -> Agent:
+    """The one line peers see beside the agent (list_agents); the agent cannot change it."""
+    with transaction.atomic():
+        agent = _locked(agent_named(lobby_name, agent_id))
+        Agent.objects.filter(pk=agent.pk).update(description=description)
+        record_audit(
+            OPERATOR,
+            AuditAction.DESCRIPTION_SET,
+            lobby_name=lobby_name,
+            agent_id=agent_id,
+            target=agent_id,
+            detail={"characters": len(description)},
+        )
+    agent.description = description
+    return agent
+
+
 def retry_notifications(
     lobby_name: str, agent_id: str, *, actor_kind: ActorKind = OPERATOR, account: str = ""
 ) -> None:

@@ -104,6 +104,7 @@ class AuditAction(models.TextChoices):
     RUNTIME_HANDED_OVER = "runtime_handed_over"
     RUNTIME_WAITING = "runtime_waiting"
     ROLE_SET = "role_set"
+    DESCRIPTION_SET = "description_set"
     ROOM_CREATED = "room_created"
     ROOM_MEMBERS_CHANGED = "room_members_changed"
     ROOM_DELETED = "room_deleted"

@@ -1,8 +1,9 @@
 """`pocolobby`: run the broker and administer it over its admin API."""
 
 # Each command group's module adds its own subcommands: `broker` (serve, init), `operator` (the
-# admin API's commands), `agent_side` (what an agent's machine runs), `messages` (an agent's
-# messages without MCP) and `maintenance` (backup, restore, manage).
+# admin API's commands), `team` (a lobby from a manifest), `agent_side` (what an agent's
+# machine runs), `messages` (an agent's messages without MCP) and `maintenance` (backup,
+# restore, manage).
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from lobbies.wire import for_terminal as shown
-from pocolobby.cli import agent_side, broker, maintenance, messages, operator
+from pocolobby.cli import agent_side, broker, maintenance, messages, operator, team
 from pocolobby.cli.common import CliError, Parser, StoreRefused
 
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     broker.add_parsers(sub)
     operator.add_parsers(sub)
+    team.add_parsers(sub)
     agent_side.add_parsers(sub)
     messages.add_parser(sub)
     maintenance.add_parsers(sub)

@@ -48,6 +48,10 @@ def admin_client() -> httpx.Client:
     )
 
 
+class Refused(CliError):
+    """The broker answered with a refusal: it changed nothing."""
+
+
 def call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     with admin_client() as client:
         try:
@@ -63,7 +67,7 @@ def call(method: str, path: str, body: dict[str, Any] | None = None) -> dict[str
         raise CliError(f"the broker answered {response.status_code} without JSON") from None
     if response.is_error:
         error = data.get("error", {})
-        raise CliError(f"{error.get('message', response.reason_phrase)} ({error.get('code')})")
+        raise Refused(f"{error.get('message', response.reason_phrase)} ({error.get('code')})")
     return data
 
 

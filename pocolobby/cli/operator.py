@@ -129,15 +129,31 @@ def agent_cmd(args: argparse.Namespace) -> int:
 
 def print_enrollment(args: argparse.Namespace, target: str) -> None:
     """Issue a one-time code for the agent and print the one command its machine runs."""
-    url = (args.url or broker_url()).rstrip("/")
+    url = enrollment_url(args)
     data = call("POST", f"{target}/enroll", {"expires_minutes": args.expires})
+    show_enrollment(args.lobby, args.name, data["code"], data["expires_at"], url)
+    explain_enrollment(url)
+
+
+def enrollment_url(args: argparse.Namespace) -> str:
+    """The broker's address as the agent's machine reaches it: `--url` or POCOLOBBY_URL."""
+    return str(args.url or broker_url()).rstrip("/")
+
+
+def show_enrollment(lobby: str, name: str, code: str, expires_at: str, url: str) -> None:
+    """An issued code and the one command the agent's machine runs (`agent add --enroll`,
+    `agent enroll`, `team apply`)."""
     print(
-        f"enrolment code for {shown(args.name)} in {shown(args.lobby)}: one use, expires "
-        f"{shown(data['expires_at'])}. On the agent's machine, in the project it works in, run:"
+        f"enrolment code for {shown(name)} in {shown(lobby)}: one use, expires "
+        f"{shown(expires_at)}. On the agent's machine, in the project it works in, run:"
     )
     print()
-    print(f"  pocolobby join {shown(data['code'])}@{shown(url)}")
+    print(f"  pocolobby join {shown(code)}@{shown(url)}")
     print()
+
+
+def explain_enrollment(url: str) -> None:
+    """What `pocolobby join` does and the address it was given; once after the codes."""
     print(
         "(add --host codex, gemini or shell for another host than Claude Code). It writes the "
         "agent's configuration there and sets the host up; the code is its only copy of the "
@@ -145,8 +161,8 @@ def print_enrollment(args: argparse.Namespace, target: str) -> None:
     )
     if is_loopback(url):
         print(
-            f"{url} is this machine's loopback address: for an agent on another machine, give "
-            "the broker's address as it reaches it, `--url https://...`."
+            f"{shown(url)} is this machine's loopback address: for an agent on another machine, "
+            "give the broker's address as it reaches it, `--url https://...`."
         )
 
 
@@ -375,7 +391,7 @@ def _agent_parser(sub: Subparsers) -> None:
         action="store_true",
         help="print a one-time code for `pocolobby join` on the agent's machine instead",
     )
-    _enroll_options(add)
+    enroll_options(add)
     add.add_argument("--description", default="", help="one line peers see beside the agent")
     add.add_argument("--role-file", help="a file with the agent's role instructions")
     add.add_argument("--manage-rooms", action="store_true", help="it may create and edit rooms")
@@ -387,7 +403,7 @@ def _agent_parser(sub: Subparsers) -> None:
     )
     enroll.add_argument("lobby", help=lobby_help)
     enroll.add_argument("name", help=name_help)
-    _enroll_options(enroll)
+    enroll_options(enroll)
     lst = asub.add_parser("list", help="the lobby's agents, their state and permissions")
     lst.add_argument("lobby", help=lobby_help)
     lst.add_argument("--json", action="store_true", help="print the broker's answer as JSON")
@@ -411,7 +427,7 @@ def _agent_parser(sub: Subparsers) -> None:
     p.set_defaults(func=agent_cmd)
 
 
-def _enroll_options(parser: argparse.ArgumentParser) -> None:
+def enroll_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--expires",
         type=int,

@@ -288,6 +288,14 @@ def test_the_tour_answers_as_documented(contract: OpenApiSchema, live: Live) -> 
     ):
         call("POST", f"{agent}/{action}", path_parameters=both)
     call("DELETE", agent, path_parameters={"lobby": "ops-tour", "agent_id": "delta"})
+    team = {
+        "lobby": "ops-tour",
+        "agents": {"gamma": {"role": "You test.", "permissions": ["broadcast"]}, "eps": {}},
+        "rooms": {"crew": {"members": ["gamma", "eps"]}},
+    }
+    planned = call("POST", "/v1/admin/team", body={"manifest": team, "dry_run": True})
+    applied = call("POST", "/v1/admin/team", body={"manifest": team, "prune": True})
+    assert applied["changes"] == planned["changes"] and applied["enrollments"]
     call("POST", "/v1/admin/lobbies/{lobby}/delivery", path_parameters=lobby, body={"paused": True})
     call(
         "POST", "/v1/admin/lobbies/{lobby}/delivery", path_parameters=lobby, body={"paused": False}
