@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from email.utils import parseaddr
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -384,7 +385,8 @@ def vapid_subject() -> str:
     if hosted() and account_origin().startswith("https://"):
         return account_origin()
     if public_origin():
-        return public_origin()
+        # py_vapid takes no port in an https subject; the name is the contact anyway.
+        return f"https://{urlsplit(public_origin()).hostname}"
     address = parseaddr(settings.DEFAULT_FROM_EMAIL)[1] or "no-reply@localhost"
     return f"mailto:{address}"
 

@@ -53,9 +53,9 @@ def trusted_hops() -> int:
 def client_address(request: HttpRequest) -> str:
     if public_origin():
         # One trusted proxy in front; its X-Forwarded-For's last entry is who it served.
-        forwarded = request.headers.get("X-Forwarded-For", "").split(",")[-1].strip()
-        if forwarded and from_trusted_proxy(request):
-            return forwarded
+        nearest = request.headers.get("X-Forwarded-For", "").split(",")[-1].strip()
+        if nearest and from_trusted_proxy(request):
+            return nearest
         return request.META.get("REMOTE_ADDR", "") or ""
     hops = trusted_hops()
     if hops > 0:
