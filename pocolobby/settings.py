@@ -57,6 +57,9 @@ POCOLOBBY_PUBLIC_ORIGIN = config.public_origin_from_env()
 POCOLOBBY_TRUSTED_PROXIES = config.trusted_proxies_from_env()
 if POCOLOBBY_PUBLIC_ORIGIN:
     ALLOWED_HOSTS.append(urlsplit(POCOLOBBY_PUBLIC_ORIGIN).hostname or "")
+    # The Django admin's forms (Django's CSRF check; our pages check Origin themselves): the
+    # broker sees http from the proxy, the browser sends this https origin.
+    CSRF_TRUSTED_ORIGINS = [POCOLOBBY_PUBLIC_ORIGIN]
 
 # Sign-in: answers take at least this long (known and unknown addresses alike); per-client
 # limits read X-Forwarded-For only behind this many trusted proxies (lobbies/clients.py).

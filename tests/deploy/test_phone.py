@@ -225,3 +225,22 @@ def test_the_phone_signs_in_through_the_proxy_and_the_pages_are_live_and_push_wo
         # A name pointed at this machine (DNS rebinding) reaches nothing at the broker.
     rebound = pocket.straight(f"/{lobby}/", "127.0.0.1", Host=f"evil.example:{pocket.broker.port}")
     assert rebound.status_code == 400 and "lead" not in rebound.text
+
+    # The Django admin's own forms pass Django's CSRF check at the https origin: its log out
+    # ends the phone's session.
+    with httpx.Client(
+        verify=pocket.caddy.ssl_context(),
+        timeout=10,
+        cookies={"__Host-pocolobby-operator": cookie_value},
+    ) as client:
+        admin = client.get(f"{pocket.origin}/admin/")
+        assert admin.status_code == 200 and "local-operator" in admin.text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', admin.text)
+        assert token is not None, admin.text
+        out = client.post(
+            f"{pocket.origin}/admin/logout/",
+            data={"csrfmiddlewaretoken": token.group(1)},
+            headers={"Origin": pocket.origin},
+        )
+        assert out.status_code == 200, out.text
+        assert client.get(f"{pocket.origin}/{lobby}/settings").status_code == 403
