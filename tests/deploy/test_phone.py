@@ -222,6 +222,9 @@ def test_the_phone_signs_in_through_the_proxy_and_the_pages_are_live_and_push_wo
     with httpx.Client(verify=pocket.caddy.ssl_context(), timeout=10) as client:
         through = client.get(f"{pocket.origin}/{lobby}/", headers=cookie_header)
         assert through.status_code == 200 and "lead" in through.text
+        # The hosted layout's page rules hold here too: a nonce'd CSP, no framing.
+        policy = through.headers["content-security-policy"]
+        assert "script-src 'self' 'nonce-" in policy and "frame-ancestors 'none'" in policy
         # A name pointed at this machine (DNS rebinding) reaches nothing at the broker.
     rebound = pocket.straight(f"/{lobby}/", "127.0.0.1", Host=f"evil.example:{pocket.broker.port}")
     assert rebound.status_code == 400 and "lead" not in rebound.text
