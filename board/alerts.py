@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from email.utils import parseaddr
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -47,7 +48,7 @@ from board.push_endpoints import EndpointRefused, check_endpoint
 from board.push_transport import PinnedSession, PushUnanswered
 from console.models import DashboardViewer, LobbyOwner
 from lobbies import presence
-from lobbies.hosts import account_origin, hosted
+from lobbies.hosts import account_origin, hosted, public_origin
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
 
@@ -379,9 +380,13 @@ def _pushes_for(lobby: Lobby, alerts: list[OwnerAlert], now: datetime) -> list[P
 
 
 def vapid_subject() -> str:
-    """Who runs this broker, for the push service: the hosted site, else the mail sender."""
+    """Who runs this broker, for the push service: the hosted site (or a one-host broker's
+    public origin), else the mail sender."""
     if hosted() and account_origin().startswith("https://"):
         return account_origin()
+    if public_origin():
+        # py_vapid takes no port in an https subject; the name is the contact anyway.
+        return f"https://{urlsplit(public_origin()).hostname}"
     address = parseaddr(settings.DEFAULT_FROM_EMAIL)[1] or "no-reply@localhost"
     return f"mailto:{address}"
 

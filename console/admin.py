@@ -24,7 +24,7 @@ from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOw
 from lobbies.actions import operator
 from lobbies.admin import AuditedAdmin, admin_actor
 from lobbies.errors import BrokerError
-from lobbies.hosts import lobby_origin
+from lobbies.hosts import hosted, lobby_origin
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority
 from lobbies.presence import live_connections
 
@@ -122,7 +122,8 @@ class LobbyAdmin(AuditedAdmin):
 
     @admin.display(description="pages")
     def links(self, lobby: Lobby) -> str:
-        origin = lobby_origin(lobby.name)
+        # Locally a path: the admin is open at 127.0.0.1 and at a public origin alike.
+        origin = lobby_origin(lobby.name) if hosted() else f"/{lobby.name}"
         return format_html(
             '<a href="{}/">dashboard</a> · <a href="{}/settings">settings</a> · '
             '<a href="{}/activity">activity</a>',

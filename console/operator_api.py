@@ -16,7 +16,7 @@ from console.models import Account
 from lobbies import operator_answers
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
-from lobbies.hosts import hosted
+from lobbies.hosts import hosted, public_origin
 from lobbies.http import api_view, json_body
 from lobbies.operator_api import admin, require_operator
 from lobbies.schemas import Operation, bounded_text
@@ -94,10 +94,17 @@ def repositories(request: HttpRequest, lobby: str) -> JsonResponse:
 
 @api_view(("POST",), admin("POST", operator_answers.SettingsTicket, errors=(404,)))
 def settings_ticket(request: HttpRequest) -> JsonResponse:
-    """A one-minute, single-use ticket for `pocolobby settings` (local broker only)."""
+    """A one-minute, single-use ticket for `pocolobby settings` (local broker only), with the
+    public https origin the same ticket also works at (a phone through the proxy), if any."""
     require_operator(request)
     if hosted():
         raise BrokerError(
             404, "not_local", "a hosted broker's owners sign in with email; tickets are local"
         )
-    return JsonResponse({"ticket": local.issue_ticket(), "expires_in": local.TICKET_SECONDS})
+    return JsonResponse(
+        {
+            "ticket": local.issue_ticket(),
+            "expires_in": local.TICKET_SECONDS,
+            "public_origin": public_origin() or None,
+        }
+    )

@@ -7,6 +7,8 @@ hosts (`api.<domain>` unless `POCOLOBBY_API_HOSTS` says otherwise), and each lob
 Local (no domain): the account area at `/`, the API at `/v1`, each lobby under `/<lobby>/`.
 Pages answer only when `Host` is the broker's own loopback address and port, so a hostile
 name pointed at 127.0.0.1 (DNS rebinding) reaches nothing; `/v1` is checked by its token.
+With `POCOLOBBY_PUBLIC_ORIGIN` (one person's broker behind a tunnel or proxy) they answer at
+that origin's host too, only through the proxy (pocolobby/middleware.py says how that is told).
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ def hosted() -> bool:
     return bool(settings.POCOLOBBY_DOMAIN)
 
 
+def public_origin() -> str:
+    """The https origin of a one-host broker's pages through its proxy, or "" (none)."""
+    return "" if hosted() else str(getattr(settings, "POCOLOBBY_PUBLIC_ORIGIN", "") or "")
+
+
+def public_host() -> str:
+    """The `Host` the proxy passes for the public origin (`name` or `name:port`), or ""."""
+    origin = public_origin()
+    return origin.split("://", 1)[1] if origin else ""
+
+
 def loopback_hosts() -> frozenset[str]:
     port = settings.POCOLOBBY_PORT
     return frozenset({f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"})
@@ -48,9 +61,11 @@ def site_for(host: str, path: str) -> Site:
     if not hosted():
         if path == "/v1" or path.startswith("/v1/"):
             return Site("api")
-        if host not in loopback_hosts():
+        if host not in loopback_hosts() and not (public_host() and host == public_host()):
+            also = f" and {public_origin()}" if public_origin() else ""
             raise HostRefused(
-                f"pages on this broker answer only at http://127.0.0.1:{settings.POCOLOBBY_PORT}"
+                f"pages on this broker answer only at "
+                f"http://127.0.0.1:{settings.POCOLOBBY_PORT}{also}"
             )
         segment = path.lstrip("/").split("/", 1)[0]
         if not segment or segment in RESERVED_LOBBY_NAMES or not is_name(segment):
@@ -83,5 +98,8 @@ def account_origin() -> str:
 
 def page_origin(host: str) -> str:
     """The exact origin a page at `host` has; settings POSTs must come from it."""
+    host = host.lower()
+    if public_host() and host == public_host():
+        return public_origin()
     scheme = settings.POCOLOBBY_PUBLIC_SCHEME if hosted() else "http"
-    return f"{scheme}://{host.lower()}"
+    return f"{scheme}://{host}"

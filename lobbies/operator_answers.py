@@ -210,6 +210,7 @@ class RepositoryWithdrawn(TypedDict):
 class SettingsTicket(TypedDict):
     ticket: str
     expires_in: int
+    public_origin: str | None
 
 
 @with_config(ANSWER_CONFIG)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -154,3 +157,94 @@ class Bounds:
                 "POCOLOBBY_NOTIFY_RETRY_SECONDS", cls.notify_retry_seconds
             ),
         )
+
+
+# A DNS name: dot-separated labels of letters, digits and inner hyphens (no `*`, no `_`).
+_HOST_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+LOOPBACK_PROXIES = ("127.0.0.1", "::1")
+
+
+def parse_public_origin(raw: str) -> str:
+    """The public https origin of a one-host broker behind a tunnel or proxy, normalised
+    (`https://name` or `https://name:port`, lowercase, no slash), or ValueError saying what
+    is wrong with it: another scheme, a path, a wildcard, a user, an address."""
+    text = raw.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() != "https":
+        raise ValueError(
+            f"must be an https origin such as https://laptop.example.ts.net, got {text!r}: "
+            "phones sign in and take notifications only on https"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment or text.endswith("?"):
+        raise ValueError(
+            f"must be an origin without a path, query or fragment, got {text!r}: lobbies "
+            "live under paths of it (https://NAME/<lobby>/)"
+        )
+    if "@" in parts.netloc:
+        raise ValueError(f"must not carry a user name or password, got {text!r}")
+    host = (parts.hostname or "").rstrip(".")
+    if "*" in parts.netloc:
+        raise ValueError(
+            f"must name one host, not a wildcard, got {text!r}: a one-host broker serves "
+            "its lobbies under paths (POCOLOBBY_DOMAIN is the wildcard layout)"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"has a port that is not a number from 1 to 65535: {text!r}") from None
+    labels = host.split(".")
+    if len(labels) < 2 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise ValueError(
+            f"must name a host by its DNS name (letters, digits, hyphens, dots), got {text!r}"
+        )
+    if labels[-1].isdigit():
+        raise ValueError(
+            f"must name a host by its DNS name, not an address, got {text!r}: certificates "
+            "and phones need the name"
+        )
+    return f"https://{host}" + (f":{port}" if port and port != 443 else "")
+
+
+def parse_trusted_proxies(raw: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """The addresses (or networks) a proxy in front of a one-host broker connects from,
+    comma-separated; ValueError naming an entry that is neither."""
+    networks: list[IPv4Network | IPv6Network] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"must list IP addresses or networks (such as 127.0.0.1 or 10.0.0.0/24), "
+                f"got {item!r}"
+            ) from None
+    if not networks:
+        raise ValueError("must name at least one address")
+    return tuple(networks)
+
+
+def public_origin_from_env() -> str:
+    """POCOLOBBY_PUBLIC_ORIGIN, checked ("" when unset); a wrong one stops the broker."""
+    raw = os.environ.get("POCOLOBBY_PUBLIC_ORIGIN", "")
+    if not raw.strip():
+        return ""
+    if os.environ.get("POCOLOBBY_DOMAIN", "").strip():
+        raise SystemExit(
+            "POCOLOBBY_PUBLIC_ORIGIN and POCOLOBBY_DOMAIN are two layouts: set one "
+            "(POCOLOBBY_PUBLIC_ORIGIN for one person's broker behind a tunnel, "
+            "POCOLOBBY_DOMAIN for hosted lobbies on their own host names)"
+        )
+    try:
+        return parse_public_origin(raw)
+    except ValueError as error:
+        raise SystemExit(f"POCOLOBBY_PUBLIC_ORIGIN {error}") from None
+
+
+def trusted_proxies_from_env() -> tuple[IPv4Network | IPv6Network, ...]:
+    """POCOLOBBY_TRUSTED_PROXIES: this machine's loopback addresses unless set."""
+    raw = os.environ.get("POCOLOBBY_TRUSTED_PROXIES", "")
+    try:
+        return parse_trusted_proxies(raw if raw.strip() else ",".join(LOOPBACK_PROXIES))
+    except ValueError as error:
+        raise SystemExit(f"POCOLOBBY_TRUSTED_PROXIES {error}") from None

@@ -27,8 +27,9 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
 from console.web import PageRefusal, refusal_response
+from lobbies.clients import forwarded_headers, from_trusted_proxy
 from lobbies.errors import BrokerError, nul_refused
-from lobbies.hosts import HostRefused, hosted, site_for
+from lobbies.hosts import HostRefused, hosted, public_host, public_origin, site_for
 from lobbies.http import (
     READS,
     WRITE_CHECKS,
@@ -133,6 +134,56 @@ def oversized_page_post(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
+def _refused(status: int, message: str) -> HttpResponse:
+    return HttpResponse(f"{message}\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def local_page_refusal(request: HttpRequest, host: str) -> HttpResponse | None:
+    """Who may reach a local broker's pages: a peer on this machine at a loopback Host, and,
+    with a public origin, the trusted proxy at the public Host with X-Forwarded-Proto https.
+
+    Forwarded headers from any other peer are refused, not ignored: they mean a client is
+    claiming to be the proxy, or the proxy is not the configured one. A request for the
+    public Host that did not come through the proxy (straight to the broker's port) is
+    refused too, so the public name is only ever served as https.
+    """
+    peer = request.META.get("REMOTE_ADDR", "")
+    if not public_host():
+        if not loopback_peer(peer):
+            # `serve --host 0.0.0.0` shares the API; the local pages stay on this machine.
+            return _refused(403, "pages on this broker answer only on this machine")
+        return None
+    through_proxy = from_trusted_proxy(request)
+    forwarded = forwarded_headers(request)
+    if forwarded and not through_proxy:
+        return _refused(
+            403,
+            f"{', '.join(forwarded)} came from {peer or 'an unknown peer'}, which is not this "
+            "broker's proxy (POCOLOBBY_TRUSTED_PROXIES); nothing was done",
+        )
+    if host.lower() == public_host():
+        proto = request.headers.get("X-Forwarded-Proto", "").split(",")[-1].strip().lower()
+        if not through_proxy or proto != "https":
+            return _refused(
+                403,
+                f"{public_origin()} is served only through its https proxy; this request "
+                "came around it",
+            )
+        named = request.headers.get("X-Forwarded-Host", "").split(",")[-1].strip().lower()
+        if named and named != public_host():
+            return _refused(400, f"X-Forwarded-Host names {named!r}, not {public_host()!r}")
+        return None
+    if forwarded:
+        return _refused(
+            400,
+            f"the proxy passed Host {host!r}; it must pass the public name's Host "
+            f"({public_host()}) unchanged (docs/OPERATIONS.md, the phone recipe)",
+        )
+    if not loopback_peer(peer):
+        return _refused(403, "pages on this broker answer only on this machine")
+    return None
+
+
 class HostRouting:
     """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host,
     and a page POST too large to read (`oversized_page_post`).
@@ -168,17 +219,10 @@ class HostRouting:
             return HttpResponse(
                 f"{refused}\n", status=400, content_type="text/plain; charset=utf-8"
             )
-        if (
-            site.place != "api"
-            and not hosted()
-            and not loopback_peer(request.META.get("REMOTE_ADDR", ""))
-        ):
-            # `serve --host 0.0.0.0` shares the API; the local pages stay on this machine.
-            return HttpResponse(
-                "pages on this broker answer only on this machine\n",
-                status=403,
-                content_type="text/plain; charset=utf-8",
-            )
+        if site.place != "api" and not hosted():
+            refused_peer = local_page_refusal(request, host)
+            if refused_peer is not None:
+                return refused_peer
         if site.place != "api":
             refused_body = oversized_page_post(request)
             if refused_body is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONCE, SELF
@@ -47,6 +48,18 @@ POCOLOBBY_PORT = int(os.environ.get("POCOLOBBY_PORT", "8787"))
 if POCOLOBBY_DOMAIN:
     _bare = POCOLOBBY_DOMAIN.rsplit(":", 1)[0] if ":" in POCOLOBBY_DOMAIN else POCOLOBBY_DOMAIN
     ALLOWED_HOSTS += [_bare, f".{_bare}"]
+
+# One person's broker behind a tunnel or proxy with an https name (Tailscale Serve, Cloudflare
+# Tunnel, Caddy on a home server): the local layout (lobbies under paths) answers at this
+# origin too, only through the proxy, which connects from POCOLOBBY_TRUSTED_PROXIES and is
+# the only peer whose X-Forwarded-* headers count (lobbies/hosts.py, docs/OPERATIONS.md).
+POCOLOBBY_PUBLIC_ORIGIN = config.public_origin_from_env()
+POCOLOBBY_TRUSTED_PROXIES = config.trusted_proxies_from_env()
+if POCOLOBBY_PUBLIC_ORIGIN:
+    ALLOWED_HOSTS.append(urlsplit(POCOLOBBY_PUBLIC_ORIGIN).hostname or "")
+    # The Django admin's forms (Django's CSRF check; our pages check Origin themselves): the
+    # broker sees http from the proxy, the browser sends this https origin.
+    CSRF_TRUSTED_ORIGINS = [POCOLOBBY_PUBLIC_ORIGIN]
 
 # Sign-in: answers take at least this long (known and unknown addresses alike); per-client
 # limits read X-Forwarded-For only behind this many trusted proxies (lobbies/clients.py).

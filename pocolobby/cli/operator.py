@@ -4,8 +4,11 @@ and the settings link."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 from urllib.parse import quote, urlsplit
+
+import segno
 
 from lobbies.wire import JSONObject, JSONValue
 from lobbies.wire import for_terminal as shown
@@ -20,7 +23,7 @@ from pocolobby.cli.admin_client import (
     segment,
     table,
 )
-from pocolobby.cli.common import Subparsers
+from pocolobby.cli.common import CliError, Subparsers
 
 
 def lobby_cmd(args: argparse.Namespace) -> int:
@@ -316,7 +319,14 @@ def settings_cmd(args: argparse.Namespace) -> int:
     Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
     its command line, which every local user can read (docs/DECISIONS.md).
     """
-    ticket = call("POST", "/settings-ticket")["ticket"]
+    answer = call("POST", "/settings-ticket")
+    ticket = answer["ticket"]
+    origin = _public_origin(answer.get("public_origin"))
+    if args.qr and not origin:
+        raise CliError(
+            "--qr needs the broker's public https origin: set POCOLOBBY_PUBLIC_ORIGIN where "
+            '`pocolobby serve` runs (docs/OPERATIONS.md, "The dashboard on your phone")'
+        )
     parts = urlsplit(broker_url())
     port = parts.port or config.DEFAULT_PORT
     print(
@@ -324,7 +334,33 @@ def settings_cmd(args: argparse.Namespace) -> int:
         "(run `pocolobby settings` again for another):"
     )
     print(f"http://127.0.0.1:{port}/#ticket={ticket}")
+    if not origin:
+        return 0
+    phone_link = f"{origin}/#ticket={ticket}"
+    print(f"Or on your phone, through {origin} (the same one-time link: one browser, once):")
+    if args.qr:
+        print(qr_text(phone_link), end="")
+    print(phone_link)
     return 0
+
+
+def _public_origin(value: object) -> str:
+    """The broker's public origin, checked again before it reaches the terminal."""
+    if not value:
+        return ""
+    try:
+        return config.parse_public_origin(str(value))
+    except ValueError as error:
+        raise CliError(f"the broker's public origin {shown(str(value))} {error}") from None
+
+
+def qr_text(link: str) -> str:
+    """`link` as a QR code of Unicode half blocks, two rows of modules per line: light
+    modules drawn, for a dark terminal, with the quiet zone a scanner needs. Only block
+    characters, spaces and newlines: nothing a terminal interprets."""
+    buffer = io.StringIO()
+    segno.make(link, error="m").terminal(out=buffer, compact=True, border=4)
+    return buffer.getvalue()
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -482,4 +518,10 @@ def _settings_parser(sub: Subparsers) -> None:
         "settings", help="print a one-minute link to this broker's dashboards and settings"
     )
     p.add_argument("--print", dest="print_only", action="store_true", help="(the default)")
+    p.add_argument(
+        "--qr",
+        action="store_true",
+        help="also print the public origin's link as a QR code, for a phone to scan "
+        "(needs POCOLOBBY_PUBLIC_ORIGIN on the broker)",
+    )
     p.set_defaults(func=settings_cmd)

@@ -107,6 +107,27 @@ def verify_vapid(authorization: str, public_key: str, audience: str) -> dict[str
     return claims
 
 
+# The browser's subscribe, answered as a push service would: the endpoint and keys a real
+# subscription carries, the same object on the next getSubscription, gone on unsubscribe.
+FAKE_PUSH_SERVICE = """
+(() => {
+  let current = null;
+  const keys = %s;
+  PushManager.prototype.subscribe = async function (options) {
+    if (!options || !options.applicationServerKey) throw new Error("no applicationServerKey");
+    window.__applicationServerKey = Array.from(new Uint8Array(options.applicationServerKey));
+    current = {
+      endpoint: "%s" + Date.now(),
+      toJSON() { return { endpoint: this.endpoint, expirationTime: null, keys }; },
+      async unsubscribe() { current = null; return true; },
+    };
+    return current;
+  };
+  PushManager.prototype.getSubscription = async function () { return current; };
+})();
+"""
+
+
 # The name the certificate is also made for: a test resolves it to 127.0.0.1.
 NAME = "push.stand-in.test"
 

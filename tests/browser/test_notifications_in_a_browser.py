@@ -22,30 +22,16 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from tests.board.push_service import Device, PushService, Received, b64url
+from tests.board.push_service import (
+    FAKE_PUSH_SERVICE,
+    Device,
+    PushService,
+    Received,
+    b64url,
+)
 from tests.browser.conftest import HostedBroker, run_hosted_broker, sign_in_through_lobby
 
 pytestmark = pytest.mark.slow
-
-# The browser's subscribe, answered as a push service would: the endpoint and keys a real
-# subscription carries, the same object on the next getSubscription, gone on unsubscribe.
-FAKE_PUSH_SERVICE = """
-(() => {
-  let current = null;
-  const keys = %s;
-  PushManager.prototype.subscribe = async function (options) {
-    if (!options || !options.applicationServerKey) throw new Error("no applicationServerKey");
-    window.__applicationServerKey = Array.from(new Uint8Array(options.applicationServerKey));
-    current = {
-      endpoint: "%s" + Date.now(),
-      toJSON() { return { endpoint: this.endpoint, expirationTime: null, keys }; },
-      async unsubscribe() { current = null; return true; },
-    };
-    return current;
-  };
-  PushManager.prototype.getSubscription = async function () { return current; };
-})();
-"""
 
 
 @pytest.fixture(scope="module")

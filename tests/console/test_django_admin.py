@@ -119,8 +119,9 @@ def test_the_lobby_list_counts_what_an_operator_checks_first(admin_browser, lobb
     counts = (row.agent_count, row.connected_count, row.pending_count, row.important_count)
     assert counts == (2, 0, 2, 1) and row.today_count == 3
     body = page.content.decode()
+    # Paths on a local broker: the admin is open at 127.0.0.1 and at a public origin alike.
     for link in ("/my-team/", "/my-team/settings", "/my-team/activity"):
-        assert f'href="http://127.0.0.1:8787{link}"' in body
+        assert f'href="{link}"' in body
 
 
 def test_the_lobby_list_costs_the_same_queries_for_one_lobby_or_many(admin_browser, lobby):

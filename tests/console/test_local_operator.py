@@ -142,6 +142,10 @@ def test_pocolobby_settings_prints_a_working_link_and_starts_no_browser(broker_f
         headers={"Origin": f"http://127.0.0.1:{port}"},
     )
     assert redeemed.status_code == 200, redeemed.text
+    # A QR code is for a phone, which needs the public origin (tests/deploy/test_phone.py).
+    qr = broker.cli("settings", "--qr")
+    assert qr.returncode == 1 and "--qr needs the broker's public https origin" in qr.stderr
+    assert "#ticket=" not in qr.stdout
 
 
 async def _asgi_get(path: str, peer: str) -> tuple[int, bytes]:

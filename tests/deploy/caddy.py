@@ -176,6 +176,17 @@ class Caddy:
             return ""
 
 
+def trust_store(home: Path, root_cert: Path) -> None:
+    """An NSS database under `home` (where Chromium on Linux looks) trusting Caddy's root."""
+    nssdb = home / ".pki" / "nssdb"
+    nssdb.mkdir(parents=True)
+    for command in (
+        ["certutil", "-d", f"sql:{nssdb}", "-N", "--empty-password"],
+        ["certutil", "-d", f"sql:{nssdb}", "-A", "-t", "C,,", "-n", "caddy", "-i", str(root_cert)],
+    ):
+        subprocess.run(command, check=True, capture_output=True, timeout=30)
+
+
 @dataclass
 class MailedMessage:
     to: str

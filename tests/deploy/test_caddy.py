@@ -9,7 +9,6 @@ import asyncio
 import os
 import re
 import shutil
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.bridge.host import Host
+from tests.deploy.caddy import trust_store
 from tests.deploy.conftest import Deployment, bridge_env, write_bridge_config
 from tests.server import REPO_ROOT
 
@@ -26,17 +26,6 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "screenshots"
-
-
-def trust_store(home: Path, root_cert: Path) -> None:
-    """An NSS database under `home` (where Chromium on Linux looks) trusting Caddy's root."""
-    nssdb = home / ".pki" / "nssdb"
-    nssdb.mkdir(parents=True)
-    for command in (
-        ["certutil", "-d", f"sql:{nssdb}", "-N", "--empty-password"],
-        ["certutil", "-d", f"sql:{nssdb}", "-A", "-t", "C,,", "-n", "caddy", "-i", str(root_cert)],
-    ):
-        subprocess.run(command, check=True, capture_output=True, timeout=30)
 
 
 @pytest.mark.usefixtures("loopback_names")
