@@ -90,6 +90,10 @@ def _queue(
     )
 
 
+# What a question's push says its sender does, by the message's kind.
+ASKED = {"question": "asks you a question", "request": "makes you a request"}
+
+
 def notify_owner_of_message(message: Message) -> OwnerAlert | None:
     """A question to `owner` (lobbies/question_selectors.py): queue a push naming its sender
     and kind (never its words). Settled when the owner answers it. The send action calls it
@@ -101,7 +105,7 @@ def notify_owner_of_message(message: Message) -> OwnerAlert | None:
         message.lobby,
         message.sender_name,
         AlertReason.MESSAGE,
-        f"asks you a {message.kind or 'question'} (message {message.pk})",
+        f"{ASKED.get(message.kind or '', 'expects your reply')} (message {message.pk})",
         message.pk,
     )
 
