@@ -377,9 +377,18 @@ def _question_items(lobby: Lobby, questions: list[OwnerQuestion]) -> list[Questi
     ]
 
 
-def question_items(lobby: Lobby) -> list[QuestionItem]:
-    """The agents' unanswered questions to the owner, longest waiting first."""
-    return _question_items(lobby, question_selectors.waiting_questions(lobby.pk))
+# Waiting for you lists this many questions (longest waiting first) and counts the rest.
+QUESTIONS_SHOWN = 20
+
+
+def question_items(lobby: Lobby) -> tuple[list[QuestionItem], int]:
+    """The agents' unanswered questions to the owner, longest waiting first, and how many
+    more wait beyond those shown."""
+    shown = question_selectors.waiting_questions(lobby.pk, limit=QUESTIONS_SHOWN)
+    more = 0
+    if len(shown) == QUESTIONS_SHOWN:
+        more = question_selectors.waiting_counts([lobby.pk]).get(lobby.pk, 0) - len(shown)
+    return _question_items(lobby, shown), more
 
 
 def answered_items(lobby: Lobby, now: datetime) -> list[QuestionItem]:
@@ -400,7 +409,8 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
         )
     )
     looks = _appearances(agents)
-    wrote = question_selectors.last_owner_messages(lobby.pk) if agents else {}
+    asked = [a.owner_requests_updated_at for a in agents if a.owner_requests_updated_at]
+    wrote = question_selectors.last_owner_messages(lobby.pk, min(asked)) if asked else {}
     return [
         WaitingItem(
             a.agent_id,

@@ -41,8 +41,10 @@ def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
 
 
 def _waiting(page: LobbyPage) -> dict[str, Any]:
+    questions, more_questions = selectors.question_items(page.lobby)
     return {
-        "questions": selectors.question_items(page.lobby),
+        "questions": questions,
+        "more_questions": more_questions,
         "question_words": contents_shown_to(page.lobby, page.visitor.signed_in),
         "answered": selectors.answered_items(page.lobby, timezone.now()),
         "waiting": selectors.waiting_items(page.lobby),

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 
-from lobbies.models import Agent, Kind, Message, Scope
+from lobbies.models import Agent, Delivery, Kind, Message, Scope
 from lobbies.names import OWNER_SENDER
 
 QUESTION_KINDS = frozenset({Kind.QUESTION, Kind.REQUEST})
@@ -69,65 +69,86 @@ def _owner_rows(lobby_ids: Iterable[int]) -> list[int]:
     )
 
 
-def _answers(owner_pks: list[int]) -> QuerySet[Message]:
-    """The owner's replies to the question in the outer query, earliest first."""
-    return Message.objects.filter(
-        sender_id__in=owner_pks,
-        scope=Scope.DIRECT,
-        reply_to=OuterRef("pk"),
-        deliveries__recipient_id=OuterRef("sender_id"),
-    ).order_by("created_at", "pk")
+def _answers() -> QuerySet[Message]:
+    """The owner's replies to the question in the outer query, earliest first: found by
+    `message_owner_reply` (the owner's messages by `reply_to`), then whether each went to the
+    question's sender (`delivery_unique`)."""
+    to_sender = Delivery.objects.filter(
+        message_id=OuterRef("pk"), recipient_id=OuterRef(OuterRef("sender_id"))
+    )
+    return (
+        Message.objects.filter(
+            sender_name=OWNER_SENDER, reply_to=OuterRef("pk"), scope=Scope.DIRECT
+        )
+        .filter(Exists(to_sender))
+        .order_by("created_at", "pk")
+    )
 
 
 def _questions(owner_pks: list[int]) -> QuerySet[Any]:
-    """Every question to these owner rows, with its first answer (if any) annotated."""
-    answers = _answers(owner_pks)
-    return (
-        Message.objects.filter(
-            ASKS_OWNER,
-            deliveries__recipient_id__in=owner_pks,
-            scope=Scope.DIRECT,
-            cancelled_at__isnull=True,
-            sender__isnull=False,
-        )
-        .annotate(
-            answered=Exists(answers),
-            answer_id=Subquery(answers.values("pk")[:1]),
-            answer_content=Subquery(answers.values("content")[:1]),
-            answer_at=Subquery(answers.values("created_at")[:1]),
-        )
-        .select_related("sender")
+    """Every question to these owner rows, with its first answer's id (None: unanswered)."""
+    return Message.objects.filter(
+        ASKS_OWNER,
+        deliveries__recipient_id__in=owner_pks,
+        scope=Scope.DIRECT,
+        cancelled_at__isnull=True,
+        sender__isnull=False,
+    ).annotate(answer_id=Subquery(_answers().values("pk")[:1]))
+
+
+def _question(m: Message, answer: Message | None = None) -> OwnerQuestion:
+    return OwnerQuestion(
+        m.pk,
+        m.lobby_id,
+        m.sender_name,
+        m.kind,
+        m.content,
+        m.created_at,
+        Answer(answer.pk, answer.content, answer.created_at) if answer is not None else None,
     )
 
 
-def _question(m: Message) -> OwnerQuestion:
-    answer_id = getattr(m, "answer_id", None)
-    answer = (
-        Answer(answer_id, getattr(m, "answer_content", ""), getattr(m, "answer_at", m.created_at))
-        if answer_id is not None
-        else None
-    )
-    return OwnerQuestion(m.pk, m.lobby_id, m.sender_name, m.kind, m.content, m.created_at, answer)
+SHOWN_FIELDS = ("pk", "lobby_id", "sender_name", "kind", "content", "created_at")
 
 
-def waiting_questions(lobby_id: int) -> list[OwnerQuestion]:
-    """The lobby's unanswered questions from enabled agents, longest waiting first."""
+def waiting_questions(lobby_id: int, limit: int | None = None) -> list[OwnerQuestion]:
+    """The lobby's unanswered questions from enabled agents, longest waiting first (the
+    first `limit` of them, if given)."""
     owners = _owner_rows([lobby_id])
     if not owners:
         return []
     rows = (
-        _questions(owners).filter(answered=False, sender__enabled=True).order_by("created_at", "pk")
+        _questions(owners)
+        .filter(answer_id__isnull=True, sender__enabled=True)
+        .only(*SHOWN_FIELDS)
+        .order_by("created_at", "pk")
     )
-    return [_question(m) for m in rows]
+    return [_question(m) for m in (rows[:limit] if limit is not None else rows)]
 
 
 def answered_questions(lobby_id: int, since: datetime, limit: int = 10) -> list[OwnerQuestion]:
-    """Questions the owner answered since `since`, most recently answered first."""
+    """Questions the owner answered since `since`, most recently answered first: the owner's
+    recent replies that name a question (`message_sender_time`), each kept if it is that
+    question's first answer."""
     owners = _owner_rows([lobby_id])
     if not owners:
         return []
-    rows = _questions(owners).filter(answered=True, answer_at__gte=since).order_by("-answer_at")
-    return [_question(m) for m in rows[:limit]]
+    # A second reply to one question is rare: twice the rows shown finds `limit` first ones.
+    replies = list(
+        Message.objects.filter(sender_id__in=owners, created_at__gte=since, reply_to__isnull=False)
+        .only(*SHOWN_FIELDS, "reply_to")
+        .order_by("-created_at", "-pk")[: limit * 2]
+    )
+    if not replies:
+        return []
+    named = {r.reply_to for r in replies}
+    asked = {m.pk: m for m in _questions(owners).filter(pk__in=named).only(*SHOWN_FIELDS)}
+    shown = []
+    for reply in replies:
+        question = asked.get(reply.reply_to or 0)
+        if question is not None and question.answer_id == reply.pk:
+            shown.append(_question(question, reply))
+    return shown[:limit]
 
 
 def waiting_counts(lobby_ids: Iterable[int]) -> dict[int, int]:
@@ -137,19 +158,12 @@ def waiting_counts(lobby_ids: Iterable[int]) -> dict[int, int]:
         return {}
     rows = (
         _questions(owners)
-        .filter(answered=False, sender__enabled=True)
+        .filter(answer_id__isnull=True, sender__enabled=True)
         .values("lobby_id")
         .annotate(n=Count("pk", distinct=True))
         .order_by()
     )
     return {row["lobby_id"]: row["n"] for row in rows}
-
-
-def is_question_to_owner(message_id: int) -> bool:
-    """Whether a stored message is a question to its lobby's owner (answered or not)."""
-    lobby_id = Message.objects.filter(pk=message_id).values_list("lobby_id", flat=True).first()
-    owners = _owner_rows([lobby_id]) if lobby_id is not None else []
-    return bool(owners) and _questions(owners).filter(pk=message_id).exists()
 
 
 def question_states(message_ids: Iterable[int]) -> dict[int, int | None]:
@@ -163,13 +177,14 @@ def question_states(message_ids: Iterable[int]) -> dict[int, int | None]:
     return dict(_questions(owners).filter(pk__in=ids).values_list("pk", "answer_id"))
 
 
-def last_owner_messages(lobby_id: int) -> dict[str, datetime]:
-    """{agent address: when the owner last wrote to it directly}, for "you replied N min ago"."""
+def last_owner_messages(lobby_id: int, since: datetime) -> dict[str, datetime]:
+    """{agent address: when the owner last wrote to it directly, since `since`}, for "you
+    replied N min ago" (the owner's messages read by `message_sender_time`)."""
     owners = _owner_rows([lobby_id])
     if not owners:
         return {}
     rows = (
-        Message.objects.filter(sender_id__in=owners, scope=Scope.DIRECT)
+        Message.objects.filter(sender_id__in=owners, scope=Scope.DIRECT, created_at__gte=since)
         .values("deliveries__recipient__agent_id")
         .annotate(last=Max("created_at"))
         .order_by()

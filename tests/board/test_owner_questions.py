@@ -95,3 +95,17 @@ def test_the_messages_page_marks_questions_and_answers_them(backend: AgentClient
     html = operator.get("/my-team/parts/messages").content.decode()
     assert "data-question-to-owner" not in html and "data-answered" in html
     assert 'name="reply_to"' not in html
+
+
+def test_waiting_for_you_lists_the_longest_waiting_and_counts_the_rest(
+    backend: AgentClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from board import selectors
+
+    monkeypatch.setattr(selectors, "QUESTIONS_SHOWN", 2)
+    asked = [
+        backend.send("owner", f"q{n}?", f"q-{n}", kind="question")["message_id"] for n in range(3)
+    ]
+    html = operator_client().get("/my-team/parts/waiting").content.decode()
+    assert [f'data-question="{m}"' in html for m in asked] == [True, True, False]
+    assert 'data-more-questions="1"' in html and "1 more question waits" in html

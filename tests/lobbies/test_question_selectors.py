@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from lobbies import question_selectors as questions
-from lobbies.actions.owner_messages import send_owner_message, send_owner_broadcast
+from lobbies.actions.owner_messages import send_owner_broadcast, send_owner_message
 from lobbies.models import ActorKind, Kind, Lobby, Message
 from tests.conftest import AgentClient
 
