@@ -85,11 +85,17 @@ def _answers() -> QuerySet[Message]:
     )
 
 
-def _questions(owner_pks: list[int]) -> QuerySet[Any]:
-    """Every question to these owner rows, with its first answer's id (None: unanswered)."""
-    return Message.objects.filter(
+def _questions(owner_pks: list[int], among: set[int] | None = None) -> QuerySet[Any]:
+    """Every question to these owner rows (or those `among` these message ids), with its
+    first answer's id (None: unanswered). All of them are read from the owner rows'
+    deliveries; a few named ones by their ids, their delivery to an owner row checked."""
+    if among is None:
+        rows = Message.objects.filter(deliveries__recipient_id__in=owner_pks)
+    else:
+        to_owner = Delivery.objects.filter(message_id=OuterRef("pk"), recipient_id__in=owner_pks)
+        rows = Message.objects.filter(Exists(to_owner), pk__in=among)
+    return rows.filter(
         ASKS_OWNER,
-        deliveries__recipient_id__in=owner_pks,
         scope=Scope.DIRECT,
         cancelled_at__isnull=True,
         sender__isnull=False,
@@ -141,8 +147,8 @@ def answered_questions(lobby_id: int, since: datetime, limit: int = 10) -> list[
     )
     if not replies:
         return []
-    named = {r.reply_to for r in replies}
-    asked = {m.pk: m for m in _questions(owners).filter(pk__in=named).only(*SHOWN_FIELDS)}
+    named = {r.reply_to for r in replies if r.reply_to is not None}
+    asked = {m.pk: m for m in _questions(owners, among=named).only(*SHOWN_FIELDS)}
     shown = []
     for reply in replies:
         question = asked.get(reply.reply_to or 0)
@@ -174,7 +180,7 @@ def question_states(message_ids: Iterable[int]) -> dict[int, int | None]:
     owners = _owner_rows(lobbies)
     if not owners:
         return {}
-    return dict(_questions(owners).filter(pk__in=ids).values_list("pk", "answer_id"))
+    return dict(_questions(owners, among=set(ids)).values_list("pk", "answer_id"))
 
 
 def last_owner_messages(lobby_id: int, since: datetime) -> dict[str, datetime]:
