@@ -207,6 +207,7 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
         expect(line.locator("[data-question-to-owner]")).to_have_text("question to you")
         line.get_by_text("Answer lead").click()
         line.get_by_label("Message to lead, as the owner").fill("Not before the 1st.")
+        line.screenshot(path=str(ARTIFACTS / "owner-questions--messages-page--phone-light.png"))
         line.get_by_role("button", name="Send").click()
         expect(line.locator("[data-answered]")).to_contain_text("answered")
         inbox = _pocolobby(hosted_broker, "msg", "inbox", "--json", "--config", str(lead_config))
