@@ -119,3 +119,22 @@ def test_other_lobbies_questions_do_not_count(
     theirs_asked = Message.objects.get(lobby=other, client_request_id="t1").pk
     _owner_says(other, "backend", "x", reply_to=theirs_asked)
     assert _waiting(lobby) == [asked] and _waiting(other) == []
+
+
+def test_whether_a_question_is_answered_is_read_by_the_owner_reply_index(
+    lobby: Lobby, backend: AgentClient
+) -> None:
+    """Migration 0023's partial index serves the "answered?" subquery (on SQLite, whose
+    planner uses an index on any table size; PostgreSQL's prefers a scan of tiny tables)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the plan is checked on SQLite")
+    backend.send("owner", "Use SSO?", "q1", kind="question")
+    with CaptureQueriesContext(connection) as queries:
+        questions.waiting_questions(lobby.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {queries[-1]['sql']}")
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "message_owner_reply" in plan, plan
