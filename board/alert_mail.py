@@ -35,7 +35,7 @@ MAIL_SPACING = timedelta(minutes=5)
 # What waits, counted: (one, many).
 WHAT = {
     AlertReason.OWNER_REQUEST: ("an owner request", "owner requests"),
-    AlertReason.MESSAGE: ("a message expecting your reply", "messages expecting your reply"),
+    AlertReason.MESSAGE: ("a question for you", "questions for you"),
     AlertReason.HANDOVER: ("a conversation waiting to take over", "conversations waiting"),
     AlertReason.ATTENTION: ("needs your attention", "needs your attention"),
 }

@@ -47,10 +47,11 @@ from board.models import (
 from board.push_endpoints import EndpointRefused, check_endpoint
 from board.push_transport import PinnedSession, PushUnanswered
 from console.models import DashboardViewer, LobbyOwner
-from lobbies import presence
+from lobbies import presence, question_selectors
 from lobbies.hosts import account_origin, hosted, public_origin
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
+from lobbies.question_selectors import asks_owner
 
 log = logging.getLogger("pocolobby.alerts")
 
@@ -68,7 +69,7 @@ GONE = (404, 410)
 # Where a tap opens, relative to the lobby's pages.
 PLACES = {
     AlertReason.OWNER_REQUEST: "#waiting",
-    AlertReason.MESSAGE: "messages",
+    AlertReason.MESSAGE: "#waiting",
     AlertReason.HANDOVER: "#agents",
     AlertReason.ATTENTION: "#agents",
 }
@@ -90,18 +91,22 @@ def _queue(
     )
 
 
+# What a question's push says its sender does, by the message's kind.
+ASKED = {"question": "asks you a question", "request": "makes you a request"}
+
+
 def notify_owner_of_message(message: Message) -> OwnerAlert | None:
-    """A message to `owner` that expects a reply: queue a push naming its sender (never its
-    words). Settled when the owner replies to it or writes to its sender. The send action
-    calls it inside its transaction (lobbies.hooks.message_to_owner), so a send that rolls
-    back queues nothing."""
-    if not message.reply_expected or message.sender is None:
+    """A question to `owner` (lobbies/question_selectors.py): queue a push naming its sender
+    and kind (never its words). Settled when the owner answers it. The send action calls it
+    inside its transaction (lobbies.hooks.message_to_owner), so a send that rolls back
+    queues nothing."""
+    if message.sender is None or not asks_owner(message.kind, message.reply_expected):
         return None
     return _queue(
         message.lobby,
         message.sender_name,
         AlertReason.MESSAGE,
-        f"message {message.pk} expects your reply",
+        f"{ASKED.get(message.kind or '', 'expects your reply')} (message {message.pk})",
         message.pk,
     )
 
@@ -227,16 +232,20 @@ def _watch_agent(agent: Agent, watch: AgentWatch, now: datetime) -> int:
 
 
 def _settle_answered_messages(now: datetime) -> None:
-    """A message to `owner` is answered when the owner replies to it or writes to its
-    sender after it (the dashboard's reply box carries no reply_to)."""
-    for alert in OwnerAlert.objects.filter(reason=AlertReason.MESSAGE, settled_at__isnull=True):
-        owner_wrote = Message.objects.filter(lobby_id=alert.lobby_id, sender__agent_id=OWNER_SENDER)
-        answered = owner_wrote.filter(
-            Q(reply_to=alert.message_id)
-            | Q(deliveries__recipient__agent_id=alert.agent_id, created_at__gt=alert.created_at)
-        ).exists()
-        if answered:
-            OwnerAlert.objects.filter(pk=alert.pk).update(settled_at=now)
+    """A question's alert settles when the owner has answered it, by the one rule of
+    lobbies/question_selectors.py (a reply naming it), or when it is gone (retention)."""
+    open_alerts = dict(
+        OwnerAlert.objects.filter(reason=AlertReason.MESSAGE, settled_at__isnull=True).values_list(
+            "pk", "message_id"
+        )
+    )
+    if not open_alerts:
+        return
+    states = question_selectors.question_states(m for m in open_alerts.values() if m)
+    # Answered, or no longer a question to the owner (swept, its sender removed).
+    settled = [pk for pk, m in open_alerts.items() if m not in states or states[m] is not None]
+    if settled:
+        OwnerAlert.objects.filter(pk__in=settled).update(settled_at=now)
 
 
 SETTLED_KEPT = timedelta(days=7)

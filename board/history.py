@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.http import QueryDict
 
 from board.models import BoardConfig
+from lobbies import question_selectors
 from lobbies.errors import bad_request
 from lobbies.models import (
     Agent,
@@ -161,6 +162,9 @@ class MessageLine:
     content_bytes: int
     created_at: datetime
     recipients: list[RecipientLine] = field(default_factory=list)
+    # A question to the owner (lobbies/question_selectors.py), and the owner's answer's id.
+    to_owner_question: bool = False
+    answered_by: int | None = None
 
     @property
     def iso(self) -> str:
@@ -321,6 +325,7 @@ def message_page(
     for message_id, pk, agent_id, state, reason, seen_at, pushed, received, written in copies:
         label = _delivery_label(state, pushed, received, written, transports.get(pk))
         recipients[message_id].append(RecipientLine(agent_id, state, reason, seen_at, label))
+    questions = question_selectors.question_states(list(recipients))
     lines = [
         MessageLine(
             message_id=m.pk,
@@ -336,6 +341,8 @@ def message_page(
             content_bytes=m.content_bytes,
             created_at=m.created_at,
             recipients=recipients[m.pk],
+            to_owner_question=m.pk in questions,
+            answered_by=questions.get(m.pk),
         )
         for m in rows
     ]

@@ -34,6 +34,7 @@ def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
         content=form.content,
         important=form.important,
         client_request_id=form.client_request_id,
+        reply_to=form.reply_to,
     )
     return json_ok(
         message=f"Sent to {form.to} as the owner (message {outcome.message.pk}).",

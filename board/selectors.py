@@ -47,7 +47,7 @@ from board.models import (
     shown_name,
 )
 from console import selectors as console_selectors
-from lobbies import usage
+from lobbies import question_selectors, usage
 from lobbies.agent_selectors import (
     AnnotatedAgent,
     idle_seconds,
@@ -62,6 +62,7 @@ from lobbies.presence import (
     live_connections,
     waiting_runtime,
 )
+from lobbies.question_selectors import OwnerQuestion
 
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
@@ -337,6 +338,63 @@ class WaitingItem:
     count: int
     line: str
     since: datetime | None
+    # When the owner last wrote to the agent, if after it set this line: the line stays
+    # the agent's to clear, and the page says "you replied N min ago" under it.
+    replied_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class QuestionItem:
+    """A question an agent sent the owner (lobbies/question_selectors.py), as the page shows it."""
+
+    question: OwnerQuestion
+    name: str
+    emoji: str
+
+    @property
+    def agent_id(self) -> str:
+        return self.question.agent_id
+
+
+ANSWERED_SHOWN_FOR = timedelta(hours=24)
+
+
+def _question_items(lobby: Lobby, questions: list[OwnerQuestion]) -> list[QuestionItem]:
+    names = {q.agent_id for q in questions}
+    looks = {
+        a.agent.agent_id: a
+        for a in AgentAppearance.objects.filter(
+            agent__lobby=lobby, agent__agent_id__in=names
+        ).select_related("agent")
+    }
+    return [
+        QuestionItem(
+            q,
+            shown_name(looks.get(q.agent_id), q.agent_id),
+            looks[q.agent_id].emoji if q.agent_id in looks else "",
+        )
+        for q in questions
+    ]
+
+
+# Waiting for you lists this many questions (longest waiting first) and counts the rest.
+QUESTIONS_SHOWN = 20
+
+
+def question_items(lobby: Lobby) -> tuple[list[QuestionItem], int]:
+    """The agents' unanswered questions to the owner, longest waiting first, and how many
+    more wait beyond those shown."""
+    shown = question_selectors.waiting_questions(lobby.pk, limit=QUESTIONS_SHOWN)
+    more = 0
+    if len(shown) == QUESTIONS_SHOWN:
+        more = question_selectors.waiting_counts([lobby.pk]).get(lobby.pk, 0) - len(shown)
+    return _question_items(lobby, shown), more
+
+
+def answered_items(lobby: Lobby, now: datetime) -> list[QuestionItem]:
+    """Questions the owner answered in the last day, most recently answered first."""
+    since = now - ANSWERED_SHOWN_FOR
+    return _question_items(lobby, question_selectors.answered_questions(lobby.pk, since))
 
 
 def _appearances(agents: Sequence[Agent]) -> dict[int, AgentAppearance]:
@@ -351,6 +409,8 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
         )
     )
     looks = _appearances(agents)
+    asked = [a.owner_requests_updated_at for a in agents if a.owner_requests_updated_at]
+    wrote = question_selectors.last_owner_messages(lobby.pk, min(asked)) if asked else {}
     return [
         WaitingItem(
             a.agent_id,
@@ -359,9 +419,16 @@ def waiting_items(lobby: Lobby) -> list[WaitingItem]:
             a.owner_request_count,
             a.owner_request_line,
             a.owner_requests_updated_at,
+            _replied_after(wrote.get(a.agent_id), a.owner_requests_updated_at),
         )
         for a in agents
     ]
+
+
+def _replied_after(replied: datetime | None, asked: datetime | None) -> datetime | None:
+    if replied is None or (asked is not None and replied < asked):
+        return None
+    return replied
 
 
 @dataclass(frozen=True)

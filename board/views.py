@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from board import selectors
 from board.alert_settings import may_get_pushes, preferences_of
+from board.history import contents_shown_to
 from board.refresh import Picture, dashboard_opened, picture_of
 from board.summary import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
@@ -40,7 +41,12 @@ def _agents(page: LobbyPage, picture: Picture | None = None) -> dict[str, Any]:
 
 
 def _waiting(page: LobbyPage) -> dict[str, Any]:
+    questions, more_questions = selectors.question_items(page.lobby)
     return {
+        "questions": questions,
+        "more_questions": more_questions,
+        "question_words": contents_shown_to(page.lobby, page.visitor.signed_in),
+        "answered": selectors.answered_items(page.lobby, timezone.now()),
         "waiting": selectors.waiting_items(page.lobby),
         "hand_overs": selectors.hand_over_waits(page.lobby, timezone.now()),
     }

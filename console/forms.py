@@ -88,6 +88,8 @@ class ReplyForm(StrictForm):
     content: str
     important: bool = False
     client_request_id: Annotated[str, Field(min_length=1, max_length=128)]
+    # The agent's question this answers (the reply box on a question sends it).
+    reply_to: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
 
 
 class HandOverForm(StrictForm):

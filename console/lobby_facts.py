@@ -1,5 +1,6 @@
 """What the console's home shows about each lobby: agents online of all, what waits on the
-owner, and when its agents last said anything. One query for every lobby on the page."""
+owner (the agents' request counts and their unanswered questions), and when its agents last
+said anything. A few queries for every lobby on the page, not one per lobby."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 
+from lobbies import question_selectors
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
 from lobbies.presence import live_connections
@@ -40,6 +42,8 @@ def lobby_facts(names: list[str]) -> dict[str, LobbyFacts]:
         .order_by()
     )
     counts: dict[str, Mapping[str, Any]] = {row["lobby__name"]: row for row in agents}
+    pks = dict(Lobby.objects.filter(name__in=names).values_list("name", "pk"))
+    questions = question_selectors.waiting_counts(pks.values())
     newest = Message.objects.filter(lobby=OuterRef("pk")).order_by("-created_at")
     lasts = dict(
         Lobby.objects.filter(name__in=names)
@@ -50,7 +54,8 @@ def lobby_facts(names: list[str]) -> dict[str, LobbyFacts]:
         name: LobbyFacts(
             agents=counts.get(name, {}).get("total", 0),
             online=counts.get(name, {}).get("on", 0),
-            waiting=counts.get(name, {}).get("waiting", 0) or 0,
+            waiting=(counts.get(name, {}).get("waiting", 0) or 0)
+            + questions.get(pks.get(name, 0), 0),
             last_activity=lasts.get(name),
         )
         for name in names

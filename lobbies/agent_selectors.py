@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
+from lobbies import question_selectors
 from lobbies.answers import AgentEntry, AgentList, NoticesHeld, Standing, TransportName, at
 from lobbies.models import (
     Agent,
@@ -28,6 +29,7 @@ from lobbies.operator_answers import (
     Lobbies,
     LobbyEntry,
     OperatorAgentEntry,
+    OwnerQuestionEntry,
     WaitingConversation,
 )
 from lobbies.presence import live_connections, waiting_runtime
@@ -264,5 +266,29 @@ def status(lobby_name: str | None = None) -> Lobbies:
     if lobby_name:
         lobbies = lobbies.filter(name=lobby_name)
     return {
-        "lobbies": [{**lobby_entry(lobby), "agents": operator_agents(lobby)} for lobby in lobbies]
+        "lobbies": [
+            {
+                **lobby_entry(lobby),
+                "agents": operator_agents(lobby),
+                "owner_questions": owner_question_entries(lobby),
+            }
+            for lobby in lobbies
+        ]
     }
+
+
+QUESTION_OPENING = 120
+
+
+def owner_question_entries(lobby: Lobby) -> list[OwnerQuestionEntry]:
+    """The lobby's unanswered questions to the owner, longest waiting first."""
+    return [
+        {
+            "message_id": q.message_id,
+            "agent_id": q.agent_id,
+            "kind": q.kind,
+            "asked_at": at(q.asked_at),
+            "opening": q.content.split("\n", 1)[0][:QUESTION_OPENING],
+        }
+        for q in question_selectors.waiting_questions(lobby.pk)
+    ]

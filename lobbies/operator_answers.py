@@ -156,8 +156,21 @@ class BrokerState(TypedDict):
 
 
 @with_config(ANSWER_CONFIG)
+class OwnerQuestionEntry(TypedDict):
+    """An agent's question to the owner that the owner has not answered yet
+    (lobbies/question_selectors.py); `opening` is its first words, for a terminal."""
+
+    message_id: int
+    agent_id: str
+    kind: str | None
+    asked_at: Time
+    opening: str
+
+
+@with_config(ANSWER_CONFIG)
 class StatusLobby(LobbyEntry):
     agents: list[OperatorAgentEntry]
+    owner_questions: list[OwnerQuestionEntry]
 
 
 @with_config(ANSWER_CONFIG)

@@ -84,6 +84,12 @@
         form.querySelector("textarea").value = "";
         var important = form.querySelector("[name=important]");
         if (important) important.checked = false;
+        // An answer to a question: its live part redraws now, showing it answered.
+        var part = form.hasAttribute("data-refresh-part") && form.closest("[data-live]");
+        if (part && window.htmx) {
+          form.closest("details").open = false;
+          window.htmx.ajax("GET", part.getAttribute("hx-get"), { target: part, swap: "innerHTML" });
+        }
       }
     } catch (e) {
       say(form, reply ? "The broker did not answer; send again to retry safely (it is sent once)."

@@ -158,17 +158,28 @@ def token_bars(days: list[tuple[Any, int]], scale: int) -> SafeString:
 
 
 @register.simple_tag(takes_context=True)
-def reply_box(context: template.Context, agent_id: str, name: str, where: str) -> SafeString:
+def reply_box(
+    context: template.Context, agent_id: str, name: str, where: str, reply_to: int | None = None
+) -> SafeString:
     """The owner's folded reply box for one agent, built here rather than by an include: a
     page draws one per agent row, and an include per row was a large share of the agents part
     (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
-    `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped."""
+    `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped.
+    With `reply_to` (a question's id) the box answers that question
+    (lobbies/question_selectors.py); its live part refreshes once the reply is sent."""
+    answers = (
+        format_html(
+            '<input type="hidden" name="reply_to" value="{}" data-type="int">', int(reply_to)
+        )
+        if reply_to is not None
+        else ""
+    )
     return format_html(
         # The words in one span: a flex summary would drop the space before the <bdi>.
-        '<details class="reply" data-reply><summary><span>Reply to <bdi>{name}</bdi></span>'
+        '<details class="reply" data-reply><summary><span>{verb} <bdi>{name}</bdi></span>'
         "</summary>"
-        '<form data-json data-reply-form action="{base}/reply">'
-        '<input type="hidden" name="to" value="{agent}">'
+        '<form data-json data-reply-form{refresh} action="{base}/reply">'
+        '<input type="hidden" name="to" value="{agent}">{answers}'
         '<input type="hidden" name="client_request_id" value="{key}" data-form-key>'
         '<label for="reply-{where}-{agent}">Message to <bdi>{name}</bdi>, as the owner</label>'
         '<textarea id="reply-{where}-{agent}" name="content" rows="3" required></textarea>'
@@ -176,9 +187,12 @@ def reply_box(context: template.Context, agent_id: str, name: str, where: str) -
         '<input type="checkbox" name="important"> Important</label>'
         '<button type="submit">Send</button></div>'
         '<p data-form-status role="status"></p></form></details>',
+        verb="Answer" if reply_to is not None else "Reply to",
+        refresh=SafeString(" data-refresh-part") if reply_to is not None else "",
+        answers=answers,
         name=name,
         base=context.get("base", ""),
         agent=agent_id,
         key=form_key(),
-        where=where,
+        where=where if reply_to is None else f"{where}-{int(reply_to)}",
     )

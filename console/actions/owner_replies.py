@@ -10,7 +10,14 @@ from lobbies.actions.owner_messages import send_owner_broadcast, send_owner_mess
 
 
 def reply_to_agent(
-    actor: Actor, lobby_id: int, *, to: str, content: str, important: bool, client_request_id: str
+    actor: Actor,
+    lobby_id: int,
+    *,
+    to: str,
+    content: str,
+    important: bool,
+    client_request_id: str,
+    reply_to: int | None = None,
 ) -> SendOutcome:
     """Re-check ownership and send, in one transaction: a removed owner's reply stores nothing."""
     with transaction.atomic():
@@ -23,6 +30,7 @@ def reply_to_agent(
             client_request_id=client_request_id,
             actor_kind=actor.kind,
             account=actor.email,
+            reply_to=reply_to,
         )
 
 

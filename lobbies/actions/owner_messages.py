@@ -52,21 +52,23 @@ def send_owner_message(
     client_request_id: str,
     actor_kind: ActorKind,
     account: str = "",
+    reply_to: int | None = None,
 ) -> SendOutcome:
     """Send the owner's message to one agent and audit it, in one transaction.
 
     The caller has checked, inside its own transaction, that the actor still owns the lobby.
     A retry with the same form key returns the stored message and audits nothing again.
+    `reply_to` names the agent's question it answers (lobbies/question_selectors.py).
     """
-    args = parse_arguments(
-        SendMessage,
-        {
-            "to": to,
-            "content": content,
-            "priority": "important" if important else "info",
-            "client_request_id": client_request_id,
-        },
-    )
+    fields: dict[str, object] = {
+        "to": to,
+        "content": content,
+        "priority": "important" if important else "info",
+        "client_request_id": client_request_id,
+    }
+    if reply_to is not None:
+        fields["reply_to"] = reply_to
+    args = parse_arguments(SendMessage, fields)
     with transaction.atomic():
         sender = owner_sender(lobby)
         outcome = send(sender, args, lambda: address_direct(sender, args.to))

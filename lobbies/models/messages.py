@@ -166,6 +166,13 @@ class Message(models.Model):
                 condition=Q(kind__isnull=False),
                 name="message_kind",
             ),
+            # The owner's replies by the question they name (lobbies/question_selectors.py):
+            # only the owner's messages, so no agent's send writes to it.
+            models.Index(
+                fields=["reply_to"],
+                condition=Q(sender_name="owner"),
+                name="message_owner_reply",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -291,6 +291,12 @@ def status_cmd(args: argparse.Namespace) -> int:
                     f"  {shown(agent['agent_id'])}: {shown(agent['transport'])} notices held "
                     f"since {shown(held['since'])}: {shown(held['reason'] or 'no reason given')}"
                 )
+        for question in lobby.get("owner_questions", []):  # its opening is the agent's words
+            print(
+                f"  {shown(question['agent_id'])} asks you ({shown(question['kind'] or 'reply')}"
+                f", message {question['message_id']}, since {shown(question['asked_at'])}): "
+                f"{shown(question['opening'])}"
+            )
     return 0
 
 

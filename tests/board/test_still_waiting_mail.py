@@ -181,7 +181,7 @@ def test_a_burst_of_waits_is_one_digest_without_the_agents_words(
     text = mail["TextBody"]
     assert "evil.example" not in text and "URGENT" not in text and "expired" not in text
     assert "- backend: an owner request (waiting since" in text
-    assert "- lead: an owner request, a message expecting your reply, needs your attention" in text
+    assert "- lead: an owner request, a question for you, needs your attention" in text
     assert f"Open the dashboard to answer: https://{HOST}/#waiting" in text
     # What waits meanwhile goes out together once the spacing is past.
     backend.ok("set_owner_requests", count=9, line=PHISHING)

@@ -539,10 +539,22 @@ def test_a_message_to_the_owner_pushes_its_sender_not_its_words_until_the_owner_
         "my-team",
         "backend",
         "message",
-        "messages",
+        "#waiting",
     )
-    assert payload["body"] == f"message {message.pk} expects your reply"
+    assert payload["body"] == f"asks you a question (message {message.pk})"
     assert "secret plan" not in json.dumps(payload)
+    # Writing to the agent without naming the question answers nothing (question_selectors);
+    reply_to_agent(
+        Actor.operator(),
+        lobby.pk,
+        to="backend",
+        content="Something else.",
+        important=False,
+        client_request_id="owner-0",
+    )
+    alerts.watch_lobbies()
+    assert OwnerAlert.objects.get(reason=AlertReason.MESSAGE).settled_at is None
+    # the reply naming it does.
     reply_to_agent(
         Actor.operator(),
         lobby.pk,
@@ -550,9 +562,20 @@ def test_a_message_to_the_owner_pushes_its_sender_not_its_words_until_the_owner_
         content="Answered.",
         important=False,
         client_request_id="owner-1",
+        reply_to=message.pk,
     )
     alerts.watch_lobbies()
     assert OwnerAlert.objects.get(reason=AlertReason.MESSAGE).settled_at is not None
+
+
+def test_a_request_to_the_owner_pushes_even_when_it_says_no_reply_is_expected(
+    service: PushService, lobby: Lobby, backend: AgentClient
+) -> None:
+    device = _subscribe(service)
+    sent = backend.send("owner", "merge?", "r-1", kind="request", reply_expected=False)
+    assert alerts.push_pass()["sent"] == 1
+    [payload] = _payloads(service, device)
+    assert payload["body"] == f"makes you a request (message {sent['message_id']})"
 
 
 def test_a_message_to_the_owner_that_expects_no_reply_does_not_push(
