@@ -102,7 +102,12 @@ def picture_of(lobby: Lobby) -> Picture:
     if not settings.ANTHROPIC_API_KEY:
         problems.append(summary.MISSING_KEY)
     last_good = last_good_summary(lobby)
-    last = SummaryAttempt.objects.filter(lobby=lobby).order_by("-finished_at").first()
+    last = (
+        SummaryAttempt.objects.filter(lobby=lobby)
+        .exclude(outcome=AttemptOutcome.RESERVED)  # under way (or its broker died: see summary)
+        .order_by("-finished_at")
+        .first()
+    )
     if last is not None and last.outcome != AttemptOutcome.SUCCEEDED:
         reason = last.error or last.outcome
         shown = (

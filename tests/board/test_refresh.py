@@ -249,12 +249,13 @@ async def test_the_page_returns_at_once_while_the_serve_loop_summarizes(
         await asyncio.sleep(0.1)  # passes of the loop: one run at a time per lobby
         [worker] = [t for t in threading.enumerate() if t.name.startswith("dashboard")]
         assert worker.is_alive()
-        assert not await sync_to_async(SummaryAttempt.objects.exists)()
+        outcomes = sync_to_async(lambda: list(SummaryAttempt.objects.values_list("outcome")))
+        assert await outcomes() == [(AttemptOutcome.RESERVED,)]  # claimed, not yet settled
 
         release.set()
         attempts = sync_to_async(lambda: list(SummaryAttempt.objects.all()))
         for _ in range(500):
-            if await attempts():
+            if await outcomes() != [(AttemptOutcome.RESERVED,)]:
                 break
             await asyncio.sleep(0.02)
     finally:
