@@ -146,7 +146,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 SummaryStatus = Literal[
-    "busy",  # another summary of this lobby is running
+    "busy",  # another summary of this lobby is running (a live reservation, any process)
     "blocked",  # a paid attempt's record is still unstored
     "no_key",
     "interval",  # the last attempt is too recent
@@ -201,7 +201,6 @@ class _Memory:
 
 _lock = threading.Lock()
 _memory: dict[int, _Memory] = {}
-_running: set[int] = set()
 
 
 def _memory_of(lobby_id: int) -> _Memory:
@@ -421,19 +420,16 @@ def _messages(lobby_id: int) -> list[dict[str, Any]]:
 
 
 def maybe_summarize(lobby: Lobby) -> SummaryStatus:
-    """Summarize this lobby if the rules say so; runs in the caller's thread, never raises."""
-    with _lock:
-        if lobby.pk in _running:
-            return "busy"
-        _running.add(lobby.pk)
+    """Summarize this lobby if the rules say so; runs in the caller's thread, never raises.
+
+    One run at a time per lobby is the store's rule (`_claim`), whichever process or thread
+    asks; the dashboard loop (board/refresh.py) also runs one refresh per lobby at a time.
+    """
     try:
         return _maybe(lobby.pk)
     except Exception:
         log.exception("summary of lobby %s failed unexpectedly", lobby.pk)
         return "failed"
-    finally:
-        with _lock:
-            _running.discard(lobby.pk)
 
 
 def _maybe(lobby_id: int) -> SummaryStatus:
@@ -445,8 +441,9 @@ def _maybe(lobby_id: int) -> SummaryStatus:
     now = timezone.now()
     # A first look without the lock, so a page polling every 10 s builds nothing; _claim
     # decides under the lock.
-    if _too_soon(SummaryAttempt.objects.filter(lobby_id=lobby_id), now):
-        return "interval"
+    early = _not_yet(SummaryAttempt.objects.filter(lobby_id=lobby_id), now)
+    if early is not None:
+        return early
     if memory.unchanged_until is not None and now < memory.unchanged_until:
         return "unchanged"
     built = build_request(lobby_id)
@@ -476,10 +473,16 @@ def _maybe(lobby_id: int) -> SummaryStatus:
     return status
 
 
-def _too_soon(attempts: QuerySet[SummaryAttempt], now: datetime) -> bool:
-    """The last attempt (a reservation included) started less than the interval ago."""
-    last = attempts.order_by("-started_at").values_list("started_at", flat=True).first()
-    return last is not None and now - last < SUMMARY_INTERVAL
+def _not_yet(attempts: QuerySet[SummaryAttempt], now: datetime) -> SummaryStatus | None:
+    """"busy" while the last attempt is a live reservation, "interval" while it started
+    (a reservation too) less than the interval ago, else None."""
+    last = attempts.order_by("-started_at").values_list("started_at", "outcome").first()
+    if last is None:
+        return None
+    started, outcome = last
+    if outcome == AttemptOutcome.RESERVED and now - started < CLAIM_EXPIRES:
+        return "busy"
+    return "interval" if now - started < SUMMARY_INTERVAL else None
 
 
 def _unchanged(lobby_id: int, built: BuiltRequest, memory: _Memory) -> bool:
@@ -541,7 +544,7 @@ def _claim(lobby_id: int, built: BuiltRequest, *, retry: bool) -> Claim | Summar
             ).update(outcome=AttemptOutcome.FAILED, error=BROKER_STOPPED, finished_at=now)
             if attempts.filter(outcome=AttemptOutcome.RESERVED).exists():
                 return "busy"
-            if not retry and _too_soon(attempts, now):
+            if not retry and _not_yet(attempts, now) is not None:
                 return "interval"
             if cost_since(lobby_id, now - timedelta(hours=24)) + estimate > DAILY_CEILING_USD:
                 return "ceiling"
