@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from board.models import TokenSession, WorkStretch
 from lobbies import usage
+from lobbies.models import UsageReading
 from tests.board.dashboard_helpers import operator_client
 from tests.conftest import AgentClient
 
@@ -136,22 +138,9 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
     )
     assert "stale" not in html
 
-    readings = usage._readings
-    for pk, reading in list(readings.items()):
-        if pk == ops.agent.pk:
-            readings[pk] = usage.Reading(
-                reading.five_hour,
-                reading.seven_day,
-                reading.account_email,
-                reading.received_at - timedelta(minutes=45),
-            )
-        else:
-            readings[pk] = usage.Reading(
-                reading.five_hour,
-                reading.seven_day,
-                reading.account_email,
-                reading.received_at - timedelta(days=2),
-            )
+    readings = UsageReading.objects.all()
+    readings.filter(agent=ops.agent).update(received_at=F("received_at") - timedelta(minutes=45))
+    readings.exclude(agent=ops.agent).update(received_at=F("received_at") - timedelta(days=2))
     html = client.get("/my-team/parts/accounts").content.decode()
     assert "team@example.com" not in html  # older than a day: hidden
     assert "other@example.com" in html and "reading 45 min old" in html
@@ -159,12 +148,8 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
 
 def test_a_window_past_its_reset_is_dropped(lead: AgentClient) -> None:
     _call(lead, "put", "usage", _reading(account_email="a@example.com"))
-    reading = usage._readings[lead.agent.pk]
-    usage._readings[lead.agent.pk] = usage.Reading(
-        usage.Window(58, timezone.now() - timedelta(minutes=1)),
-        reading.seven_day,
-        reading.account_email,
-        reading.received_at,
+    UsageReading.objects.filter(agent=lead.agent).update(
+        five_hour_used=58, five_hour_resets_at=timezone.now() - timedelta(minutes=1)
     )
     html = operator_client().get("/my-team/parts/accounts").content.decode()
     assert "5 hours" not in html and "window seven-day" in html and "60% left" in html
