@@ -286,3 +286,20 @@ def test_background_work_never_raises_into_the_loop(
         "the Anthropic API answered 401",
     )
     assert any("(the Anthropic API answered 401)" in p for p in refresh.picture_of(lobby).problems)
+
+
+@serve_loop
+def test_an_opening_noted_by_one_broker_is_taken_once_by_any(
+    lobby: Lobby, lead: AgentClient, claude: FakeClaude, workers: ThreadPoolExecutor
+) -> None:
+    """The page of one broker notes the opening in the store; another broker's loop (this
+    process with its memory forgotten) takes it, and a third finds it taken."""
+    assert operator_client().get(f"/{lobby.name}/").status_code == 200
+    refresh.forget()  # another process: nothing of the page's broker in memory
+
+    [outcome] = loop_pass(workers)
+    refresh.forget()
+
+    assert outcome.summary == "succeeded"
+    assert loop_pass(workers) == []
+    assert claude.route.call_count == 1
