@@ -474,7 +474,7 @@ def _maybe(lobby_id: int) -> SummaryStatus:
 
 
 def _not_yet(attempts: QuerySet[SummaryAttempt], now: datetime) -> SummaryStatus | None:
-    """"busy" while the last attempt is a live reservation, "interval" while it started
+    """ "busy" while the last attempt is a live reservation, "interval" while it started
     (a reservation too) less than the interval ago, else None."""
     last = attempts.order_by("-started_at").values_list("started_at", "outcome").first()
     if last is None:

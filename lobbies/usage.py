@@ -154,7 +154,8 @@ def record_reading(agent_pk: int, report: UsageReport, now: datetime) -> Reading
 
 
 def _same(a: Reading, b: Reading) -> bool:
-    return (a.five_hour, a.seven_day, a.account_email) == (b.five_hour, b.seven_day, b.account_email)
+    shown = (a.five_hour, a.seven_day, a.account_email)
+    return shown == (b.five_hour, b.seven_day, b.account_email)
 
 
 def readings_for(agent_pks: list[int] | set[int]) -> dict[int, Reading]:

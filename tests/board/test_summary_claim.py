@@ -114,13 +114,12 @@ def test_a_live_reservation_holds_the_lobby_and_an_expired_one_frees_it(
 def test_a_reservation_that_would_pass_the_ceiling_is_refused(
     team: Lobby, claude: FakeClaude
 ) -> None:
-    estimate = summary.estimated_cost(summary.build_request(team.pk))  # type: ignore[arg-type]
+    built = summary.build_request(team.pk)
+    assert built is not None
+    estimate = summary.estimated_cost(built)
     reservation(team, cost=str(summary.DAILY_CEILING_USD - estimate / 2), minutes_ago=11)
 
     assert summary.maybe_summarize(team) == "ceiling"
 
     assert claude.route.call_count == 0
-    assert list(SummaryAttempt.objects.values_list("outcome", flat=True)) == [
-        AttemptOutcome.FAILED
-    ]
-
+    assert list(SummaryAttempt.objects.values_list("outcome", flat=True)) == [AttemptOutcome.FAILED]
