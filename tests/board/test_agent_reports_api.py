@@ -77,6 +77,22 @@ def test_only_the_latest_reading_is_kept(lead: AgentClient) -> None:
     assert _usage_in_list_agents(lead)["seven_day"]["used_percentage"] == 70
 
 
+def test_the_same_reading_within_a_minute_is_not_written_again(
+    lead: AgentClient, time_machine: Any
+) -> None:
+    time_machine.move_to(datetime(2026, 3, 4, 12, 0, tzinfo=UTC), tick=False)
+    reading = _reading()
+    _call(lead, "put", "usage", reading)
+    first = UsageReading.objects.get(agent=lead.agent).received_at
+
+    time_machine.shift(timedelta(seconds=30))
+    assert _call(lead, "put", "usage", reading)[0] == 200
+    assert UsageReading.objects.get(agent=lead.agent).received_at == first
+    time_machine.shift(usage.REWRITE_AFTER)
+    _call(lead, "put", "usage", reading)
+    assert UsageReading.objects.get(agent=lead.agent).received_at == timezone.now()
+
+
 def test_iso_reset_times_are_accepted(lead: AgentClient) -> None:
     body = _reading()
     body["seven_day"]["resets_at"] = (timezone.now() + timedelta(days=2)).isoformat()
