@@ -239,7 +239,7 @@ def take_due(now: datetime) -> list[int]:
 
     A read finds them (an idle store is not written), then a conditional update per lobby
     claims its start: of the brokers that saw it due, one updates the row."""
-    found = DashboardOpening.objects.filter(_DUE).values_list("lobby_id", flat=True)
+    found = list(DashboardOpening.objects.filter(_DUE).values_list("lobby_id", flat=True))
     with _lock:
         candidates = sorted(set(found) - _running)
     due = []

@@ -3,8 +3,8 @@
 A reading is a gauge about the agent's Claude account, not an action in the lobby: the broker
 keeps only the newest per agent (one upsert replaces it) and never keeps history. In the store,
 so every broker process answers `list_agents` and the dashboard's Accounts the same. The status
-line sends a reading when it changes or every five minutes; a broker that stored the very same
-reading for the agent less than REWRITE_AFTER ago writes nothing.
+line sends a reading when it changes or every five minutes; when the store already holds the
+very same reading from less than REWRITE_AFTER ago, nothing is written.
 
 Weekly pace: the even line is the share of the seven-day window that has passed, so
 `pace_points = used_percentage - elapsed share * 100`; positive means spending faster than an
@@ -14,7 +14,6 @@ even week. More than OFF_PACE_POINTS either way is off pace. The five-hour windo
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -108,22 +107,23 @@ class Reading:
     received_at: datetime
 
 
-_lock = threading.Lock()
-_written: dict[int, Reading] = {}  # what this process last stored, per agent
-
-
 def record_reading(agent_pk: int, report: UsageReport, now: datetime) -> Reading:
-    """Store `report` as the agent's latest reading (one upsert), replacing the one before;
-    the reading as stored."""
+    """Store `report` as the agent's latest reading (one upsert), replacing the one before,
+    unless the store holds the very same reading from less than REWRITE_AFTER ago (a read,
+    no write); the reading as stored."""
     reading = Reading(
         five_hour=Window(float(report.five_hour.used_percentage), report.five_hour.resets),
         seven_day=Window(float(report.seven_day.used_percentage), report.seven_day.resets),
         account_email=report.account_email,
         received_at=now,
     )
-    with _lock:
-        last = _written.get(agent_pk)
-    if last is not None and _same(last, reading) and now - last.received_at < REWRITE_AFTER:
+    last = readings_for([agent_pk]).get(agent_pk)
+    if (
+        last is not None
+        and (last.five_hour, last.seven_day, last.account_email)
+        == (reading.five_hour, reading.seven_day, reading.account_email)
+        and timedelta(0) <= now - last.received_at < REWRITE_AFTER
+    ):
         return last
     UsageReading.objects.bulk_create(
         [
@@ -148,14 +148,7 @@ def record_reading(agent_pk: int, report: UsageReport, now: datetime) -> Reading
             "received_at",
         ],
     )
-    with _lock:
-        _written[agent_pk] = reading
     return reading
-
-
-def _same(a: Reading, b: Reading) -> bool:
-    shown = (a.five_hour, a.seven_day, a.account_email)
-    return shown == (b.five_hour, b.seven_day, b.account_email)
 
 
 def readings_for(agent_pks: list[int] | set[int]) -> dict[int, Reading]:
@@ -169,12 +162,6 @@ def readings_for(agent_pks: list[int] | set[int]) -> dict[int, Reading]:
         )
         for row in UsageReading.objects.filter(agent_id__in=agent_pks)
     }
-
-
-def forget_all() -> None:
-    """What a restart does to this process's memory of what it stored; tests use it."""
-    with _lock:
-        _written.clear()
 
 
 def pace_points(window: Window, now: datetime) -> float:
