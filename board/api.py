@@ -71,7 +71,7 @@ class TokensReport(Operation):
 
 @api_view(("PUT",), Documented("PUT", answers.UsageStored, body=usage.UsageReport, errors=(413,)))
 def put_usage(request: HttpRequest) -> JsonResponse:
-    """Plan usage from the agent's status line; the latest reading is kept in memory."""
+    """Plan usage from the agent's status line; the latest reading is stored (one row per agent)."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(usage.UsageReport, json_body(request))
     now = timezone.now()

@@ -183,6 +183,9 @@ class AttemptOutcome(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # network, timeout, API error
     INVALID = "invalid"  # an answer that did not validate
+    # Claimed in the store before the model is called, its cost the estimate, until settled
+    # with the real outcome (board/summary.py, "One decision per lobby").
+    RESERVED = "reserved"
 
 
 class SummaryAttempt(models.Model):
@@ -219,6 +222,21 @@ class SummaryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.outcome} summary of {self.lobby_id}"
+
+
+class DashboardOpening(models.Model):
+    """When a lobby's dashboard was last opened, on any broker, and when a broker last took
+    its background work: every broker's dashboard loop reads the same row (board/refresh.py).
+    """
+
+    lobby = models.OneToOneField(
+        Lobby, on_delete=models.CASCADE, primary_key=True, related_name="dashboard_opening"
+    )
+    opened_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"dashboard of {self.lobby_id} opened at {self.opened_at}"
 
 
 class WorkStretch(models.Model):

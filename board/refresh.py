@@ -1,10 +1,12 @@
 """The dashboard's model-written half: the last good picture, and the background work.
 
-The page calls `dashboard_opened` on every render or live refresh: it only notes the
-opening in memory. The serve loops (pocolobby/loops.py) take the openings (`take_due`) and
-run `run_refresh` on their own threads, one at a time per lobby. `picture_of` reads only
-the store (and what this process remembers of the summarizer: the daily ceiling, an
-attempt whose record waits to be stored).
+The page calls `dashboard_opened` on every render or live refresh: it notes the opening in
+the store (one upsert, at most every NOTE_EVERY per lobby and process). Every broker's serve
+loop (pocolobby/loops.py) takes the due openings (`take_due`, a conditional update, so one
+broker starts a lobby's work however many see the opening) and runs `run_refresh` on its own
+threads, one at a time per lobby in a process. `picture_of` reads only the store (and what
+this process remembers of the summarizer: the daily ceiling, an attempt whose record waits
+to be stored).
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from board import notes, summary
-from board.models import AttemptOutcome, NotesSnapshot, NotesSource, SummaryAttempt
+from board.models import (
+    AttemptOutcome,
+    DashboardOpening,
+    NotesSnapshot,
+    NotesSource,
+    SummaryAttempt,
+)
 from lobbies.models import Lobby
 
 log = logging.getLogger(__name__)
@@ -27,6 +37,11 @@ log = logging.getLogger(__name__)
 # However often the page polls (every 10 s), a lobby's background work starts at most this
 # often: nothing it does is due more often than the notes interval anyway.
 START_EVERY = timedelta(seconds=30)
+# A process writes a lobby's opening at most this often: the page polls every 10 s per viewer.
+NOTE_EVERY = timedelta(seconds=10)
+# Due: never started, or opened at least START_EVERY after the last start (an opening inside
+# that window is dropped, as the page polls every 10 s and will ask again).
+_DUE = Q(started_at__isnull=True) | Q(opened_at__gte=F("started_at") + START_EVERY)
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,12 @@ def picture_of(lobby: Lobby) -> Picture:
     if not settings.ANTHROPIC_API_KEY:
         problems.append(summary.MISSING_KEY)
     last_good = last_good_summary(lobby)
-    last = SummaryAttempt.objects.filter(lobby=lobby).order_by("-finished_at").first()
+    last = (
+        SummaryAttempt.objects.filter(lobby=lobby)
+        .exclude(outcome=AttemptOutcome.RESERVED)  # under way (or its broker died: see summary)
+        .order_by("-finished_at")
+        .first()
+    )
     if last is not None and last.outcome != AttemptOutcome.SUCCEEDED:
         reason = last.error or last.outcome
         shown = (
@@ -173,47 +193,62 @@ def _sources(lobby: Lobby, problems: list[str]) -> list[SourceStatus]:
 
 
 # --- Background work: asked for by the page, run by the serve loops ----------------------
-# The page only notes, in this process's memory, that a lobby's dashboard was opened; the
-# serve loop (pocolobby/loops.py, `run_dashboard_work`) takes the openings and runs the
-# work on its own threads. Nothing here starts a thread or writes.
+# The page notes in the store that a lobby's dashboard was opened; every broker's serve loop
+# (pocolobby/loops.py, `run_dashboard_work`) takes the due openings and runs the work on its
+# own threads. Nothing here starts a thread.
 
 _lock = threading.Lock()
-_opened: set[int] = set()  # lobbies whose dashboard was opened since the loop's last pass
-_running: set[int] = set()
-_last_start: dict[int, datetime] = {}
+_noted: dict[int, datetime] = {}  # when this process last wrote each lobby's opening
+_running: set[int] = set()  # lobbies whose work runs in this process now
 
 
 def forget() -> None:
     """Drop what this process remembers (for tests)."""
     with _lock:
-        _opened.clear()
+        _noted.clear()
         _running.clear()
-        _last_start.clear()
     summary.forget()
 
 
 def dashboard_opened(lobby_id: int) -> None:
-    """Note that the lobby's dashboard was opened here: returns at once, never raises."""
+    """Note in the store that the lobby's dashboard was opened: one upsert, at most every
+    NOTE_EVERY per lobby in this process; never raises (a refused write is only logged)."""
+    now = timezone.now()
     with _lock:
-        _opened.add(lobby_id)
+        last = _noted.get(lobby_id)
+        if last is not None and timedelta(0) <= now - last < NOTE_EVERY:
+            return
+        _noted[lobby_id] = now
+    try:
+        with transaction.atomic():
+            DashboardOpening.objects.bulk_create(
+                [DashboardOpening(lobby_id=lobby_id, opened_at=now)],
+                update_conflicts=True,
+                unique_fields=["lobby"],
+                update_fields=["opened_at"],
+            )
+    except DatabaseError:
+        log.warning("the opening of lobby %s's dashboard could not be noted", lobby_id)
+        with _lock:
+            _noted.pop(lobby_id, None)
 
 
 def take_due(now: datetime) -> list[int]:
-    """The lobbies whose work starts now, marked running: opened since the last pass, not
-    running, and not started within START_EVERY (an opening inside that window is dropped,
-    as the page polls every 10 s and will ask again)."""
+    """The lobbies whose work starts now in this process, marked running: opened on any
+    broker since their last start, not running here, not started within START_EVERY.
+
+    A read finds them (an idle store is not written), then a conditional update per lobby
+    claims its start: of the brokers that saw it due, one updates the row."""
+    found = list(DashboardOpening.objects.filter(_DUE).values_list("lobby_id", flat=True))
     with _lock:
-        opened = sorted(_opened)
-        _opened.clear()
-        due = []
-        for lobby_id in opened:
-            started = _last_start.get(lobby_id)
-            if lobby_id in _running or (started is not None and now - started < START_EVERY):
-                continue
-            _running.add(lobby_id)
-            _last_start[lobby_id] = now
+        candidates = sorted(set(found) - _running)
+    due = []
+    for lobby_id in candidates:
+        if DashboardOpening.objects.filter(_DUE, pk=lobby_id).update(started_at=now):
+            with _lock:
+                _running.add(lobby_id)
             due.append(lobby_id)
-        return due
+    return due
 
 
 def finished(lobby_id: int) -> None:

@@ -10,6 +10,13 @@ validated (strict structure, clipped strings, unknown agents dropped) before the
 Every attempt is stored with its usage and cost, failures included, and a lobby's attempts
 may cost at most the daily ceiling in any 24 hours. A paid attempt whose record cannot be
 stored waits in memory and stops further paid attempts until it is stored.
+
+One decision per lobby across broker processes: an attempt is claimed in the store before
+the model is called (`_claim`: in one write transaction, the interval checked and the
+estimated cost reserved against the ceiling as a `reserved` attempt row), then settled with
+the real outcome and cost (`_settle`). A broker killed in between leaves the reservation:
+it counts toward the interval and the ceiling at its estimate, and after CLAIM_EXPIRES the
+next claim marks it failed, so a crash never buys a free run and never holds a lobby for good.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -49,6 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUMMARY_INTERVAL = timedelta(minutes=10)
+# A reservation older than this is a broker that died mid-attempt: one attempt takes at most
+# the two-minute request timeout, so five minutes leaves a wide margin.
+CLAIM_EXPIRES = timedelta(minutes=5)
 DAILY_CEILING_USD = Decimal(5)
 REQUEST_TIMEOUT_SECONDS = 120
 MESSAGES_IN_INPUT = 40
@@ -69,6 +79,7 @@ CEILING_REACHED = (
 UNSAVED_ATTEMPT = (
     "A summary attempt could not be recorded; summaries wait until its cost is stored."
 )
+BROKER_STOPPED = "the broker stopped before the attempt was recorded; its estimated cost counts"
 
 
 @dataclass(frozen=True)
@@ -135,7 +146,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 SummaryStatus = Literal[
-    "busy",  # another summary of this lobby is running
+    "busy",  # another summary of this lobby is running (a live reservation, any process)
     "blocked",  # a paid attempt's record is still unstored
     "no_key",
     "interval",  # the last attempt is too recent
@@ -169,6 +180,14 @@ class _Answered:
     input_hash: str
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A reserved attempt: its row in the store and the cost it holds against the ceiling."""
+
+    pk: int
+    estimate: Decimal
+
+
 @dataclass
 class _Memory:
     """What this process remembers of one lobby's summaries between dashboard opens."""
@@ -176,12 +195,12 @@ class _Memory:
     unchanged_until: datetime | None = None
     answered: _Answered | None = None
     paused_at: datetime | None = None  # the ceiling stopped the last try
-    unsaved: list[dict[str, Any]] = field(default_factory=list)
+    # Settled attempts whose records could not be stored yet, with their claims.
+    unsaved: list[tuple[Claim, dict[str, Any]]] = field(default_factory=list)
 
 
 _lock = threading.Lock()
 _memory: dict[int, _Memory] = {}
-_running: set[int] = set()
 
 
 def _memory_of(lobby_id: int) -> _Memory:
@@ -217,12 +236,19 @@ def problems_in_memory(lobby_id: int) -> list[str]:
 
 
 def cost_since(lobby_id: int, since: datetime) -> Decimal:
-    """What this lobby's summary attempts cost since `since`, stored and unstored."""
+    """What this lobby's summary attempts cost since `since`: stored (a reservation at its
+    estimate), and what an unstored record cost beyond its reservation."""
     stored = SummaryAttempt.objects.filter(lobby_id=lobby_id, started_at__gt=since).aggregate(
         total=Sum("cost_usd")
     )["total"] or Decimal(0)
     memory = _memory.get(lobby_id)
-    pending = sum((Decimal(r["cost_usd"]) for r in (memory.unsaved if memory else [])), Decimal(0))
+    pending = sum(
+        (
+            max(Decimal(record["cost_usd"]) - claim.estimate, Decimal(0))
+            for claim, record in (memory.unsaved if memory else [])
+        ),
+        Decimal(0),
+    )
     return Decimal(stored) + pending
 
 
@@ -394,19 +420,16 @@ def _messages(lobby_id: int) -> list[dict[str, Any]]:
 
 
 def maybe_summarize(lobby: Lobby) -> SummaryStatus:
-    """Summarize this lobby if the rules say so; runs in the caller's thread, never raises."""
-    with _lock:
-        if lobby.pk in _running:
-            return "busy"
-        _running.add(lobby.pk)
+    """Summarize this lobby if the rules say so; runs in the caller's thread, never raises.
+
+    One run at a time per lobby is the store's rule (`_claim`), whichever process or thread
+    asks; the dashboard loop (board/refresh.py) also runs one refresh per lobby at a time.
+    """
     try:
         return _maybe(lobby.pk)
     except Exception:
         log.exception("summary of lobby %s failed unexpectedly", lobby.pk)
         return "failed"
-    finally:
-        with _lock:
-            _running.discard(lobby.pk)
 
 
 def _maybe(lobby_id: int) -> SummaryStatus:
@@ -416,14 +439,11 @@ def _maybe(lobby_id: int) -> SummaryStatus:
     if not settings.ANTHROPIC_API_KEY:
         return "no_key"
     now = timezone.now()
-    last = (
-        SummaryAttempt.objects.filter(lobby_id=lobby_id)
-        .order_by("-started_at")
-        .values_list("started_at", flat=True)
-        .first()
-    )
-    if last is not None and now - last < SUMMARY_INTERVAL:
-        return "interval"
+    # A first look without the lock, so a page polling every 10 s builds nothing; _claim
+    # decides under the lock.
+    early = _not_yet(SummaryAttempt.objects.filter(lobby_id=lobby_id), now)
+    if early is not None:
+        return early
     if memory.unchanged_until is not None and now < memory.unchanged_until:
         return "unchanged"
     built = build_request(lobby_id)
@@ -439,14 +459,30 @@ def _maybe(lobby_id: int) -> SummaryStatus:
     memory.unchanged_until = None
     status: SummaryStatus = "failed"
     for attempt_number in (1, 2):
-        if _over_ceiling(lobby_id, built):
-            memory.paused_at = timezone.now()
-            return "ceiling"
+        claim = _claim(lobby_id, built, retry=attempt_number == 2)
+        if not isinstance(claim, Claim):
+            if claim == "ceiling":
+                memory.paused_at = timezone.now()
+            elif claim == "gone":
+                forget(lobby_id)
+            return claim
         memory.paused_at = None
-        status, retry = _attempt(lobby_id, built, memory)
+        status, retry = _attempt(lobby_id, built, memory, claim)
         if not retry or attempt_number == 2:
             break
     return status
+
+
+def _not_yet(attempts: QuerySet[SummaryAttempt], now: datetime) -> SummaryStatus | None:
+    """ "busy" while the last attempt is a live reservation, "interval" while it started
+    (a reservation too) less than the interval ago, else None."""
+    last = attempts.order_by("-started_at").values_list("started_at", "outcome").first()
+    if last is None:
+        return None
+    started, outcome = last
+    if outcome == AttemptOutcome.RESERVED and now - started < CLAIM_EXPIRES:
+        return "busy"
+    return "interval" if now - started < SUMMARY_INTERVAL else None
 
 
 def _unchanged(lobby_id: int, built: BuiltRequest, memory: _Memory) -> bool:
@@ -484,9 +520,48 @@ def estimated_cost(built: BuiltRequest) -> Decimal:
     return cost_of(built.request["model"], input_tokens, built.request["max_tokens"])
 
 
-def _over_ceiling(lobby_id: int, built: BuiltRequest) -> bool:
-    spent = cost_since(lobby_id, timezone.now() - timedelta(hours=24))
-    return spent + estimated_cost(built) > DAILY_CEILING_USD
+def _claim(lobby_id: int, built: BuiltRequest, *, retry: bool) -> Claim | SummaryStatus:
+    """Reserve one attempt in the store, or say why not ("gone", "busy", "interval",
+    "ceiling", or "failed" when the store refused the write; nothing is paid then).
+
+    One write transaction: on SQLite the atomic block is BEGIN IMMEDIATE, the store's one
+    writer; on PostgreSQL the lobby's row lock (FOR NO KEY UPDATE: sends, which only
+    reference the lobby, do not wait for it) orders claimers of one lobby. Under it:
+    reservations past CLAIM_EXPIRES are marked failed (their estimate keeps counting), a
+    live one means another run holds the lobby, the interval is checked (not for the run's
+    own retry), and the estimate must fit under the day's ceiling.
+    """
+    estimate = estimated_cost(built)
+    try:
+        with transaction.atomic():
+            locked = Lobby.objects.select_for_update(no_key=True).filter(pk=lobby_id)
+            if locked.values_list("pk", flat=True).first() is None:
+                return "gone"
+            now = timezone.now()
+            attempts = SummaryAttempt.objects.filter(lobby_id=lobby_id)
+            attempts.filter(
+                outcome=AttemptOutcome.RESERVED, started_at__lte=now - CLAIM_EXPIRES
+            ).update(outcome=AttemptOutcome.FAILED, error=BROKER_STOPPED, finished_at=now)
+            if attempts.filter(outcome=AttemptOutcome.RESERVED).exists():
+                return "busy"
+            if not retry and _not_yet(attempts, now) is not None:
+                return "interval"
+            if cost_since(lobby_id, now - timedelta(hours=24)) + estimate > DAILY_CEILING_USD:
+                return "ceiling"
+            row = SummaryAttempt.objects.create(
+                lobby_id=lobby_id,
+                model=built.request["model"],
+                effort=built.request["output_config"]["effort"],
+                input_hash=built.input_hash,
+                outcome=AttemptOutcome.RESERVED,
+                cost_usd=estimate,
+                started_at=now,
+                finished_at=now,
+            )
+    except DatabaseError:
+        log.exception("a summary attempt of lobby %s could not be reserved", lobby_id)
+        return "failed"
+    return Claim(row.pk, estimate)
 
 
 # --- One attempt ---------------------------------------------------------------------------
@@ -516,15 +591,11 @@ def _client() -> anthropic.Anthropic:
     )
 
 
-def _attempt(lobby_id: int, built: BuiltRequest, memory: _Memory) -> tuple[SummaryStatus, bool]:
-    """Call the model once and store the attempt; (status, worth one retry)."""
-    started = timezone.now()
-    record: dict[str, Any] = {
-        "model": built.request["model"],
-        "effort": built.request["output_config"]["effort"],
-        "input_hash": built.input_hash,
-        "started_at": started,
-    }
+def _attempt(
+    lobby_id: int, built: BuiltRequest, memory: _Memory, claim: Claim
+) -> tuple[SummaryStatus, bool]:
+    """Call the model once and settle the claimed attempt; (status, worth one retry)."""
+    record: dict[str, Any] = {}
     retry = False
     import anthropic  # local: as in _client
 
@@ -556,13 +627,12 @@ def _attempt(lobby_id: int, built: BuiltRequest, memory: _Memory) -> tuple[Summa
     record.setdefault("summary", None)
     record["error"] = record.get("error", "")[:300]
     outcome = record["outcome"]
-    stored = _store(lobby_id, record)
+    stored = _settle(lobby_id, claim, record)
     if stored == "gone":
         forget(lobby_id)
         return "gone", False
     if stored == "failed":
-        if record["cost_usd"] > 0 or outcome != AttemptOutcome.FAILED:
-            memory.unsaved.append(record)  # paid: it must reach the ceiling's sum
+        memory.unsaved.append((claim, record))  # its reservation stays until it is stored
         return outcome, False
     if outcome in (AttemptOutcome.SUCCEEDED, AttemptOutcome.INVALID):
         memory.answered = _Answered(built.base_hash, built.message_ids, built.input_hash)
@@ -625,12 +695,15 @@ def _clean(output: _Output, known: frozenset[str]) -> dict[str, dict[str, str | 
     return agents
 
 
-def _store(lobby_id: int, record: dict[str, Any]) -> Literal["stored", "gone", "failed"]:
+def _settle(
+    lobby_id: int, claim: Claim, record: dict[str, Any]
+) -> Literal["stored", "gone", "failed"]:
+    """The claimed attempt's row gets its real outcome and cost ("gone": the lobby, and with
+    it the row, was deleted meanwhile)."""
     try:
         with transaction.atomic():
-            if not Lobby.objects.filter(pk=lobby_id).exists():
+            if not SummaryAttempt.objects.filter(pk=claim.pk).update(**record):
                 return "gone"
-            SummaryAttempt.objects.create(lobby_id=lobby_id, **record)
     except DatabaseError:
         log.exception("summary attempt of lobby %s could not be stored", lobby_id)
         return "failed"
@@ -638,12 +711,10 @@ def _store(lobby_id: int, record: dict[str, Any]) -> Literal["stored", "gone", "
 
 
 def _store_unsaved(lobby_id: int, memory: _Memory) -> bool:
-    """Store the attempts that waited in memory, oldest first; True when none is left."""
+    """Settle the attempts that waited in memory, oldest first; True when none is left."""
     while memory.unsaved:
-        stored = _store(lobby_id, memory.unsaved[0])
-        if stored == "failed":
+        claim, record = memory.unsaved[0]
+        if _settle(lobby_id, claim, record) == "failed":
             return False
         memory.unsaved.pop(0)
-        if stored == "gone":
-            memory.unsaved.clear()
     return True

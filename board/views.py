@@ -1,9 +1,10 @@
-"""The dashboard's pages: parse -> read the store -> render. Nothing here writes or starts
-a thread.
+"""The dashboard's pages: parse -> read the store -> render. Nothing here starts a thread;
+the one write is the opening.
 
 The full page and its live parts answer from the store at once; `dashboard_opened` only
-notes the opening in this process's memory, and the serve loops (pocolobby/loops.py,
-`run_dashboard_work`) run the background work it asks for (notes checks, summaries).
+notes the opening in the store (at most every 10 s per lobby and process), and the serve
+loops of every broker (pocolobby/loops.py, `run_dashboard_work`) run the background work it
+asks for (notes checks, summaries).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Plan usage: the latest reading each agent's status line sent, kept in this process's memory.
+"""Plan usage: the latest reading each agent's status line sent, one row per agent in the store.
 
 A reading is a gauge about the agent's Claude account, not an action in the lobby: the broker
-keeps only the newest per agent, forgets it on restart (the next report comes minutes later)
-and never keeps history. With several broker processes each keeps its own readings, so a
-page may show the reading its process last heard (see docs/API.md, "Plan usage").
+keeps only the newest per agent (one upsert replaces it) and never keeps history. In the store,
+so every broker process answers `list_agents` and the dashboard's Accounts the same. The status
+line sends a reading when it changes or every five minutes; when the store already holds the
+very same reading from less than REWRITE_AFTER ago, nothing is written.
 
 Weekly pace: the even line is the share of the seven-day window that has passed, so
 `pace_points = used_percentage - elapsed share * 100`; positive means spending faster than an
@@ -13,7 +14,6 @@ even week. More than OFF_PACE_POINTS either way is off pace. The five-hour windo
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from lobbies.answers import UsageEntry, UsageWindow
+from lobbies.models import UsageReading
 from lobbies.schemas import Operation, in_utc
 
 WEEK = timedelta(days=7)
@@ -33,6 +34,7 @@ FIVE_HOURS = timedelta(hours=5)
 OFF_PACE_POINTS = 5.0
 STALE_AFTER = timedelta(minutes=30)  # shown with its age
 HIDDEN_AFTER = timedelta(days=1)  # not shown at all
+REWRITE_AFTER = timedelta(seconds=60)  # an unchanged reading is stored again after this
 
 _EMAIL = re.compile(r"^[^@\s<>\"']{1,64}@[^@\s<>\"']{1,189}$")
 # Epoch seconds a status line may send: 2001-09-09 .. 2286-11-20, so milliseconds are refused.
@@ -105,32 +107,61 @@ class Reading:
     received_at: datetime
 
 
-_lock = threading.Lock()
-_readings: dict[int, Reading] = {}
-
-
 def record_reading(agent_pk: int, report: UsageReport, now: datetime) -> Reading:
-    """Keep `report` as the agent's latest reading, replacing the one before."""
+    """Store `report` as the agent's latest reading (one upsert), replacing the one before,
+    unless the store holds the very same reading from less than REWRITE_AFTER ago (a read,
+    no write); the reading as stored."""
     reading = Reading(
         five_hour=Window(float(report.five_hour.used_percentage), report.five_hour.resets),
         seven_day=Window(float(report.seven_day.used_percentage), report.seven_day.resets),
         account_email=report.account_email,
         received_at=now,
     )
-    with _lock:
-        _readings[agent_pk] = reading
+    last = readings_for([agent_pk]).get(agent_pk)
+    if (
+        last is not None
+        and (last.five_hour, last.seven_day, last.account_email)
+        == (reading.five_hour, reading.seven_day, reading.account_email)
+        and timedelta(0) <= now - last.received_at < REWRITE_AFTER
+    ):
+        return last
+    UsageReading.objects.bulk_create(
+        [
+            UsageReading(
+                agent_id=agent_pk,
+                five_hour_used=reading.five_hour.used_percentage,
+                five_hour_resets_at=reading.five_hour.resets_at,
+                seven_day_used=reading.seven_day.used_percentage,
+                seven_day_resets_at=reading.seven_day.resets_at,
+                account_email=reading.account_email,
+                received_at=now,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["agent"],
+        update_fields=[
+            "five_hour_used",
+            "five_hour_resets_at",
+            "seven_day_used",
+            "seven_day_resets_at",
+            "account_email",
+            "received_at",
+        ],
+    )
     return reading
 
 
 def readings_for(agent_pks: list[int] | set[int]) -> dict[int, Reading]:
-    with _lock:
-        return {pk: _readings[pk] for pk in agent_pks if pk in _readings}
-
-
-def forget_all() -> None:
-    """What a restart does; tests use it."""
-    with _lock:
-        _readings.clear()
+    """The stored latest reading of each of these agents that has one."""
+    return {
+        row.agent_id: Reading(
+            five_hour=Window(row.five_hour_used, row.five_hour_resets_at),
+            seven_day=Window(row.seven_day_used, row.seven_day_resets_at),
+            account_email=row.account_email,
+            received_at=row.received_at,
+        )
+        for row in UsageReading.objects.filter(agent_id__in=agent_pks)
+    }
 
 
 def pace_points(window: Window, now: datetime) -> float:

@@ -270,8 +270,9 @@ def start_dashboard_work(
     workers: concurrent.futures.Executor,
 ) -> list[concurrent.futures.Future[refresh.RefreshOutcome]]:
     """One pass of the dashboard loop: start the work of each lobby whose dashboard was
-    opened in this process and whose work may start (board/refresh.py's rules: one run at
-    a time per lobby, at most every 30 s), each on a worker. No database here."""
+    opened on any broker and whose work this process claims (board/refresh.py's rules: one
+    start per lobby every 30 s across brokers, one run at a time per lobby here), each on
+    a worker. Reads the store, and writes only a claim."""
     started = []
     for lobby_id in refresh.take_due(timezone.now()):
         try:
@@ -283,20 +284,21 @@ def start_dashboard_work(
 
 
 async def run_dashboard_work() -> None:
-    """Every second: the notes checks and summaries the dashboards opened here asked for.
+    """Every second: the notes checks and summaries the opened dashboards asked for.
 
-    In every process (no leadership lock): the openings it serves are noted in its own
-    memory, as the page writes nothing, so each process works for the dashboards it serves,
-    as the page's own threads did before. The work runs on threads of its own, so a slow
-    GitHub or Anthropic never holds up requests or the other loops.
+    In every process (no leadership lock): openings are noted in the store, and whichever
+    broker claims a lobby's start runs its work (a summary is claimed in the store again,
+    board/summary.py). The work runs on threads of its own, so a slow GitHub or Anthropic
+    never holds up requests or the other loops.
     """
     workers = concurrent.futures.ThreadPoolExecutor(
         DASHBOARD_WORKERS, thread_name_prefix="dashboard"
     )
+    start = database_sync_to_async(start_dashboard_work, thread_sensitive=False)
     try:
         while True:
             try:
-                start_dashboard_work(workers)
+                await start(workers)
             except Exception:
                 log.exception("the dashboard's background work could not start; retrying")
             await asyncio.sleep(DASHBOARD_SECONDS)

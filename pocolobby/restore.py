@@ -3,7 +3,8 @@
 One set of rules for both stores: the store's lock held exclusive (no broker serves it), no
 broker answering at POCOLOBBY_URL, the backup checked against the store's rules before the
 live store is touched, and the restored store closed (`enter_restore_mode`, with every
-replacement configuration written) before any broker may open it.
+replacement configuration written, and every browser signed out: its console sessions,
+hand-offs and pending sign-in codes removed) before any broker may open it.
 
 SQLite: the live store is not touched until the restored copy is complete, migrated, in
 restore mode and every replacement configuration is written. The swap itself is covered by a
@@ -24,10 +25,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from pocolobby import backup, config, store_lock
+
+if TYPE_CHECKING:
+    from console.actions.sign_in import SignedOut
 
 
 class RestoreRefused(Exception):
@@ -45,13 +50,18 @@ class RestoreReport:
     incarnation: str
     configs: list[Path]
     swap: str
+    signed_out: SignedOut
     leftovers: list[Path] = field(default_factory=list)
 
     def lines(self) -> str:
         killed = "left staged by a restore that was killed"
+        out = self.signed_out
         return (
             "".join(f"removed {path}, {killed}\n" for path in self.leftovers)
             + f"restored {self.source} (incarnation {self.incarnation}); {self.swap}\n"
+            f"every browser is signed out: {out.sessions} console sessions, {out.handoffs} "
+            f"hand-offs and {out.codes} pending sign-in codes of the backup removed "
+            "(people sign in again)\n"
             f"every earlier agent token is revoked; {len(self.configs)} replacement "
             f"configurations written (mode 0600):\n"
             + "".join(f"  {path}\n" for path in self.configs)
@@ -142,19 +152,29 @@ def _source(raw_source: str, url: str, vendor: str) -> backup.Source:
     return source
 
 
+@dataclass(frozen=True)
+class _Closed:
+    incarnation: str
+    configs: list[Path]
+    signed_out: SignedOut
+
+
 def _close_the_store(
     raw_source: str, source: backup.Source, configs_dir: Path, url: str
-) -> tuple[str, list[Path]]:
-    """Restore mode on the restored store (the one Django's connection names now), and every
-    replacement configuration written; in the caller's transaction, if any."""
+) -> _Closed:
+    """Restore mode on the restored store (the one Django's connection names now), every
+    browser signed out, and every replacement configuration written; in the caller's
+    transaction, if any."""
     # Local: models are usable only after the caller's django.setup().
+    from console.actions.sign_in import sign_everyone_out
     from lobbies.actions.restore import broker_state
     from lobbies.actions.restore_commands import enter_restore_mode
 
     replacements = enter_restore_mode(str(raw_source), source.taken_at)
+    signed_out = sign_everyone_out()
     incarnation = str(broker_state().incarnation)
     configs = [_write_config(configs_dir, url, r.lobby, r.agent, r.token) for r in replacements]
-    return incarnation, configs
+    return _Closed(incarnation, configs, signed_out)
 
 
 def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> RestoreReport:
@@ -199,7 +219,7 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         connection.close()
         connection.settings_dict["NAME"] = str(staged)
         prepare_store()
-        incarnation, configs = _close_the_store(raw_source, source, configs_dir, url)
+        closed = _close_the_store(raw_source, source, configs_dir, url)
         connection.close()
     except BaseException:
         connection.close()
@@ -212,7 +232,9 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
         raise
     backup.write_marker(data_dir, staged, staged_attachments, staged_key)
     swap = (backup.complete_swap(data_dir) or "") + merged
-    return RestoreReport(source.store, incarnation, configs, swap, leftovers)
+    return RestoreReport(
+        source.store, closed.incarnation, closed.configs, swap, closed.signed_out, leftovers
+    )
 
 
 def _remove_staged(data_dir: Path, attachments: Path) -> list[Path]:
@@ -327,7 +349,7 @@ def _restore_postgres_holding_the_lock(
     try:
         prepare_store(restoring=True)
         with transaction.atomic():
-            incarnation, configs = _close_the_store(raw_source, source, configs_dir, url)
+            closed = _close_the_store(raw_source, source, configs_dir, url)
             with connection.cursor() as cursor:
                 cursor.execute("DROP TABLE pocolobby_restore_pending")
     except Exception as exc:
@@ -339,4 +361,6 @@ def _restore_postgres_holding_the_lock(
     finally:
         connection.close()
     placed = f"restored into the PostgreSQL database {database} with pg_restore{kept}{merged}"
-    return RestoreReport(source.store, incarnation, configs, placed, leftovers)
+    return RestoreReport(
+        source.store, closed.incarnation, closed.configs, placed, closed.signed_out, leftovers
+    )

@@ -94,11 +94,10 @@ def _fresh_process_memory() -> None:
     # local: a conftest loads before pytest-django sets Django up; these read the settings
     from board import refresh
     from board.selectors import SETTLED
-    from lobbies import consumers, usage
+    from lobbies import consumers
 
     SETTLED.forget()
     refresh.forget()
-    usage.forget_all()
     consumers.FACTS = consumers.FactQueue()
 
 

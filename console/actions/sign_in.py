@@ -27,6 +27,7 @@ from console import mail
 from console.models import (
     Account,
     DashboardViewer,
+    Handoff,
     SessionPlace,
     SignInCode,
     SignInThrottle,
@@ -253,3 +254,27 @@ def end_session(token: str, place: SessionPlace) -> None:
     """Sign-out: the session row goes; the cookie is cleared by the view."""
     if token:
         WebSession.objects.filter(token_hash=digest(token), place=place).delete()
+
+
+@dataclass(frozen=True)
+class SignedOut:
+    """What `sign_everyone_out` removed."""
+
+    sessions: int
+    handoffs: int
+    codes: int
+
+
+def sign_everyone_out() -> SignedOut:
+    """Every browser signs in again: all sessions, hand-offs and pending codes go.
+
+    A restore runs it on the restored store (pocolobby/restore.py): a backup's sessions
+    would bring back signed-out browsers, removed viewers and disabled accounts for up to
+    the sessions' 30 days. Throttle rows stay: they only count, and they expire in an hour.
+    """
+    with transaction.atomic():
+        return SignedOut(
+            sessions=WebSession.objects.all().delete()[0],
+            handoffs=Handoff.objects.all().delete()[0],
+            codes=SignInCode.objects.all().delete()[0],
+        )

@@ -14,6 +14,7 @@ from lobbies.models.agents import (
     EnrollmentRefusal,
     Lobby,
     RetiredRuntime,
+    UsageReading,
 )
 from lobbies.models.attachments import (
     Attachment,
@@ -97,5 +98,6 @@ __all__ = [
     "SeenReceipt",
     "Transport",
     "UncertainWork",
+    "UsageReading",
     "closed_set",
 ]

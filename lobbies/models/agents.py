@@ -155,3 +155,30 @@ class Credential(models.Model):
 
     def __str__(self) -> str:
         return f"credential {self.pk} of {self.agent}"
+
+
+class UsageReading(models.Model):
+    """The latest plan-usage reading an agent's status line sent (lobbies/usage.py): one row
+    per agent, replaced by each reading, so every broker shows the same."""
+
+    agent = models.OneToOneField(
+        Agent, on_delete=models.CASCADE, primary_key=True, related_name="usage_reading"
+    )
+    five_hour_used = models.FloatField()
+    five_hour_resets_at = models.DateTimeField()
+    seven_day_used = models.FloatField()
+    seven_day_resets_at = models.DateTimeField()
+    account_email = models.CharField(max_length=254, null=True, blank=True)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(five_hour_used__gte=0, five_hour_used__lte=100)
+                & Q(seven_day_used__gte=0, seven_day_used__lte=100),
+                name="usage_percentages",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"usage reading of {self.agent_id}"

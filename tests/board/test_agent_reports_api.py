@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from board.models import TokenSession, WorkStretch
 from lobbies import usage
+from lobbies.models import UsageReading
 from tests.board.dashboard_helpers import operator_client
 from tests.conftest import AgentClient
 
@@ -75,6 +77,22 @@ def test_only_the_latest_reading_is_kept(lead: AgentClient) -> None:
     assert _usage_in_list_agents(lead)["seven_day"]["used_percentage"] == 70
 
 
+def test_the_same_reading_within_a_minute_is_not_written_again(
+    lead: AgentClient, time_machine: Any
+) -> None:
+    time_machine.move_to(datetime(2026, 3, 4, 12, 0, tzinfo=UTC), tick=False)
+    reading = _reading()
+    _call(lead, "put", "usage", reading)
+    first = UsageReading.objects.get(agent=lead.agent).received_at
+
+    time_machine.shift(timedelta(seconds=30))
+    assert _call(lead, "put", "usage", reading)[0] == 200
+    assert UsageReading.objects.get(agent=lead.agent).received_at == first
+    time_machine.shift(usage.REWRITE_AFTER)
+    _call(lead, "put", "usage", reading)
+    assert UsageReading.objects.get(agent=lead.agent).received_at == timezone.now()
+
+
 def test_iso_reset_times_are_accepted(lead: AgentClient) -> None:
     body = _reading()
     body["seven_day"]["resets_at"] = (timezone.now() + timedelta(days=2)).isoformat()
@@ -136,22 +154,9 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
     )
     assert "stale" not in html
 
-    readings = usage._readings
-    for pk, reading in list(readings.items()):
-        if pk == ops.agent.pk:
-            readings[pk] = usage.Reading(
-                reading.five_hour,
-                reading.seven_day,
-                reading.account_email,
-                reading.received_at - timedelta(minutes=45),
-            )
-        else:
-            readings[pk] = usage.Reading(
-                reading.five_hour,
-                reading.seven_day,
-                reading.account_email,
-                reading.received_at - timedelta(days=2),
-            )
+    readings = UsageReading.objects.all()
+    readings.filter(agent=ops.agent).update(received_at=F("received_at") - timedelta(minutes=45))
+    readings.exclude(agent=ops.agent).update(received_at=F("received_at") - timedelta(days=2))
     html = client.get("/my-team/parts/accounts").content.decode()
     assert "team@example.com" not in html  # older than a day: hidden
     assert "other@example.com" in html and "reading 45 min old" in html
@@ -159,12 +164,8 @@ def test_accounts_group_agents_by_email_mark_old_readings_and_hide_day_old_ones(
 
 def test_a_window_past_its_reset_is_dropped(lead: AgentClient) -> None:
     _call(lead, "put", "usage", _reading(account_email="a@example.com"))
-    reading = usage._readings[lead.agent.pk]
-    usage._readings[lead.agent.pk] = usage.Reading(
-        usage.Window(58, timezone.now() - timedelta(minutes=1)),
-        reading.seven_day,
-        reading.account_email,
-        reading.received_at,
+    UsageReading.objects.filter(agent=lead.agent).update(
+        five_hour_used=58, five_hour_resets_at=timezone.now() - timedelta(minutes=1)
     )
     html = operator_client().get("/my-team/parts/accounts").content.decode()
     assert "5 hours" not in html and "window seven-day" in html and "60% left" in html

@@ -249,12 +249,13 @@ async def test_the_page_returns_at_once_while_the_serve_loop_summarizes(
         await asyncio.sleep(0.1)  # passes of the loop: one run at a time per lobby
         [worker] = [t for t in threading.enumerate() if t.name.startswith("dashboard")]
         assert worker.is_alive()
-        assert not await sync_to_async(SummaryAttempt.objects.exists)()
+        outcomes = sync_to_async(lambda: list(SummaryAttempt.objects.values_list("outcome")))
+        assert await outcomes() == [(AttemptOutcome.RESERVED,)]  # claimed, not yet settled
 
         release.set()
         attempts = sync_to_async(lambda: list(SummaryAttempt.objects.all()))
         for _ in range(500):
-            if await attempts():
+            if await outcomes() != [(AttemptOutcome.RESERVED,)]:
                 break
             await asyncio.sleep(0.02)
     finally:
@@ -285,3 +286,20 @@ def test_background_work_never_raises_into_the_loop(
         "the Anthropic API answered 401",
     )
     assert any("(the Anthropic API answered 401)" in p for p in refresh.picture_of(lobby).problems)
+
+
+@serve_loop
+def test_an_opening_noted_by_one_broker_is_taken_once_by_any(
+    lobby: Lobby, lead: AgentClient, claude: FakeClaude, workers: ThreadPoolExecutor
+) -> None:
+    """The page of one broker notes the opening in the store; another broker's loop (this
+    process with its memory forgotten) takes it, and a third finds it taken."""
+    assert operator_client().get(f"/{lobby.name}/").status_code == 200
+    refresh.forget()  # another process: nothing of the page's broker in memory
+
+    [outcome] = loop_pass(workers)
+    refresh.forget()
+
+    assert outcome.summary == "succeeded"
+    assert loop_pass(workers) == []
+    assert claude.route.call_count == 1

@@ -413,18 +413,21 @@ def test_a_paid_attempt_that_cannot_be_stored_blocks_paid_attempts_until_it_is(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
     table = SummaryAttempt._meta.db_table
+    # The reservation went in; the disk filled before the attempt could be settled.
     full_disk = (
-        f"CREATE TRIGGER full_disk BEFORE INSERT ON {table} "
+        f"CREATE TRIGGER full_disk BEFORE UPDATE ON {table} "
         "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
     )
     report(backend, "lead", "sweep done", "r1")
+    estimate = summary.estimated_cost(summary.build_request(team.pk))
     with connection.cursor() as cursor:
         cursor.execute(full_disk)
 
     assert summary.maybe_summarize(team) == "succeeded"  # answered and paid, not recorded
-    assert attempts(team) == []
+    [reserved] = attempts(team)
+    assert (reserved.outcome, reserved.cost_usd) == (AttemptOutcome.RESERVED, estimate)
     assert summary.UNSAVED_ATTEMPT in refresh.picture_of(team).problems
-    assert summary.cost_since(team.pk, timezone.now() - timedelta(days=1)) == Decimal("0.002")
+    assert summary.cost_since(team.pk, timezone.now() - timedelta(days=1)) == estimate
 
     clock.shift(timedelta(minutes=11))
     report(backend, "lead", "review done", "r2")

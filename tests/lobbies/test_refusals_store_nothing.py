@@ -235,9 +235,14 @@ def test_no_route_answers_5xx_or_stores_anything_for_edge_times_and_deep_json(wo
         HTTP_AUTHORIZATION=f"Bearer {world['token']}",
     )
     assert response.status_code < 500, (path, choice[0], response.content[:300])
-    if path != "/v1/usage":  # a year-1 reset time is odd but harmless: usage is not stored
+    after = store_rows()
+    if path == "/v1/usage" and response.status_code == 200:
+        # A year-1 reset time is odd but harmless: the reading is stored, a window past its
+        # reset is never shown. Nothing else may change.
+        before.pop("lobbies.UsageReading"), after.pop("lobbies.UsageReading")
+    else:
         assert 400 <= response.status_code < 500, (path, choice[0], response.content[:300])
-    assert store_rows() == before
+    assert after == before
 
 
 @settings(
