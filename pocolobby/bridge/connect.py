@@ -244,7 +244,9 @@ def _other_claude_scope(directory: Path, name: str, scope: str, state: Path) -> 
             other = _read_mcp_file(directory / ".mcp.json").get("mcpServers", {})
         else:
             projects = _read_mcp_file(state).get("projects")
-            project = projects.get(claude_project_key(directory)) if isinstance(projects, dict) else None
+            project = (
+                projects.get(claude_project_key(directory)) if isinstance(projects, dict) else None
+            )
             other = project.get("mcpServers") if isinstance(project, dict) else None
     except ConnectError:
         return []
