@@ -133,7 +133,9 @@ def connect(
     entry = entry_for(agent.path, deliver)
     env = os.environ if environ is None else environ
     if scope == "local":
-        written = _add_claude_local(directory, name, entry, claude_state_file(env))
+        written = _add_claude_local(
+            directory, name, entry, claude_state_file(env), (agent, replace)
+        )
     else:
         written = _add_claude_project(directory, name, entry)
     lines = [
@@ -147,7 +149,7 @@ def connect(
             "Pushes are typed into the tmux pane Claude Code runs in. Start tmux, then launch "
             "Claude Code from this directory inside it:",
             "",
-            "  tmux new-session -s " + _session_name(agent.agent) + " claude",
+            f"  tmux new-session -s {_session_name(agent.agent)} {claude_env(env, 'env ')}claude",
             "",
             "(or run `claude` in any tmux pane: the bridge finds its pane from $TMUX_PANE).",
         ]
@@ -155,7 +157,7 @@ def connect(
         lines += [
             "Launch Claude Code from this directory with:",
             "",
-            f"  claude --dangerously-load-development-channels server:{name}",
+            f"  {claude_env(env)}claude --dangerously-load-development-channels server:{name}",
             "",
             "adding your usual flags (for example --remote-control or --permission-mode ...).",
         ]
@@ -206,11 +208,21 @@ def _claude_project_servers(data: dict[str, Any], path: Path, key: str) -> dict[
     return servers
 
 
-def _add_claude_local(directory: Path, name: str, entry: dict[str, Any], path: Path) -> str:
+def claude_env(environ: Mapping[str, str], prefix: str = "") -> str:
+    """`CLAUDE_CONFIG_DIR=... ` for a launch command when connect ran under one, else ''."""
+    configured = environ.get("CLAUDE_CONFIG_DIR")
+    return f"{prefix}CLAUDE_CONFIG_DIR={shlex.quote(configured)} " if configured else ""
+
+
+def _add_claude_local(
+    directory: Path, name: str, entry: dict[str, Any], path: Path, who: tuple[Any, bool]
+) -> str:
     """Our entry in Claude Code's local scope for the project, as `claude mcp add-json --scope
     local` files it. The state file is Claude Code's busy own: read, change our one entry,
     write it whole in one rename, every other key kept; nothing is written when nothing
-    changes."""
+    changes. Another agent's entry there is replaced only when told (`who`: the agent's
+    configuration and --replace)."""
+    agent, replace = who
     key = claude_project_key(directory)
     data = _read_mcp_file(path)
     servers = _claude_project_servers(data, path, key)
@@ -218,6 +230,17 @@ def _add_claude_local(directory: Path, name: str, entry: dict[str, Any], path: P
     where = f"mcpServers.{name} in {path} (Claude Code's local scope for {key})"
     if previous == entry:
         return f"kept {where}"
+    other = _configured_agent(previous)
+    if other is not None and other != str(agent.path) and not replace:
+        raise ConnectError(
+            f"{where} runs the bridge for another agent ({other}): Claude Code keeps one entry "
+            "per repository (its worktrees and folders share it) and configuration directory. "
+            "To run both, give this agent a Claude configuration directory of its own: "
+            f"CLAUDE_CONFIG_DIR=~/.claude-{agent.agent} pocolobby connect --config "
+            f"{agent.path} (the launch command then sets it; sign in there once: "
+            "docs/hosts/claude-code.md), or --scope project in a checkout of its own. To "
+            "replace the other, run again with --replace. Nothing was written."
+        )
     servers[name] = entry
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _write_atomically(path, data)

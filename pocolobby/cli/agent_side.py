@@ -182,8 +182,8 @@ def _connect_parser(sub: Subparsers) -> None:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="Codex: replace an entry that runs the bridge for another agent (Codex reads one "
-        "config.toml for every project)",
+        help="replace an entry that runs the bridge for another agent (Codex reads one "
+        "config.toml for every project; Claude Code's local scope has one entry per repository)",
     )
     p.set_defaults(func=connect_cmd)
 

@@ -112,6 +112,8 @@ def test_connect_puts_claude_codes_entry_in_the_local_scope_keeping_its_state_fi
         project, "--config", str(config), env={**env, "CLAUDE_CONFIG_DIR": str(elsewhere)}
     )
     assert moved.returncode == 0, moved.stderr
+    launch = f"CLAUDE_CONFIG_DIR={elsewhere} claude --dangerously-load-development-channels"
+    assert launch in moved.stdout
     assert set(local_entries(elsewhere, project)) == {"pocolobby"}
 
     # A worktree belongs to its main checkout's project.
@@ -386,9 +388,15 @@ def test_connect_sets_claude_codes_status_line_and_hooks_once_keeping_the_rest(
     )
     assert settings["hooks"]["Stop"][0] == theirs and len(settings["hooks"]["Stop"]) == 2
 
-    # Another agent's configuration in the same project replaces ours, never adds a second.
+    # Another agent's configuration in the same project: refused unless told, then it
+    # replaces ours, never adds a second.
     other = agent_file(tmp_path, "other.json")
-    assert connect(project, "--config", str(other)).returncode == 0
+    refused = connect(project, "--config", str(other))
+    assert refused.returncode == 1 and "Nothing was written" in refused.stderr
+    assert f"runs the bridge for another agent ({config.resolve()})" in refused.stderr
+    assert "CLAUDE_CONFIG_DIR=~/.claude-beta pocolobby connect" in refused.stderr
+    assert json.loads(local.read_text()) == settings
+    assert connect(project, "--config", str(other), "--replace").returncode == 0
     settings = json.loads(local.read_text())
     assert [g["hooks"][0]["command"].split()[-1] for g in settings["hooks"]["Stop"]] == [
         "done",
