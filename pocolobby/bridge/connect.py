@@ -18,14 +18,16 @@ original: everything but our table must be equal, or nothing is written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 HOSTS = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 # Where a Claude Code entry goes: the person's own settings for the project, or the shared file.
 CLAUDE_SCOPES = ("local", "project")
+CLAUDE_LOCK_STALE_SECONDS = 10.0  # proper-lockfile's default: an older lock's holder is gone
 GEMINI_TIMEOUT_MS = 600_000  # Gemini CLI's default request timeout for an MCP server
 
 
@@ -224,12 +227,55 @@ def _add_claude_local(
     configuration and --replace)."""
     agent, replace = who
     key = claude_project_key(directory)
-    data = _read_mcp_file(path)
-    servers = _claude_project_servers(data, path, key)
-    previous = servers.get(name)
     where = f"mcpServers.{name} in {path} (Claude Code's local scope for {key})"
-    if previous == entry:
-        return f"kept {where}"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with claude_state_lock(path):
+        data = _read_mcp_file(path)
+        servers = _claude_project_servers(data, path, key)
+        previous = servers.get(name)
+        if previous == entry:
+            return f"kept {where}"
+        _check_not_another_agents(previous, agent, replace, where)
+        servers[name] = entry
+        _write_atomically(path, data)
+    return f"{'updated' if previous else 'added'} {where}"
+
+
+@contextlib.contextmanager
+def claude_state_lock(path: Path, wait: float = 5.0) -> Iterator[None]:
+    """Claude Code's own lock on its state file, held while we read and write it: Claude Code
+    saves the file under a lock directory beside it (`<file>.lock`, node's proper-lockfile)
+    and re-reads it first, so with the lock neither write loses the other's. A lock older
+    than proper-lockfile's 10 s is stale (its holder died) and is taken over."""
+    lock = Path(os.path.realpath(path)).with_name(Path(os.path.realpath(path)).name + ".lock")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            lock.mkdir()
+            break
+        except FileExistsError:
+            try:
+                stale = time.time() - lock.stat().st_mtime > CLAUDE_LOCK_STALE_SECONDS
+                if stale:
+                    lock.rmdir()
+                    continue
+            except OSError:
+                continue  # released meanwhile, or not a directory we may remove: try again
+        if time.monotonic() > deadline:
+            raise ConnectError(
+                f"{lock} stays held (Claude Code saving its state?); run again in a moment. "
+                "Nothing was written."
+            )
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.rmdir()
+
+
+def _check_not_another_agents(previous: Any, agent: Any, replace: bool, where: str) -> None:
+    """Refuse to replace the entry of another agent's configuration unless told."""
     other = _configured_agent(previous)
     if other is not None and other != str(agent.path) and not replace:
         raise ConnectError(
@@ -241,10 +287,6 @@ def _add_claude_local(
             "docs/hosts/claude-code.md), or --scope project in a checkout of its own. To "
             "replace the other, run again with --replace. Nothing was written."
         )
-    servers[name] = entry
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _write_atomically(path, data)
-    return f"{'updated' if previous else 'added'} {where}"
 
 
 def _add_claude_project(directory: Path, name: str, entry: dict[str, Any]) -> str:

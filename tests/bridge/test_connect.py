@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -122,6 +124,21 @@ def test_connect_puts_claude_codes_entry_in_the_local_scope_keeping_its_state_fi
     subprocess.run([*git, "worktree", "add", "-q", str(tmp_path / "wt")], check=True)
     assert connect(tmp_path / "wt", "--config", str(config), "--name", "b", env=env).returncode == 0
     assert set(local_entries(home, project)) == {"x", "pocolobby", "b"}
+
+    # Claude Code's own lock on the file (`.claude.json.lock`, a directory): a stale one is
+    # taken over, a live one waited for; ours is gone afterwards.
+    lock = home / ".claude.json.lock"
+    lock.mkdir()
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    assert connect(project, "--config", str(config), "--name", "c", env=env).returncode == 0
+    assert not lock.exists() and "c" in local_entries(home, project)
+    lock.mkdir()
+    released = threading.Timer(1.0, lock.rmdir)
+    released.start()
+    started = time.monotonic()
+    waited = connect(project, "--config", str(config), "--name", "d", env=env)
+    assert waited.returncode == 0 and time.monotonic() - started > 1.0, waited.stderr
+    assert "d" in local_entries(home, project)
 
     broken = tmp_path / "broken"
     (broken / ".claude.json").parent.mkdir()
