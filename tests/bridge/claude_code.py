@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from pocolobby.bridge.connect import claude_project_key
 from tests.bridge.npm_hosts import terminal_env
 from tests.server import REPO_ROOT, AgentConfig, Broker, clean_env
 
@@ -360,8 +361,8 @@ class MessagesAPI:
 
 def write_claude_home(home: Path, project: Path) -> None:
     """A throwaway HOME where Claude Code starts straight into its prompt: onboarding done,
-    the stand-in's key approved, the project trusted and its `.mcp.json` server approved, the
-    bridge's tools allowed, and the channels feature on.
+    the stand-in's key approved, the project trusted (`connect` then adds its local-scope
+    server to this state), the bridge's tools allowed, and the channels feature on.
 
     Claude Code reads the channels gate (`tengu_harbor`) from its cached feature flags, and
     only when nonessential traffic is allowed: CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC,
@@ -376,7 +377,7 @@ def write_claude_home(home: Path, project: Path) -> None:
         "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
         "cachedGrowthBookFeatures": {"tengu_harbor": True},
         "projects": {
-            str(project): {
+            claude_project_key(project): {
                 "hasTrustDialogAccepted": True,
                 "hasCompletedProjectOnboarding": True,
                 "enabledMcpjsonServers": [SERVER],
@@ -394,7 +395,7 @@ def tap_the_bridge(home: Path, project: Path, tap_log: Path) -> None:
     Code's local scope for the project), verbose."""
     path = home / ".claude.json"
     data = json.loads(path.read_text())
-    entry = data["projects"][str(project)]["mcpServers"][SERVER]
+    entry = data["projects"][claude_project_key(project)]["mcpServers"][SERVER]
     tap = Path(__file__).with_name("stdio_tap.py")
     entry["args"] = [str(tap), str(tap_log), "--", entry["command"], *entry["args"], "--verbose"]
     entry["command"] = sys.executable
