@@ -1,6 +1,10 @@
 """`pocolobby connect`: register the bridge with the agent's host and say how to launch it.
 
-Claude Code reads project MCP servers from `.mcp.json` in the directory it starts in; Codex CLI
+Claude Code keeps a person's own servers for a project (its "local" scope, what `claude mcp add
+--scope local` writes) in its state file, `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`),
+under `projects[ROOT].mcpServers`, ROOT being the project's git root (a worktree's main
+checkout) or else the directory; the shared, committed project file is `.mcp.json` (`--scope
+project`), whose servers wait for approval until `.claude/settings.local.json` lists them. Codex CLI
 reads `[mcp_servers.NAME]` tables from `$CODEX_HOME/config.toml` (`~/.codex/config.toml`);
 Gemini CLI reads `mcpServers` from the project's `.gemini/settings.json`. The
 entry names absolute paths (this installation's `pocolobby`, the configuration file), so it
@@ -14,14 +18,16 @@ original: everything but our table must be equal, or nothing is written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,9 @@ from pocolobby.bridge.config import ConfigError, load_config
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 HOSTS = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
+# Where a Claude Code entry goes: the person's own settings for the project, or the shared file.
+CLAUDE_SCOPES = ("local", "project")
+CLAUDE_LOCK_STALE_SECONDS = 10.0  # proper-lockfile's default: an older lock's holder is gone
 GEMINI_TIMEOUT_MS = 600_000  # Gemini CLI's default request timeout for an MCP server
 
 
@@ -99,9 +108,10 @@ def connect(
     environ: dict[str, str] | None = None,
     hooks: bool = True,
     replace: bool = False,
+    scope: str = "local",
 ) -> str:
     """Write or update the host's entry (for Claude Code, with `hooks`, also its status line
-    and turn hooks); the text to print."""
+    and turn hooks; `scope` says which of its files holds the entry); the text to print."""
     if not SERVER_NAME.match(name):
         raise ConnectError("--name: use letters, digits, '-' and '_' (at most 64)")
     if host not in HOSTS:
@@ -120,17 +130,21 @@ def connect(
         return _connect_codex(agent.path, name, agent, environ, replace)
     if host == "gemini":
         return _connect_gemini(directory, name, agent)
-    path = directory.resolve() / ".mcp.json"
-    data = _read_mcp_file(path)
-    servers = data.setdefault("mcpServers", {})
+    if scope not in CLAUDE_SCOPES:
+        raise ConnectError(f"--scope: {', '.join(CLAUDE_SCOPES)}")
+    directory = directory.resolve()
     entry = entry_for(agent.path, deliver)
-    previous = servers.get(name)
-    servers[name] = entry
-    _write_atomically(path, data)
-    verb = "kept" if previous == entry else ("updated" if previous else "added")
+    env = os.environ if environ is None else environ
+    if scope == "local":
+        written = _add_claude_local(
+            directory, name, entry, claude_state_file(env), (agent, replace)
+        )
+    else:
+        written = _add_claude_project(directory, name, entry)
     lines = [
-        f"{verb} mcpServers.{name} in {path}: {agent.lobby}/{agent.agent} at {agent.url}",
-        _set_claude_local_settings(directory.resolve(), name, agent.path, hooks),
+        f"{written}: {agent.lobby}/{agent.agent} at {agent.url}",
+        *_other_claude_scope(directory, name, scope, claude_state_file(env)),
+        *_set_claude_local_settings(directory, name, agent.path, hooks, scope == "project"),
         "",
     ]
     if deliver == "tmux":
@@ -138,7 +152,7 @@ def connect(
             "Pushes are typed into the tmux pane Claude Code runs in. Start tmux, then launch "
             "Claude Code from this directory inside it:",
             "",
-            "  tmux new-session -s " + _session_name(agent.agent) + " claude",
+            f"  tmux new-session -s {_session_name(agent.agent)} {claude_env(env, 'env ')}claude",
             "",
             "(or run `claude` in any tmux pane: the bridge finds its pane from $TMUX_PANE).",
         ]
@@ -146,11 +160,173 @@ def connect(
         lines += [
             "Launch Claude Code from this directory with:",
             "",
-            f"  claude --dangerously-load-development-channels server:{name}",
+            f"  {claude_env(env)}claude --dangerously-load-development-channels server:{name}",
             "",
             "adding your usual flags (for example --remote-control or --permission-mode ...).",
         ]
     return "\n".join([*lines, *_keep_out_of_git(agent.path, directory)])
+
+
+def claude_state_file(environ: Mapping[str, str]) -> Path:
+    """Claude Code's own state file (local- and user-scope MCP servers, project approvals)."""
+    configured = environ.get("CLAUDE_CONFIG_DIR")
+    home = Path(configured) if configured else Path(environ.get("HOME") or Path.home())
+    return home.expanduser() / ".claude.json"
+
+
+def claude_project_key(directory: Path) -> str:
+    """The key Claude Code files a project under in its state file: the root of the git
+    repository the directory is in (for a worktree, the main checkout's), else the directory."""
+    directory = directory.resolve()
+    for folder in (directory, *directory.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return str(folder)
+        if dot_git.is_file():
+            return str(_main_checkout(dot_git) or folder)
+    return str(directory)
+
+
+def _main_checkout(dot_git: Path) -> Path | None:
+    """The main checkout of the worktree whose `.git` file this is (None for a submodule)."""
+    try:
+        named = dot_git.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()
+        gitdir = (dot_git.parent / named).resolve()
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None
+    return common.parent if common.name == ".git" else None
+
+
+def _claude_project_servers(data: dict[str, Any], path: Path, key: str) -> dict[str, Any]:
+    projects = data.setdefault("projects", {})
+    if not isinstance(projects, dict):
+        raise ConnectError(f"{path}: projects is not an object")
+    project = projects.setdefault(key, {})
+    if not isinstance(project, dict):
+        raise ConnectError(f"{path}: projects[{key!r}] is not an object")
+    servers = project.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConnectError(f"{path}: projects[{key!r}].mcpServers is not an object")
+    return servers
+
+
+def claude_env(environ: Mapping[str, str], prefix: str = "") -> str:
+    """`CLAUDE_CONFIG_DIR=... ` for a launch command when connect ran under one, else ''."""
+    configured = environ.get("CLAUDE_CONFIG_DIR")
+    return f"{prefix}CLAUDE_CONFIG_DIR={shlex.quote(configured)} " if configured else ""
+
+
+def _add_claude_local(
+    directory: Path, name: str, entry: dict[str, Any], path: Path, who: tuple[Any, bool]
+) -> str:
+    """Our entry in Claude Code's local scope for the project, as `claude mcp add-json --scope
+    local` files it. The state file is Claude Code's busy own: read, change our one entry,
+    write it whole in one rename, every other key kept; nothing is written when nothing
+    changes. Another agent's entry there is replaced only when told (`who`: the agent's
+    configuration and --replace)."""
+    agent, replace = who
+    key = claude_project_key(directory)
+    where = f"mcpServers.{name} in {path} (Claude Code's local scope for {key})"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with claude_state_lock(path):
+        data = _read_mcp_file(path)
+        servers = _claude_project_servers(data, path, key)
+        previous = servers.get(name)
+        if previous == entry:
+            return f"kept {where}"
+        _check_not_another_agents(previous, agent, replace, where)
+        servers[name] = entry
+        _write_atomically(path, data)
+    return f"{'updated' if previous else 'added'} {where}"
+
+
+@contextlib.contextmanager
+def claude_state_lock(path: Path, wait: float = 5.0) -> Iterator[None]:
+    """Claude Code's own lock on its state file, held while we read and write it: Claude Code
+    saves the file under a lock directory beside it (`<file>.lock`, node's proper-lockfile)
+    and re-reads it first, so with the lock neither write loses the other's. A lock older
+    than proper-lockfile's 10 s is stale (its holder died) and is taken over."""
+    lock = Path(os.path.realpath(path)).with_name(Path(os.path.realpath(path)).name + ".lock")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            lock.mkdir()
+            break
+        except FileExistsError:
+            try:
+                stale = time.time() - lock.stat().st_mtime > CLAUDE_LOCK_STALE_SECONDS
+                if stale:
+                    lock.rmdir()
+                    continue
+            except OSError:
+                continue  # released meanwhile, or not a directory we may remove: try again
+        if time.monotonic() > deadline:
+            raise ConnectError(
+                f"{lock} stays held (Claude Code saving its state?); run again in a moment. "
+                "Nothing was written."
+            )
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.rmdir()
+
+
+def _check_not_another_agents(previous: Any, agent: Any, replace: bool, where: str) -> None:
+    """Refuse to replace the entry of another agent's configuration unless told."""
+    other = _configured_agent(previous)
+    if other is not None and other != str(agent.path) and not replace:
+        raise ConnectError(
+            f"{where} runs the bridge for another agent ({other}): Claude Code keeps one entry "
+            "per repository (its worktrees and folders share it) and configuration directory. "
+            "To run both, give this agent a Claude configuration directory of its own: "
+            f"CLAUDE_CONFIG_DIR=~/.claude-{agent.agent} pocolobby connect --config "
+            f"{agent.path} (the launch command then sets it; sign in there once: "
+            "docs/hosts/claude-code.md), or --scope project in a checkout of its own. To "
+            "replace the other, run again with --replace. Nothing was written."
+        )
+
+
+def _add_claude_project(directory: Path, name: str, entry: dict[str, Any]) -> str:
+    """Our entry in the project's shared `.mcp.json` (`--scope project`)."""
+    path = directory / ".mcp.json"
+    data = _read_mcp_file(path)
+    servers = data.setdefault("mcpServers", {})
+    previous = servers.get(name)
+    servers[name] = entry
+    _write_atomically(path, data)
+    verb = "kept" if previous == entry else ("updated" if previous else "added")
+    return f"{verb} mcpServers.{name} in {path}"
+
+
+def _other_claude_scope(directory: Path, name: str, scope: str, state: Path) -> list[str]:
+    """A note when the other scope holds a server of the same name: Claude Code runs the
+    local one and ignores the project's."""
+    try:
+        if scope == "local":
+            other = _read_mcp_file(directory / ".mcp.json").get("mcpServers", {})
+        else:
+            projects = _read_mcp_file(state).get("projects")
+            project = (
+                projects.get(claude_project_key(directory)) if isinstance(projects, dict) else None
+            )
+            other = project.get("mcpServers") if isinstance(project, dict) else None
+    except ConnectError:
+        return []
+    if not isinstance(other, dict) or name not in other:
+        return []
+    if scope == "local":
+        return [
+            f"Note: {directory / '.mcp.json'} also names a server {name} (an earlier connect "
+            "--scope project?); Claude Code runs the local one. Remove it there unless your "
+            "team shares it."
+        ]
+    return [
+        f"Note: Claude Code's local scope ({state}) also has a server {name} for this project, "
+        f"and runs that one instead: remove it with `claude mcp remove --scope local {name}`."
+    ]
 
 
 def _ours(group: Any, verb: str) -> bool:
@@ -165,19 +341,25 @@ def _ours(group: Any, verb: str) -> bool:
     )
 
 
-def _set_claude_local_settings(directory: Path, name: str, config: Path, hooks: bool) -> str:
-    """Approve the `.mcp.json` entry and set the status line and the turn hooks in
+def _set_claude_local_settings(
+    directory: Path, name: str, config: Path, hooks: bool, approve: bool
+) -> list[str]:
+    """Approve a `.mcp.json` entry and set the status line and the turn hooks in
     `.claude/settings.local.json`, the person's own settings for this project (Claude Code
     keeps it out of git), merging: anything else there is kept, a second run doubles nothing,
     and a status line of someone else's is kept and named."""
+    if not (hooks or approve):
+        return []
     path = directory / ".claude" / "settings.local.json"
     data = _read_mcp_file(path)
-    approved = data.setdefault("enabledMcpjsonServers", [])
-    if not isinstance(approved, list):
-        raise ConnectError(f"{path}: enabledMcpjsonServers is not a list")
-    if name not in approved:
-        approved.append(name)
-    said = [f"approved {name}"]
+    said = []
+    if approve:
+        approved = data.setdefault("enabledMcpjsonServers", [])
+        if not isinstance(approved, list):
+            raise ConnectError(f"{path}: enabledMcpjsonServers is not a list")
+        if name not in approved:
+            approved.append(name)
+        said.append(f"approved {name}")
     if hooks:
         command = [*bridge_command()]
         status = shlex.join([*command, "statusline", "--config", str(config)])
@@ -211,7 +393,7 @@ def _set_claude_local_settings(directory: Path, name: str, config: Path, hooks: 
         else " (outside a git repository Claude Code reads them once it trusts this folder: "
         "its first launch here asks)"
     )
-    return f"in {path}: " + "; ".join(said) + trust
+    return [f"in {path}: " + "; ".join(said) + trust]
 
 
 def _keep_out_of_git(path: Path, directory: Path) -> list[str]:

@@ -42,6 +42,7 @@ def connect_cmd(args: argparse.Namespace) -> int:
                 deliver=args.deliver,
                 hooks=not args.no_hooks,
                 replace=args.replace,
+                scope=args.scope,
             )
         )
     except ConnectError as exc:
@@ -144,9 +145,9 @@ def _bridge_parser(sub: Subparsers) -> None:
 def _connect_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "connect",
-        help="set the host up from a configuration file: its MCP entry (.mcp.json, Codex's "
-        "config.toml or Gemini's .gemini/settings.json), for Claude Code also the approval, "
-        "status line and hooks; prints the launch command",
+        help="set the host up from a configuration file: its MCP entry (Claude Code's local "
+        "scope, Codex's config.toml or Gemini's .gemini/settings.json), for Claude Code also "
+        "the status line and hooks; prints the launch command",
     )
     p.add_argument("--config", required=True, help="the agent's configuration file")
     p.add_argument("--name", default="pocolobby", help="the MCP server name (default pocolobby)")
@@ -154,7 +155,8 @@ def _connect_parser(sub: Subparsers) -> None:
         "--host",
         choices=("claude", "codex", "gemini"),
         default="claude",
-        help="claude: this directory's .mcp.json (default); codex: ~/.codex/config.toml "
+        help="claude: Claude Code's local scope for this project (default); codex: "
+        "~/.codex/config.toml "
         "($CODEX_HOME/config.toml); gemini: this directory's .gemini/settings.json",
     )
     p.add_argument(
@@ -162,6 +164,14 @@ def _connect_parser(sub: Subparsers) -> None:
         choices=("channel", "tmux"),
         default=None,
         help="how the bridge delivers pushes (default: channel for claude, tmux for codex)",
+    )
+    p.add_argument(
+        "--scope",
+        choices=("local", "project"),
+        default="local",
+        help="Claude Code: local (default) keeps the entry, with this machine's paths, in your "
+        "own settings for the project (~/.claude.json, as `claude mcp add --scope local`); "
+        "project writes the shared .mcp.json and approves it in .claude/settings.local.json",
     )
     p.add_argument(
         "--no-hooks",
@@ -172,8 +182,8 @@ def _connect_parser(sub: Subparsers) -> None:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="Codex: replace an entry that runs the bridge for another agent (Codex reads one "
-        "config.toml for every project)",
+        help="replace an entry that runs the bridge for another agent (Codex reads one "
+        "config.toml for every project; Claude Code's local scope has one entry per repository)",
     )
     p.set_defaults(func=connect_cmd)
 

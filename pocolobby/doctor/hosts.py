@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from lobbies.wire import PARSE_DEPTH, load_json
-from pocolobby.bridge.connect import HOSTS, codex_config_path, config_after
+from pocolobby.bridge.connect import (
+    HOSTS,
+    claude_project_key,
+    claude_state_file,
+    codex_config_path,
+    config_after,
+)
 from pocolobby.doctor.checks import Environ, Finding, resolved
 
 # Claude Code's first release with channels (`--dangerously-load-development-channels`).
@@ -108,19 +114,13 @@ def claude_home(environ: Environ) -> Path:
     return Path(configured).expanduser() if configured else _home(environ) / ".claude"
 
 
-def claude_state_file(environ: Environ) -> Path:
-    """Claude Code's own state (local- and user-scope MCP servers, project approvals)."""
-    configured = environ.get("CLAUDE_CONFIG_DIR")
-    return (Path(configured).expanduser() if configured else _home(environ)) / ".claude.json"
-
-
 def _home(environ: Environ) -> Path:
     return Path(environ.get("HOME") or Path.home())
 
 
 def _claude_project(state: dict[str, Any] | None, directory: Path) -> dict[str, Any]:
     projects = (state or {}).get("projects")
-    project = projects.get(str(directory)) if isinstance(projects, dict) else None
+    project = projects.get(claude_project_key(directory)) if isinstance(projects, dict) else None
     return project if isinstance(project, dict) else {}
 
 

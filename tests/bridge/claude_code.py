@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from pocolobby.bridge.connect import claude_project_key
 from tests.bridge.npm_hosts import terminal_env
 from tests.server import REPO_ROOT, AgentConfig, Broker, clean_env
 
@@ -360,8 +361,8 @@ class MessagesAPI:
 
 def write_claude_home(home: Path, project: Path) -> None:
     """A throwaway HOME where Claude Code starts straight into its prompt: onboarding done,
-    the stand-in's key approved, the project trusted and its `.mcp.json` server approved, the
-    bridge's tools allowed, and the channels feature on.
+    the stand-in's key approved, the project trusted (`connect` then adds its local-scope
+    server to this state), the bridge's tools allowed, and the channels feature on.
 
     Claude Code reads the channels gate (`tengu_harbor`) from its cached feature flags, and
     only when nonessential traffic is allowed: CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC,
@@ -376,7 +377,7 @@ def write_claude_home(home: Path, project: Path) -> None:
         "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
         "cachedGrowthBookFeatures": {"tengu_harbor": True},
         "projects": {
-            str(project): {
+            claude_project_key(project): {
                 "hasTrustDialogAccepted": True,
                 "hasCompletedProjectOnboarding": True,
                 "enabledMcpjsonServers": [SERVER],
@@ -389,11 +390,12 @@ def write_claude_home(home: Path, project: Path) -> None:
     (home / ".claude" / "settings.json").write_text(json.dumps(settings))
 
 
-def tap_the_bridge(project: Path, tap_log: Path) -> None:
-    """Put the stdio tap in front of the bridge `pocolobby connect` registered, verbose."""
-    path = project / ".mcp.json"
+def tap_the_bridge(home: Path, project: Path, tap_log: Path) -> None:
+    """Put the stdio tap in front of the bridge `pocolobby connect` registered (in Claude
+    Code's local scope for the project), verbose."""
+    path = home / ".claude.json"
     data = json.loads(path.read_text())
-    entry = data["mcpServers"][SERVER]
+    entry = data["projects"][claude_project_key(project)]["mcpServers"][SERVER]
     tap = Path(__file__).with_name("stdio_tap.py")
     entry["args"] = [str(tap), str(tap_log), "--", entry["command"], *entry["args"], "--verbose"]
     entry["command"] = sys.executable
@@ -435,11 +437,15 @@ class Workspace:
         workspace = cls(root.resolve(), api, broker, config, claude)
         workspace.project.mkdir(parents=True, exist_ok=True)
         write_claude_home(workspace.home, workspace.project)
-        # The real `pocolobby connect`, as a user runs it in the project.
-        connected = broker.cli("connect", "--config", str(config.path), cwd=workspace.project)
+        # The real `pocolobby connect`, as a user runs it in the project: the entry goes to
+        # Claude Code's local scope in this HOME, merged into the state written above.
+        connected = broker.cli(
+            "connect", "--config", str(config.path), cwd=workspace.project,
+            env={"HOME": str(workspace.home)},
+        )  # fmt: skip
         if connected.returncode != 0:
             raise RuntimeError(f"pocolobby connect failed: {connected.stderr or connected.stdout}")
-        tap_the_bridge(workspace.project, workspace.tap_log)
+        tap_the_bridge(workspace.home, workspace.project, workspace.tap_log)
         return workspace
 
     def env(self) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""`pocolobby connect`: the project's `.mcp.json` entry and the launch command, run as the real
-CLI; and a bridge started from exactly the command that entry names.
+"""`pocolobby connect`: the host's entry (for Claude Code in its local scope, `~/.claude.json`, or
+with --scope project the shared `.mcp.json`) and the launch command, run as the real CLI; and a
+bridge started from exactly the command that entry names.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +30,17 @@ pytest_plugins = ("tests.server_fixtures",)
 def connect(
     project: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """`pocolobby connect ARGS` in `project`; HOME is the project's `.home` unless `env` names
+    one, so Claude Code's state file is never the tester's own."""
+    environ = clean_env(
+        {"PYTHONPATH": str(REPO_ROOT), "HOME": str(project / ".home"), **(env or {})}
+    )
+    if "CLAUDE_CONFIG_DIR" not in (env or {}):
+        environ.pop("CLAUDE_CONFIG_DIR", None)
     return subprocess.run(
         [sys.executable, "-m", "pocolobby", "connect", *args],
         cwd=project,
-        env=clean_env({"PYTHONPATH": str(REPO_ROOT), **(env or {})}),
+        env=environ,
         capture_output=True,
         text=True,
         timeout=60,
@@ -48,7 +59,96 @@ def agent_file(directory: Path, name: str = "beta.json") -> Path:
     return path
 
 
-def test_connect_adds_the_bridge_keeps_other_servers_and_prints_the_launch_command(
+def local_entries(home: Path, project: Path) -> dict[str, Any]:
+    """The MCP servers Claude Code's local scope holds for `project` in HOME's state file."""
+    state = json.loads((home / ".claude.json").read_text())
+    return state["projects"][str(project.resolve())]["mcpServers"]
+
+
+def test_connect_puts_claude_codes_entry_in_the_local_scope_keeping_its_state_file(
+    tmp_path: Path,
+):
+    project, home = tmp_path / "project", tmp_path / "home"
+    (project / "sub").mkdir(parents=True)
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    config = agent_file(home)
+    other = {"type": "stdio", "command": "npx", "args": ["some-server"], "env": {}}
+    # Claude Code's busy state file: other keys, other projects, another server of this one.
+    state = {
+        "numStartups": 7,
+        "mcpServers": {"mine": other},
+        "projects": {
+            "/elsewhere": {"mcpServers": {"pocolobby": other}},
+            str(project.resolve()): {"hasTrustDialogAccepted": True, "mcpServers": {"x": other}},
+        },
+    }
+    (home / ".claude.json").write_text(json.dumps(state))
+    (home / ".claude.json").chmod(0o600)
+    env = {"HOME": str(home)}
+
+    # From a folder inside the repository: Claude Code files the project under its git root.
+    result = connect(project / "sub", "--config", str(config), env=env)
+    assert result.returncode == 0, result.stderr
+    where = f"{home / '.claude.json'} (Claude Code's local scope for {project.resolve()})"
+    assert f"added mcpServers.pocolobby in {where}" in result.stdout
+    assert "server:pocolobby" in result.stdout
+    assert not (project / ".mcp.json").exists() and not (project / "sub" / ".mcp.json").exists()
+    after = json.loads((home / ".claude.json").read_text())
+    entry = after["projects"][str(project.resolve())]["mcpServers"].pop("pocolobby")
+    assert after == state  # everything else kept as it was
+    assert (home / ".claude.json").stat().st_mode & 0o777 == 0o600
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"][-3:] == ["bridge", "--config", str(config.resolve())]
+    settings = json.loads((project / "sub" / ".claude" / "settings.local.json").read_text())
+    assert "enabledMcpjsonServers" not in settings and "statusLine" in settings
+
+    written = (home / ".claude.json").read_bytes()
+    again = connect(project / "sub", "--config", str(config), env=env)
+    assert again.returncode == 0 and f"kept mcpServers.pocolobby in {where}" in again.stdout
+    assert (home / ".claude.json").read_bytes() == written  # untouched when nothing changes
+
+    # CLAUDE_CONFIG_DIR moves the state file, as it moves Claude Code's.
+    elsewhere = tmp_path / "claude-config"
+    moved = connect(
+        project, "--config", str(config), env={**env, "CLAUDE_CONFIG_DIR": str(elsewhere)}
+    )
+    assert moved.returncode == 0, moved.stderr
+    launch = f"CLAUDE_CONFIG_DIR={elsewhere} claude --dangerously-load-development-channels"
+    assert launch in moved.stdout
+    assert set(local_entries(elsewhere, project)) == {"pocolobby"}
+
+    # A worktree belongs to its main checkout's project.
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run([*git, "worktree", "add", "-q", str(tmp_path / "wt")], check=True)
+    assert connect(tmp_path / "wt", "--config", str(config), "--name", "b", env=env).returncode == 0
+    assert set(local_entries(home, project)) == {"x", "pocolobby", "b"}
+
+    # Claude Code's own lock on the file (`.claude.json.lock`, a directory): a stale one is
+    # taken over, a live one waited for; ours is gone afterwards.
+    lock = home / ".claude.json.lock"
+    lock.mkdir()
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    assert connect(project, "--config", str(config), "--name", "c", env=env).returncode == 0
+    assert not lock.exists() and "c" in local_entries(home, project)
+    lock.mkdir()
+    released = threading.Timer(1.0, lock.rmdir)
+    released.start()
+    started = time.monotonic()
+    waited = connect(project, "--config", str(config), "--name", "d", env=env)
+    assert waited.returncode == 0 and time.monotonic() - started > 1.0, waited.stderr
+    assert "d" in local_entries(home, project)
+
+    broken = tmp_path / "broken"
+    (broken / ".claude.json").parent.mkdir()
+    (broken / ".claude.json").write_text('{"projects": [')
+    refused = connect(project, "--config", str(config), env={"HOME": str(broken)})
+    assert refused.returncode == 1 and "not valid JSON" in refused.stderr
+    assert (broken / ".claude.json").read_text() == '{"projects": ['
+
+
+def test_connect_with_scope_project_adds_the_bridge_to_mcp_json_keeping_other_servers(
     tmp_path: Path,
 ):
     project, home = tmp_path / "project", tmp_path / "home"
@@ -58,7 +158,7 @@ def test_connect_adds_the_bridge_keeps_other_servers_and_prints_the_launch_comma
     other = {"command": "npx", "args": ["some-server"], "env": {"A": "1"}}
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": other}, "x": 1}))
 
-    result = connect(project, "--config", str(config))
+    result = connect(project, "--config", str(config), "--scope", "project")
     assert result.returncode == 0, result.stderr
     assert "claude --dangerously-load-development-channels server:pocolobby" in result.stdout
     assert "usual flags" in result.stdout and "added mcpServers.pocolobby" in result.stdout
@@ -68,9 +168,9 @@ def test_connect_adds_the_bridge_keeps_other_servers_and_prints_the_launch_comma
     assert Path(entry["command"]).is_absolute()
     assert entry["args"][-3:] == ["bridge", "--config", str(config.resolve())]
 
-    again = connect(project, "--config", str(config))
+    again = connect(project, "--config", str(config), "--scope", "project")
     assert again.returncode == 0 and "kept mcpServers.pocolobby" in again.stdout
-    named = connect(project, "--config", str(config), "--name", "lobby-b")
+    named = connect(project, "--config", str(config), "--name", "lobby-b", "--scope", "project")
     assert "server:lobby-b" in named.stdout
     assert set(json.loads((project / ".mcp.json").read_text())["mcpServers"]) == {
         "other",
@@ -83,7 +183,7 @@ def test_connect_refuses_what_it_cannot_use_and_leaves_the_file_alone(tmp_path: 
     config = agent_file(tmp_path)
     broken = '{"mcpServers": {'
     (tmp_path / ".mcp.json").write_text(broken)
-    result = connect(tmp_path, "--config", str(config))
+    result = connect(tmp_path, "--config", str(config), "--scope", "project")
     assert result.returncode == 1 and "not valid JSON" in result.stderr
     assert (tmp_path / ".mcp.json").read_text() == broken
 
@@ -93,7 +193,7 @@ def test_connect_refuses_what_it_cannot_use_and_leaves_the_file_alone(tmp_path: 
     assert missing.returncode == 1 and "no agent configuration" in missing.stderr
     bad_name = connect(fresh, "--config", str(config), "--name", "has space")
     assert bad_name.returncode == 1 and "--name" in bad_name.stderr
-    assert not (fresh / ".mcp.json").exists()
+    assert not (fresh / ".mcp.json").exists() and not (fresh / ".home").exists()
 
     inside = connect(tmp_path / "fresh", "--config", str(agent_file(fresh, "inside.json")))
     assert inside.returncode == 0 and "keep it out of version control" in inside.stdout
@@ -107,7 +207,7 @@ async def test_the_written_entry_starts_a_working_bridge(module_broker: Broker, 
     project.mkdir()
     result = connect(project, "--config", str(configs["beta"].path))
     assert result.returncode == 0, result.stderr
-    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["pocolobby"]
+    entry = local_entries(project / ".home", project)["pocolobby"]
     host = Host(
         configs["beta"].path,
         str(uuid.uuid4()),
@@ -213,7 +313,7 @@ def test_connect_for_claude_code_with_tmux_delivery_names_it_in_the_entry(tmp_pa
     config = agent_file(tmp_path / "..", "tmux-beta.json")
     result = connect(tmp_path, "--config", str(config), "--deliver", "tmux")
     assert result.returncode == 0, result.stderr
-    entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["pocolobby"]
+    entry = local_entries(tmp_path / ".home", tmp_path)["pocolobby"]
     assert entry["args"][-2:] == ["--deliver", "tmux"]
     assert "inside it" in result.stdout and "dangerously-load-development-channels" not in (
         result.stdout
@@ -279,7 +379,7 @@ def test_gemini_cli_lists_the_entry_connect_wrote_as_connected(tmp_path: Path):
     assert done.returncode == 0 and re.search(listed.pattern + " - Connected", out), out
 
 
-def test_connect_sets_claude_codes_approval_status_line_and_hooks_once_keeping_the_rest(
+def test_connect_sets_claude_codes_status_line_and_hooks_once_keeping_the_rest(
     tmp_path: Path,
 ):
     project = tmp_path / "project"
@@ -294,13 +394,10 @@ def test_connect_sets_claude_codes_approval_status_line_and_hooks_once_keeping_t
     for _ in range(2):
         done = connect(project, "--config", str(config))
         assert done.returncode == 0, done.stderr
-    assert (
-        "approved pocolobby; set the status line (plan usage); set the UserPromptSubmit"
-        in done.stdout
-    )
+    assert "set the status line (plan usage); set the UserPromptSubmit" in done.stdout
     settings = json.loads(local.read_text())
     assert settings["permissions"] == {"allow": ["Bash(ls)"]}
-    assert settings["enabledMcpjsonServers"] == ["pocolobby"]
+    assert "enabledMcpjsonServers" not in settings  # a local-scope server needs no approval
     assert settings["statusLine"]["command"].endswith(f"statusline --config {config}")
     hook = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     assert (
@@ -308,14 +405,29 @@ def test_connect_sets_claude_codes_approval_status_line_and_hooks_once_keeping_t
     )
     assert settings["hooks"]["Stop"][0] == theirs and len(settings["hooks"]["Stop"]) == 2
 
-    # Another agent's configuration in the same project replaces ours, never adds a second.
+    # Another agent's configuration in the same project: refused unless told, then it
+    # replaces ours, never adds a second.
     other = agent_file(tmp_path, "other.json")
-    assert connect(project, "--config", str(other)).returncode == 0
+    refused = connect(project, "--config", str(other))
+    assert refused.returncode == 1 and "Nothing was written" in refused.stderr
+    assert f"runs the bridge for another agent ({config.resolve()})" in refused.stderr
+    assert "CLAUDE_CONFIG_DIR=~/.claude-beta pocolobby connect" in refused.stderr
+    assert json.loads(local.read_text()) == settings
+    assert connect(project, "--config", str(other), "--replace").returncode == 0
     settings = json.loads(local.read_text())
     assert [g["hooks"][0]["command"].split()[-1] for g in settings["hooks"]["Stop"]] == [
         "done",
         str(other),
     ]
+
+    # --scope project: the shared .mcp.json, approved in the same file; the hooks stay single.
+    shared = connect(project, "--config", str(other), "--scope", "project")
+    assert "approved pocolobby; set the status line" in shared.stdout
+    assert "Claude Code's local scope" in shared.stdout and "runs that one instead" in shared.stdout
+    settings = json.loads(local.read_text())
+    assert (
+        settings["enabledMcpjsonServers"] == ["pocolobby"] and len(settings["hooks"]["Stop"]) == 2
+    )
 
 
 def test_connect_keeps_someone_elses_status_line_and_no_hooks_skips_them(tmp_path: Path):
@@ -331,11 +443,19 @@ def test_connect_keeps_someone_elses_status_line_and_no_hooks_skips_them(tmp_pat
     bare.mkdir()
     skipped = connect(bare, "--config", str(agent_file(tmp_path)), "--no-hooks")
     assert skipped.returncode == 0, skipped.stderr
+    assert not (bare / ".claude").exists()  # nothing to approve, nothing to report
+    shared = connect(
+        bare, "--config", str(agent_file(tmp_path)), "--no-hooks", "--scope", "project"
+    )
+    assert shared.returncode == 0, shared.stderr
     settings = json.loads((bare / ".claude" / "settings.local.json").read_text())
     assert settings == {"enabledMcpjsonServers": ["pocolobby"]}
 
 
-def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(tmp_path: Path):
+@pytest.mark.parametrize("scope", ["local", "project"])
+def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(
+    tmp_path: Path, scope: str
+):
     claude = claude_executable()
     if claude is None:
         if os.environ.get("POCOLOBBY_REQUIRE_CLAUDE_CODE") == "1":
@@ -348,11 +468,12 @@ def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(tmp_
     # once its folder is trusted (the first launch asks), and connect says so.
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     config = agent_file(home)
-    assert connect(project, "--config", str(config), env={"HOME": str(home)}).returncode == 0
+    env = {"HOME": str(home)}
+    assert connect(project, "--config", str(config), "--scope", scope, env=env).returncode == 0
     listed = subprocess.run(
         [claude, "mcp", "list"],
         cwd=project,
-        env=clean_env({"HOME": str(home)}),
+        env=clean_env(env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -361,6 +482,8 @@ def test_claude_mcp_list_shows_the_connected_server_with_no_approval_prompt(tmp_
     )
     line = next(x for x in listed.stdout.splitlines() if x.startswith("pocolobby:"))
     assert "Connected" in line and "Pending approval" not in line, listed.stdout
+    assert f"--config {config.resolve()}" in line
+    assert (project / ".mcp.json").exists() == (scope == "project")
 
 
 def test_two_codex_agents_on_one_machine_each_keep_their_own_codex_home(tmp_path: Path):
@@ -376,3 +499,32 @@ def test_two_codex_agents_on_one_machine_each_keep_their_own_codex_home(tmp_path
     for name, config in (("first", first), ("second", second)):
         data = tomllib.loads((homes[name] / "config.toml").read_text())
         assert data["mcp_servers"]["pocolobby"]["args"][2] == str(config.resolve())
+
+
+def test_codex_mcp_list_shows_each_of_two_agents_its_own_entry(tmp_path: Path):
+    """Two Codex agents in two projects, each under the Codex home connect's refusal names
+    (`CODEX_HOME=~/.codex-AGENT`): real Codex, run as the printed launch command sets it, lists
+    its own agent's bridge and not the other's."""
+    codex = npm_host("codex")
+    home = tmp_path / "home"
+    home.mkdir()
+    configs = {name: agent_file(home, f"{name}.json") for name in ("first", "second")}
+    for name, config in configs.items():
+        project = tmp_path / f"project-{name}"
+        project.mkdir()
+        env = {"HOME": str(home), "CODEX_HOME": str(home / f".codex-{name}")}
+        done = connect(project, "--config", str(config), "--host", "codex", env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"env CODEX_HOME={home / f'.codex-{name}'} codex --no-daemon" in done.stdout
+    for name, config in configs.items():
+        listed = subprocess.run(
+            [str(codex), "mcp", "list"],
+            cwd=tmp_path / f"project-{name}",
+            env=clean_env({"HOME": str(home), "CODEX_HOME": str(home / f".codex-{name}")}),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split() for line in listed.stdout.splitlines() if line.startswith("pocolobby")]
+        assert len(rows) == 1, listed.stdout
+        assert rows[0][rows[0].index("--config") + 1] == str(config.resolve()), listed.stdout
+        assert "enabled" in rows[0], listed.stdout

@@ -1,7 +1,7 @@
 """`pocolobby doctor`: the real CLI on a machine of its own (a temporary HOME, the project, a
 stand-in host program on PATH) against a real broker subprocess: every check passes on a
-setup made with `agent add --config` and `connect`, and each broken link fails on its own line
-with its fix."""
+setup made with `agent add --config` and `connect` (Claude Code's entry in either scope), and
+each broken link fails on its own line with its fix."""
 
 from __future__ import annotations
 
@@ -113,11 +113,9 @@ def merge_json(path: Path, values: dict) -> None:
     path.write_text(json.dumps({**data, **values}))
 
 
-def claude_code_finished_the_setup(machine: Machine, config: Path) -> None:
-    """What Claude Code records once the project server is approved, and its status line
-    and hooks for the agent as docs/AGENTS.md shows them."""
-    project = {str(machine.project): {"enabledMcpjsonServers": ["pocolobby"]}}
-    merge_json(machine.home / ".claude.json", {"projects": project})
+def hand_written_reports(machine: Machine, config: Path) -> None:
+    """The status line and hooks for the agent as docs/AGENTS.md shows them (by hand, in
+    place of those connect wrote)."""
     command = f"pocolobby hook --config {config}"
     hooks = [{"hooks": [{"type": "command", "command": command}]}]
     settings = {
@@ -131,11 +129,24 @@ def test_a_healthy_setup_passes_and_claims_nothing(module_broker: Broker, machin
     config = set_up(module_broker, machine, "healthy")
     fresh = machine.doctor(module_broker, "--config", str(config))
     assert fresh.returncode == 0 and failed(fresh) == [], fresh.stdout + fresh.stderr
-    for index, text in enumerate(lines(fresh)):  # what is left to do says how
-        assert not text.startswith("warn") or lines(fresh)[index + 1].startswith("     fix: ")
+    # connect did it all: the local-scope entry needs no approval, the reports are set.
+    assert [text for text in lines(fresh) if text.startswith("warn")] == [], fresh.stdout
 
-    # Once Claude Code approved the server and the status line and hooks are set: no warning.
-    claude_code_finished_the_setup(machine, config)
+    # The shared .mcp.json instead (--scope project): pending until approved, and said how.
+    shared = machine.home / "shared"
+    shared.mkdir()
+    done = machine.run(module_broker, "connect", "--config", str(config), "--scope", "project",
+                       cwd=shared)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = machine.doctor(module_broker, "--dir", str(shared))
+    assert f"pocolobby in {shared / '.mcp.json'} runs the bridge" in listed.stdout
+    assert listed.returncode == 0 and [t for t in lines(listed) if t.startswith("warn")] == []
+    (shared / ".claude" / "settings.local.json").unlink()
+    pending = machine.doctor(module_broker, "--dir", str(shared))
+    assert "server pocolobby is not approved yet" in line(pending, "warn claude: the project")
+
+    # With the status line and hooks written by hand as the docs show them: no warning.
+    hand_written_reports(machine, config)
     result = machine.doctor(module_broker, "--config", str(config))
     assert result.returncode == 0, result.stdout + result.stderr
     assert [text for text in lines(result) if text.startswith(("FAIL", "warn"))] == []
@@ -143,8 +154,8 @@ def test_a_healthy_setup_passes_and_claims_nothing(module_broker: Broker, machin
     assert f"{module_broker.url} answers" in line(result, "ok   broker:")
     assert "accepted: backend in lobby healthy, enabled" in line(result, "ok   token:")
     assert "not paused" in line(result, "ok   lobby:")
-    mcp_json = machine.project / ".mcp.json"
-    assert f"pocolobby in {mcp_json} runs the bridge with it" in result.stdout
+    state = machine.home / ".claude.json"
+    assert f"pocolobby in {state} (local scope) runs the bridge with it" in result.stdout
     assert "ok   claude: Claude Code 2.1.197" in result.stdout
     assert "status line reports plan usage" in result.stdout
     assert "UserPromptSubmit and Stop hooks report" in result.stdout
@@ -313,7 +324,9 @@ def test_an_untrusted_certificate_fails_as_tls(machine: Machine):
 
 def test_codex_and_gemini_entries_are_found(module_broker: Broker, machine: Machine):
     config = set_up(module_broker, machine, "hosts")
-    (machine.project / ".mcp.json").unlink()
+    state = json.loads((machine.home / ".claude.json").read_text())
+    del state["projects"][str(machine.project)]  # no Claude Code entry here
+    (machine.home / ".claude.json").write_text(json.dumps(state))
     machine.host_program("codex", "codex-cli 0.171.0")
     machine.host_program("gemini", "0.61.0")
     for host in ("codex", "gemini"):

@@ -4,15 +4,21 @@ join CODE` on the agent's machine (a fresh HOME), against a real broker subproce
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sqlite3
 import stat
+import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.server import Broker, BrokerFactory
+from tests.bridge.claude_code import claude_executable
+from tests.server import Broker, BrokerFactory, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
 pytestmark = pytest.mark.slow
@@ -82,9 +88,12 @@ def test_join_sets_the_host_up_in_the_project_as_connect_does(
     env = agent_machine(tmp_path, "lead")
     joined = join(module_broker, env, code)
     assert joined.returncode == 0, joined.stderr
-    mcp = json.loads((Path(env["HOME"]) / "project" / ".mcp.json").read_text())
+    # Claude Code's local scope for the project, in this machine's own ~/.claude.json.
+    state = json.loads((Path(env["HOME"]) / ".claude.json").read_text())
+    entry = state["projects"][str(Path(env["HOME"]) / "project")]["mcpServers"]["pocolobby"]
     config = Path(env["XDG_CONFIG_HOME"]) / "pocolobby" / "enrol-claude-lead.json"
-    assert str(config) in mcp["mcpServers"]["pocolobby"]["args"]
+    assert str(config) in entry["args"]
+    assert not (Path(env["HOME"]) / "project" / ".mcp.json").exists()
     assert "claude --dangerously-load-development-channels server:pocolobby" in joined.stdout
 
 
@@ -178,3 +187,115 @@ def test_join_refuses_a_broker_it_cannot_reach_or_may_not_trust(
     assert clear.returncode == 1 and "refusing plain http" in clear.stderr
     bare = join(module_broker, env, "AAAA-BBBB", "--host", "shell")
     assert bare.returncode == 1 and "names no broker" in bare.stderr
+
+
+# ------------------------------------------------------------------ the whole first day
+
+
+def real_claude_code() -> str:
+    """Claude Code from the npm registry; skipped where missing unless required (CI)."""
+    claude = claude_executable()
+    if claude is None:
+        if os.environ.get("POCOLOBBY_REQUIRE_CLAUDE_CODE") == "1":
+            raise RuntimeError("POCOLOBBY_REQUIRE_CLAUDE_CODE=1 but Claude Code is missing")
+        pytest.skip("real Claude Code is not installed (POCOLOBBY_CLAUDE)")
+    return claude
+
+
+def as_claude_code_runs_it(command: str, event: dict, project: Path, env: dict[str, str]):
+    """A status line or hook command as Claude Code runs it: through the shell, in the
+    project, the event's JSON on stdin."""
+    return subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(event),
+        cwd=project,
+        env=clean_env({**env, "CLAUDE_PROJECT_DIR": str(project)}),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def signed_in_operator(broker: Broker) -> httpx.Client:
+    """The operator's browser on the broker's machine, signed in by `pocolobby settings`."""
+    link = broker.cli_ok("settings").stdout.strip().splitlines()[-1]
+    client = httpx.Client(base_url=broker.url, headers={"Origin": broker.url})
+    redeemed = client.post("/ticket", json={"ticket": link.split("#ticket=", 1)[1]})
+    assert redeemed.status_code == 200, redeemed.text
+    # A Secure cookie, which a browser sends to 127.0.0.1 and httpx only when told.
+    client.headers["Cookie"] = redeemed.headers["set-cookie"].split(";", 1)[0]
+    return client
+
+
+def test_a_fresh_machine_joins_for_claude_code_and_its_reports_reach_the_dashboard(
+    module_broker: Broker, tmp_path: Path
+):
+    """Issue 40's first day: `agent add --enroll` on the broker's side; on a machine of its
+    own, `join --host claude`; real Claude Code lists the server connected with no approval
+    asked; the status line and both hooks connect wrote, run as Claude Code runs them, put the
+    plan usage, the turn and its tokens on the dashboard."""
+    claude = real_claude_code()
+    module_broker.cli_ok("lobby", "create", "first-day")
+    code = issued_code(module_broker.cli_ok("agent", "add", "first-day", "lead", "--enroll").stdout)
+    env = agent_machine(tmp_path, "first-day")
+    project = Path(env["HOME"]) / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    joined = join(module_broker, env, code, "--host", "claude", "--dir", str(project))
+    assert joined.returncode == 0, joined.stderr
+    assert "claude --dangerously-load-development-channels server:pocolobby" in joined.stdout
+    assert not (project / ".mcp.json").exists()  # no machine's paths in the shared file
+
+    listed = subprocess.run(
+        [claude, "mcp", "list"], cwd=project, env=clean_env(env), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("pocolobby:"))
+    assert "Connected" in line and "Pending approval" not in line, listed.stdout
+
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
+    hooks = {
+        event: settings["hooks"][event][0]["hooks"][0]["command"]
+        for event in ("UserPromptSubmit", "Stop")
+    }
+    now = int(time.time())
+    status = {
+        "session_id": "first-session",
+        "model": {"display_name": "Opus"},
+        "workspace": {"current_dir": str(project)},
+        "rate_limits": {
+            "five_hour": {"used_percentage": 37.0, "resets_at": now + 3600},
+            "seven_day": {"used_percentage": 21.0, "resets_at": now + 5 * 86400},
+        },
+    }
+    shown = as_claude_code_runs_it(settings["statusLine"]["command"], status, project, env)
+    assert shown.returncode == 0 and shown.stdout.startswith("lead · 5h 63% left"), shown
+
+    transcript = project / "first-session.jsonl"
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    usage = {"input_tokens": 1200, "output_tokens": 300, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 0}  # fmt: skip
+    transcript.write_text(json.dumps({
+        "type": "assistant", "timestamp": stamp, "message": {"id": "msg_1", "usage": usage},
+    }) + "\n")  # fmt: skip
+    turn = {"session_id": "first-session", "transcript_path": str(transcript), "cwd": str(project)}
+    started = as_claude_code_runs_it(
+        hooks["UserPromptSubmit"], {**turn, "hook_event_name": "UserPromptSubmit", "prompt": "go"},
+        project, env,
+    )  # fmt: skip
+    assert started.returncode == 0 and started.stdout == "", started
+    operator = signed_in_operator(module_broker)
+    with sqlite3.connect(module_broker.data_dir / "pocolobby.sqlite3") as db:
+        open_turns = db.execute(
+            "SELECT count(*) FROM board_workstretch s JOIN lobbies_agent a ON a.id = s.agent_id "
+            "WHERE a.agent_id = 'lead' AND s.ended_at IS NULL"
+        ).fetchone()
+    assert open_turns == (1,)  # the turn the dashboard's chip and active time read
+    stopped = as_claude_code_runs_it(hooks["Stop"], {**turn, "hook_event_name": "Stop"}, project,
+                                     env)  # fmt: skip
+    assert stopped.returncode == 0 and stopped.stdout == "", stopped
+
+    board = operator.get("/first-day/")
+    assert board.status_code == 200, board.text
+    assert '<span class="num">63% left</span>' in board.text  # the five-hour window
+    assert "79% left" in board.text  # the week
+    tokens = operator.get("/first-day/tokens")
+    assert tokens.status_code == 200
+    assert re.search(r'<td data-total="1500">', tokens.text), tokens.text
