@@ -410,7 +410,9 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def _lobby_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("lobby", help="create, list or delete lobbies")
+    p = sub.add_parser(
+        "lobby", help="create, list or delete lobbies; answer a question to the owner"
+    )
     lsub = p.add_subparsers(dest="lobby_command", required=True)
     lobby_name = "the lobby's name (its address: lowercase letters, digits and -)"
     lsub.add_parser("create", help="create an empty lobby").add_argument("name", help=lobby_name)

@@ -72,15 +72,14 @@ def test_a_reply_that_answers_no_question_is_refused_and_stores_nothing(
         msg(broker, backend, "send", "owner", "Deploy now?", "--kind", "question", "--json")
     )["message_id"]
     to_lead = answer(msg(broker, backend, "send", "lead", "ping", "--json"))["message_id"]
-    notice = answer(
-        msg(broker, backend, "send", "owner", "done", "--kind", "notice", "--json")
-    )["message_id"]
+    notice = msg(broker, backend, "send", "owner", "done", "--kind", "notice", "--json")
+    notice_id = answer(notice)["message_id"]
     broker.provision("elsewhere", ["other"], tmp_path)
 
     refusals = {
         "999999": ("unknown_message", "no message 999999"),
         str(to_lead): ("not_a_question", "it was not sent to the owner"),
-        str(notice): ("not_a_question", "it expects no reply (kind notice"),
+        str(notice_id): ("not_a_question", "it expects no reply (kind notice"),
     }
     for message_id, (code, reason) in refusals.items():
         refused = broker.cli("lobby", "reply", "refuses", message_id, "yes")
