@@ -159,6 +159,7 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
         "not_in_restore_mode",
         "attachment_upload_required",
         "code_used",
+        "not_a_question",
     ),
     410: ("attachment_expired", "code_expired"),
     411: ("length_required",),

@@ -292,3 +292,17 @@ class TeamApplied(TypedDict):
     changes: list[TeamChange]
     enrollments: list[TeamEnrollment]
     not_in_manifest: TeamLeft
+
+
+@with_config(ANSWER_CONFIG)
+class OwnerMessageSent(TypedDict):
+    """The owner's message the operator sent (`pocolobby lobby reply` / `tell`): `reply_to`
+    is the question it answers, and `answered_before` the owner's earlier answer to it, if
+    any; `duplicate` is true when a retry returned the stored message."""
+
+    lobby: str
+    to: str
+    message_id: int
+    reply_to: int | None
+    answered_before: int | None
+    duplicate: bool

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest
-from pydantic import Field
+from pydantic import Field, StringConstraints, model_validator
 
 from lobbies import agent_selectors, answers, attachment_selectors, operator_answers
 from lobbies.actions import (
@@ -19,6 +19,7 @@ from lobbies.actions import (
     enrollment,
     operator,
     owner,
+    owner_messages,
     restore,
     restore_commands,
     rooms,
@@ -28,7 +29,7 @@ from lobbies.answers import at
 from lobbies.catalog import parse_arguments
 from lobbies.errors import BrokerError
 from lobbies.http import Documented, JsonAnswer, api_view, bearer_token, json_body
-from lobbies.schemas import Operation, TeamManifest, bounded_text
+from lobbies.schemas import MessageId, Operation, TeamManifest, bounded_text
 from lobbies.secret_files import admin_token
 
 
@@ -199,6 +200,72 @@ def lobby_cancel_scheduled(request: HttpRequest, lobby: str) -> JsonAnswer:
     require_operator(request)
     args = parse_arguments(CancelScheduled, json_body(request))
     return JsonAnswer(owner.cancel_lobby_scheduled(lobby, args.message_id))
+
+
+class OwnerMessage(Operation):
+    """The owner's message from the operator: `reply_to` answers that question to the owner
+    (it goes to its asker), or `to` writes to an agent about anything else."""
+
+    reply_to: MessageId | None = None
+    to: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
+    content: Annotated[str, StringConstraints(min_length=1)]
+    important: bool = False
+    client_request_id: Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,128}$")]
+
+    @model_validator(mode="after")
+    def _one_addressee(self) -> OwnerMessage:
+        if (self.reply_to is None) == (self.to is None):
+            raise ValueError("give reply_to (the question it answers) or to (an agent), not both")
+        return self
+
+
+@api_view(
+    ("POST",),
+    admin(
+        "POST",
+        operator_answers.OwnerMessageSent,
+        OwnerMessage,
+        errors=(404, 409, 413, 429, 507),
+        summary="Answer an agent's question to the owner, or write to an agent, as the "
+        "lobby's owner (pocolobby lobby reply / tell)",
+    ),
+)
+def lobby_owner_message(request: HttpRequest, lobby: str) -> JsonAnswer:
+    """The owner's message, sent as the dashboard's reply box sends it (audited, idempotent
+    by `client_request_id`); a `reply_to` that is no question to the owner in this lobby is
+    refused and nothing is stored."""
+    require_operator(request)
+    args = parse_arguments(OwnerMessage, json_body(request))
+    named = operator.lobby_named(lobby)
+    if args.reply_to is not None:
+        answered = owner_messages.answer_question(
+            named,
+            args.reply_to,
+            content=args.content,
+            important=args.important,
+            client_request_id=args.client_request_id,
+            actor_kind=operator.OPERATOR,
+        )
+        to, outcome, before = answered.asker, answered.outcome, answered.answered_before
+    else:
+        to, before = args.to or "", None
+        outcome = owner_messages.send_owner_message(
+            named,
+            to=to,
+            content=args.content,
+            important=args.important,
+            client_request_id=args.client_request_id,
+            actor_kind=operator.OPERATOR,
+        )
+    answer: operator_answers.OwnerMessageSent = {
+        "lobby": named.name,
+        "to": to,
+        "message_id": outcome.message.pk,
+        "reply_to": args.reply_to,
+        "answered_before": before,
+        "duplicate": outcome.duplicate,
+    }
+    return JsonAnswer(answer)
 
 
 # What an action answers: the TypedDict its `AgentAction.answer` names.

@@ -42,6 +42,7 @@ urlpatterns = [
         "admin/lobbies/<str:lobby>/agents/<str:agent_id>/<str:action>",
         operator_api.agent_action,
     ),
+    path("admin/lobbies/<str:lobby>/owner-messages", operator_api.lobby_owner_message),
     path("admin/team", operator_api.team_apply),
     path("admin/status", operator_api.status),
     path("admin/restore/finish", operator_api.restore_finish),

@@ -9,8 +9,11 @@ to `owner` wait on that row until the owner answers their sender: the answer ack
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import transaction
 
+from lobbies import question_selectors
 from lobbies.actions.audit import record_audit
 from lobbies.actions.messages import (
     SendOutcome,
@@ -21,7 +24,17 @@ from lobbies.actions.messages import (
 )
 from lobbies.actions.receipts import acknowledge_in_transaction
 from lobbies.catalog import parse_arguments
-from lobbies.models import ActorKind, Agent, AuditAction, Delivery, DeliveryState, Lobby
+from lobbies.errors import conflict, not_found
+from lobbies.models import (
+    ActorKind,
+    Agent,
+    AuditAction,
+    Delivery,
+    DeliveryState,
+    Lobby,
+    Message,
+    Scope,
+)
 from lobbies.names import OWNER_SENDER
 from lobbies.schemas import Broadcast, SendMessage
 
@@ -75,6 +88,75 @@ def send_owner_message(
         _answered(sender, args.to)
         _audit(outcome, lobby, actor_kind, account, target=to, priority=args.priority)
     return outcome
+
+
+@dataclass(frozen=True)
+class QuestionAnswered:
+    asker: str
+    outcome: SendOutcome
+    answered_before: int | None  # the owner's earlier answer to the question, if any
+
+
+def answer_question(
+    lobby: Lobby,
+    question_id: int,
+    *,
+    content: str,
+    important: bool,
+    client_request_id: str,
+    actor_kind: ActorKind,
+    account: str = "",
+) -> QuestionAnswered:
+    """The owner's answer to an agent's question to the owner (lobbies/question_selectors.py):
+    sent to its asker with `reply_to` naming it, in one transaction with the check that it is
+    such a question in this lobby. `pocolobby lobby reply`; the caller has checked ownership."""
+    with transaction.atomic():
+        question = Message.objects.filter(pk=question_id).select_related("lobby").first()
+        if question is None:
+            raise not_found(
+                "unknown_message",
+                f"no message {question_id}: it was never stored, or it expired",
+            )
+        if question.lobby_id != lobby.pk:
+            raise not_found(
+                "unknown_message",
+                f"message {question_id} is in lobby {question.lobby.name!r}, not {lobby.name!r}",
+            )
+        states = question_selectors.question_states([question_id])
+        if question_id not in states:
+            raise conflict(
+                "not_a_question",
+                f"message {question_id} is not a question to the owner: {_why_not(question)}",
+            )
+        outcome = send_owner_message(
+            lobby,
+            to=question.sender_name,
+            content=content,
+            important=important,
+            client_request_id=client_request_id,
+            actor_kind=actor_kind,
+            account=account,
+            reply_to=question_id,
+        )
+    before = states[question_id]
+    return QuestionAnswered(
+        question.sender_name, outcome, None if before == outcome.message.pk else before
+    )
+
+
+def _why_not(message: Message) -> str:
+    """Why a message of the lobby is no question to the owner, for the refusal."""
+    to_owner = (
+        message.scope == Scope.DIRECT
+        and Delivery.objects.filter(message=message, recipient__agent_id=OWNER_SENDER).exists()
+    )
+    if not to_owner:
+        return "it was not sent to the owner"
+    if message.cancelled_at is not None:
+        return "it was cancelled"
+    if message.sender_id is None:
+        return "its sender was removed from the lobby"
+    return f"it expects no reply (kind {message.kind or 'none'}, reply_expected false)"
 
 
 def send_owner_broadcast(

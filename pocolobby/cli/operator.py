@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import uuid
 from urllib.parse import quote, urlsplit
 
 import segno
@@ -45,6 +46,8 @@ def lobby_cmd(args: argparse.Namespace) -> int:
             {"message_id": args.message_id},
         )
         print(f"scheduled message {data['message_id']}: {data['status']}")
+    elif args.lobby_command in ("reply", "tell"):
+        owner_message(args)
     elif args.lobby_command == "delete":
         call("DELETE", f"/lobbies/{segment(args.name)}")
         print(f"deleted lobby {args.name} and everything in it")
@@ -56,6 +59,29 @@ def lobby_cmd(args: argparse.Namespace) -> int:
             else table(data["lobbies"], ["name", "created_at"])
         )
     return 0
+
+
+def owner_message(args: argparse.Namespace) -> None:
+    """`lobby reply` answers an agent's question to the owner; `lobby tell` writes to an agent:
+    the owner's message, as the dashboard's reply boxes send it."""
+    body: dict[str, object] = {
+        "content": args.text,
+        "important": args.important,
+        # One id per command: the broker stores the message once under it.
+        "client_request_id": f"operator-{uuid.uuid4().hex}",
+    }
+    if args.lobby_command == "reply":
+        body["reply_to"] = args.message_id
+    else:
+        body["to"] = args.agent
+    data = call("POST", f"/lobbies/{segment(args.name)}/owner-messages", body)
+    to, message = shown(str(data["to"])), data["message_id"]
+    if data["reply_to"] is None:
+        print(f"sent to {to} as the owner (message {message})")
+        return
+    print(f"answered {to}'s question {data['reply_to']} (message {message})")
+    if data["answered_before"] is not None:
+        print(f"  (you had answered it before, in message {data['answered_before']})")
 
 
 AGENT_COLUMNS = ["agent_id", "enabled", "pending", "held", "last_message_at", "runtime_id"]
@@ -297,6 +323,10 @@ def status_cmd(args: argparse.Namespace) -> int:
                 f", message {question['message_id']}, since {shown(question['asked_at'])}): "
                 f"{shown(question['opening'])}"
             )
+            print(
+                f"    answer: pocolobby lobby reply {shown(lobby['name'])} "
+                f"{question['message_id']} '...'"
+            )
     return 0
 
 
@@ -380,7 +410,9 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def _lobby_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("lobby", help="create, list or delete lobbies")
+    p = sub.add_parser(
+        "lobby", help="create, list or delete lobbies; answer a question to the owner"
+    )
     lsub = p.add_subparsers(dest="lobby_command", required=True)
     lobby_name = "the lobby's name (its address: lowercase letters, digits and -)"
     lsub.add_parser("create", help="create an empty lobby").add_argument("name", help=lobby_name)
@@ -399,6 +431,24 @@ def _lobby_parser(sub: Subparsers) -> None:
     cancel = lsub.add_parser("cancel-scheduled", help="cancel any scheduled message by id")
     cancel.add_argument("name", help=lobby_name)
     cancel.add_argument("message_id", type=int, help="the scheduled message's id")
+    reply = lsub.add_parser(
+        "reply",
+        help="answer an agent's question to the owner, as the owner (`pocolobby status` lists "
+        "the questions waiting)",
+    )
+    reply.add_argument("name", help=lobby_name)
+    reply.add_argument("message_id", type=int, help="the question's message id")
+    reply.add_argument("text", help="the answer; the asker receives it from `owner`")
+    tell = lsub.add_parser("tell", help="write to an agent as the owner, answering no question")
+    tell.add_argument("name", help=lobby_name)
+    tell.add_argument("agent", help="the agent's name")
+    tell.add_argument("text", help="the message; the agent receives it from `owner`")
+    for owner_parser in (reply, tell):
+        owner_parser.add_argument(
+            "--important",
+            action="store_true",
+            help="priority important: shown first, and counted as important in `status`",
+        )
     p.set_defaults(func=lobby_cmd)
 
 

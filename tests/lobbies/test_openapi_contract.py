@@ -316,6 +316,26 @@ def test_the_tour_answers_as_documented(contract: OpenApiSchema, live: Live) -> 
         path_parameters={"lobby": LOBBY},
         body={"message_id": parked["message_id"]},
     )
+    asked = call(
+        "POST",
+        "/v1/messages",
+        body={"to": "owner", "content": "SSO?", "client_request_id": "q1", "kind": "question"},
+        token=beta,
+    )
+    owner_messages = "/v1/admin/lobbies/{lobby}/owner-messages"
+    replied = call(
+        "POST",
+        owner_messages,
+        path_parameters={"lobby": LOBBY},
+        body={"reply_to": asked["message_id"], "content": "yes", "client_request_id": "o1"},
+    )
+    assert replied["to"] == "beta" and replied["answered_before"] is None
+    call(
+        "POST",
+        owner_messages,
+        path_parameters={"lobby": LOBBY},
+        body={"to": "beta", "content": "thanks", "important": True, "client_request_id": "o2"},
+    )
     assert call("GET", "/v1/admin/status")["lobbies"]
     call("GET", "/v1/admin/status", query={"lobby": LOBBY})
     call("POST", "/v1/admin/accounts", body={"email": "owner@example.com"})

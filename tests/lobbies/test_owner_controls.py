@@ -116,3 +116,26 @@ def test_a_paused_lobby_queues_sends_and_pushes_nothing_until_resumed(lead, back
 def test_unknown_agents_are_named(lead, path):
     status, body = admin(path, {})
     assert (status, body["error"]["code"]) == (404, "unknown_agent")
+
+
+def test_the_operators_answer_to_a_question_is_audited_once_and_idempotent(lead, backend):
+    """`pocolobby lobby reply`'s route: the asker receives it with reply_to, one audit row
+    (actor operator) however often it is retried; reply_to and to, or neither, is refused."""
+    asked = lead.send("owner", "may I ship?", "q-1", kind="question")["message_id"]
+    body = {"reply_to": asked, "content": "ship it", "client_request_id": "op-1"}
+
+    status, first = admin("/owner-messages", body)
+    assert status == 200, first
+    assert (first["to"], first["reply_to"], first["duplicate"]) == ("lead", asked, False)
+    status, again = admin("/owner-messages", body)
+    assert (status, again["message_id"], again["duplicate"]) == (200, first["message_id"], True)
+
+    reply = Message.objects.get(pk=first["message_id"])
+    assert (reply.sender_name, reply.reply_to) == ("owner", asked)
+    event = AuditEvent.objects.get(action="owner_message_sent")
+    assert (event.actor_kind, event.target) == ("operator", "lead")
+    assert event.detail["message_id"] == reply.pk
+    for both_or_neither in ({**body, "to": "lead"}, {"content": "x", "client_request_id": "n"}):
+        status, refused = admin("/owner-messages", both_or_neither)
+        assert (status, refused["error"]["code"]) == (400, "invalid_arguments")
+    assert Message.objects.filter(sender_name="owner").count() == 1
