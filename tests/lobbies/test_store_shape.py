@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,3 +187,30 @@ def test_the_description_names_this_releases_schema_steps():
 
     known = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
     assert store_shape.described_steps() == sorted(f"{app}.{name}" for app, name in known)
+
+
+def test_an_upgrade_to_another_shape_is_rolled_back_leaving_the_file_untouched(tmp_path: Path):
+    """The whole shape is compared inside the upgrade's transaction."""
+    from tests.lobbies.test_storage import embedded_env
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copyfile(_template_store(), data / "pocolobby.sqlite3")
+    store = data / "pocolobby.sqlite3"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pocolobby", *args],
+            env={**embedded_env(data), "POCOLOBBY_ADMIN_TOKEN": "pla_shape"},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    back = cli("manage", "migrate", "board", "0003")  # an older release's store
+    assert back.returncode == 0, back.stderr
+    damage(store, "CREATE TABLE my_own_notes (body TEXT)")
+    before = digest(store)
+    refused = cli("init")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "table my_own_notes: not made by PocoLobby's schema steps" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert digest(store) == before
