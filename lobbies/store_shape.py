@@ -20,6 +20,7 @@ shadow tables SQLite's FTS5 keeps for a virtual table (their layout is SQLite's,
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -142,16 +143,21 @@ def postgres_shape(cursor: Cursor, skip: frozenset[str] = frozenset()) -> Shape:
     return shape
 
 
+@functools.cache
+def _description() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DESCRIPTION.read_text(encoding="utf-8"))
+    return data
+
+
 def expected(vendor: str) -> Shape | None:
-    """The committed description for `vendor`; None when it describes other schema steps
-    than this release's (the test of the description fails then, so a release never does)."""
-    data = json.loads(DESCRIPTION.read_text(encoding="utf-8"))
-    shape: Shape | None = data.get(vendor)
+    """The committed description's shape for `vendor` (None for a vendor it has none of)."""
+    shape: Shape | None = _description().get(vendor)
     return shape
 
 
 def described_steps() -> list[str]:
-    return list(json.loads(DESCRIPTION.read_text(encoding="utf-8"))["steps"])
+    """The schema steps ("app.name", sorted) the committed description was made at."""
+    return list(_description()["steps"])
 
 
 def _column(spec: list[Any]) -> str:
