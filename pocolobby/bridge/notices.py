@@ -110,6 +110,10 @@ class Notices(Listing):
             log.warning("notice %s not delivered: %s", notice_id, self.pane_problem)
             return
         if self.pane is not None:
+            if notice.nonce is not None and notice.nonce in self.pane_bootstraps:
+                # The broker's retry while the pane is busy: one line, typed once it idles.
+                log.info("bootstrap %s already waits for the pane", notice.nonce)
+                return
             line = notice_line(notice.kind, notice.message_ids, notice.nonce)
             # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
             self.spawn(self._type_notice(self.pane, notice, line, send))
@@ -213,13 +217,22 @@ class Notices(Listing):
     ) -> None:
         """Type the notice's line; host_written only once the line and Enter were typed."""
         notice_id = notice.notice_id
+        nonce = notice.nonce
 
-        def wanted() -> bool:  # messages this session acknowledged while the line was held
+        def wanted() -> bool:  # messages acknowledged, or a nonce echoed, while it was held
+            if nonce is not None:
+                return nonce not in self.echoed_nonces
             return not notice.about_messages or not self.acknowledged >= set(notice.message_ids)
 
-        result = await pane.deliver(line, wanted)
+        if nonce is not None:
+            self.pane_bootstraps.add(nonce)
+        try:
+            result = await pane.deliver(line, wanted)
+        finally:
+            if nonce is not None:
+                self.pane_bootstraps.discard(nonce)
         if result == "dropped":
-            log.info("dropped notice %s: its messages were acknowledged while held", notice_id)
+            log.info("dropped notice %s: answered while it was held", notice_id)
             return
         if result != "typed":
             log.warning("notice %s was not typed into the pane: %s", notice_id, pane.last_error)

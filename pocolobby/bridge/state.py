@@ -60,6 +60,8 @@ class BridgeState:
         self.tool_calls_running = 0
         # Bootstraps the session showed work on: no quick repeat of them (notices.py).
         self.quiet_nonces: set[str] = set()
+        # Bootstraps whose line waits for the pane (`--deliver tmux`): a retry adds no second.
+        self.pane_bootstraps: set[str] = set()
         self._repeater: asyncio.Task[None] | None = None
         self._repeater_nonce: str | None = None
         # The host's signs of a session (see until_a_session).

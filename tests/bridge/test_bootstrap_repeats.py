@@ -1,7 +1,8 @@
 """A bootstrap costs at most one turn (issue 43): the bridge repeats an unanswered bootstrap
 quickly for a session that shows nothing, and not once the session shows it is working (it
 called a tool since, a tool call is running, its hooks say a turn is running); the broker's
-own retry, at its schedule's longest delay, is then the next copy.
+own retry, at its schedule's longest delay, is then the next copy. A busy pane holds one
+bootstrap line whatever the retries, and drops it once its nonce was echoed.
 
 In-process with the fake host and broker of test_units.py and the repeat pauses shortened;
 each test waits for the repeat schedule to end, a fact, before counting what was written.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,6 +138,59 @@ async def test_the_brokers_retry_of_a_quiet_bootstrap_is_written_and_starts_no_r
     assert frames.kinds("boot-again") == ["received", "host_written"]
     assert bridge._repeater is first_schedule  # no new schedule
     assert len(host.channel()) == 2
+
+
+class BusyPane:
+    """A pane that stays busy until released, as PaneDelivery.deliver holds a line."""
+
+    def __init__(self) -> None:
+        self.idle = asyncio.Event()
+        self.lines: list[str] = []
+        self.held_reason: str | None = None
+        self.last_error: str | None = None
+
+    async def deliver(self, line: str, wanted: Any) -> str:
+        self.held_reason = "the agent is busy (no idle prompt)"
+        await self.idle.wait()
+        self.held_reason = None
+        if not wanted():
+            return "dropped"
+        self.lines.append(line)
+        return "typed"
+
+
+@pytest.mark.asyncio
+async def test_a_busy_pane_types_one_bootstrap_line_whatever_the_retries():
+    bridge, _, _ = make_bridge()
+    pane = BusyPane()
+    bridge.pane = pane  # type: ignore[assignment]
+    welcome(bridge)
+    frames = Frames()
+    await offer(bridge, frames)
+    while pane.held_reason is None:
+        await asyncio.sleep(0)
+    await offer(bridge, frames, notice_id="boot-again")  # the broker's retry, same nonce
+    pane.idle.set()
+    while not frames.kinds("boot")[1:]:
+        await asyncio.sleep(0.01)
+    assert len(pane.lines) == 1
+    assert frames.kinds("boot-again") == ["received"]
+
+
+@pytest.mark.asyncio
+async def test_a_bootstrap_line_held_until_its_nonce_was_echoed_is_dropped():
+    bridge, _, _ = make_bridge()
+    pane = BusyPane()
+    bridge.pane = pane  # type: ignore[assignment]
+    welcome(bridge)
+    frames = Frames()
+    await offer(bridge, frames)
+    while pane.held_reason is None:
+        await asyncio.sleep(0)
+    assert not (await bridge.call_tool("ready", {"nonce": "n1"})).is_error
+    pane.idle.set()
+    await asyncio.wait_for(asyncio.gather(*bridge._tasks), 10)  # the line's delivery ended
+    assert pane.lines == [] and frames.kinds("boot") == ["received"]
 
 
 @pytest.mark.slow
