@@ -37,6 +37,10 @@ META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # session shows it is working: a host may drop an event that arrives before it listens, and a
 # model may miss one.
 BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
+# A turn its hook reported this long before the process started still counts (the first
+# prompt's turn may start while the host is still starting its MCP servers); an older one was
+# left open by an earlier process of the conversation.
+TURN_BEFORE_START = 30.0
 
 
 def clean_meta(raw: object) -> dict[str, str]:
@@ -186,7 +190,7 @@ class Notices(Listing):
             return "it called a tool since"
         if self.tool_calls_running:
             return "a tool call is running"
-        if turn_open(self.config, self.runtime):
+        if turn_open(self.config, self.runtime, self.started_at - TURN_BEFORE_START):
             return "its hooks say a turn is running"
         return None
 

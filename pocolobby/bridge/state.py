@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,6 +61,7 @@ class BridgeState:
         self.tool_calls_running = 0
         # Bootstraps the session showed work on: no quick repeat of them (notices.py).
         self.quiet_nonces: set[str] = set()
+        self.started_at = time.time()  # the hooks' clock (pocolobby/bridge/turns.py)
         # Bootstraps whose line waits for the pane (`--deliver tmux`): a retry adds no second.
         self.pane_bootstraps: set[str] = set()
         self._repeater: asyncio.Task[None] | None = None

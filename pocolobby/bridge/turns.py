@@ -38,13 +38,20 @@ def record_turn(
         temp.unlink(missing_ok=True)
 
 
-def turn_open(config: AgentConfig, runtime: Runtime) -> bool:
-    """Whether this session's last turn started and has not ended (hooks say so)."""
+def turn_open(config: AgentConfig, runtime: Runtime, since: float) -> bool:
+    """Whether this session's last turn started (not before `since`) and has not ended.
+
+    `since` leaves out a turn an earlier process of the conversation left open: Claude Code
+    runs no Stop hook after the person interrupts a turn, and a resumed conversation presents
+    the same runtime id."""
     try:
         data = json.loads(turn_path(config).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     if not isinstance(data, dict) or data.get("event") != "start":
+        return False
+    at = data.get("at")
+    if not isinstance(at, int | float) or at < since:
         return False
     # A process-scoped runtime has no session id to match; the hook's session is its own.
     return runtime.scope != "conversation" or data.get("runtime_id") == runtime.runtime_id

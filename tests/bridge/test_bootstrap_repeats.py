@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pocolobby import agent_reports
 from pocolobby.bridge import notices
 from pocolobby.bridge.config import Runtime, derive_runtime_id, load_config
 from pocolobby.bridge.core import Bridge
+from pocolobby.bridge.turns import record_turn
 from tests.bridge.host import Host
 from tests.bridge.test_bridge import host_for, provision, session_id
 from tests.bridge.test_units import FakeBroker, FakeHost, Frames, make_bridge, notice, welcome
@@ -122,6 +124,9 @@ async def test_a_turn_the_hooks_say_is_running_stops_the_repeats_and_only_this_s
     turn("UserPromptSubmit", "s1")
     assert await copies() == 1
     turn("Stop", "s1")
+    assert await copies() == 1 + REPEATS
+    # A turn an earlier process of the conversation left open (no Stop after an interrupt).
+    record_turn(config, "start", "s1", time.time() - notices.TURN_BEFORE_START - 60)
     assert await copies() == 1 + REPEATS
 
 
