@@ -242,6 +242,7 @@ class AgentAdmin(ReadOnlyAdmin):
         "disable",
         "enable",
         "reset_runtime",
+        "hand_over",
         "rotate",
         "rest",
         "resume",
@@ -315,6 +316,31 @@ class AgentAdmin(ReadOnlyAdmin):
             queryset,
             "reset",
             lambda a: operator.reset_runtime(a.lobby.name, a.agent_id, account=actor),
+        )
+        return None
+
+    @admin.action(description="Hand selected agents over to the new conversation waiting")
+    def hand_over(self, request: HttpRequest, queryset: QuerySet[Agent]) -> TemplateResponse | None:
+        """`pocolobby agent hand-over` and the dashboard's button: no token is minted (the
+        waiting conversation already holds the agent's), so an operator signed in by email
+        code may hand over, as the owner may from the dashboard."""
+        if not confirmed(request):
+            return confirm_page(
+                request,
+                queryset,
+                action="hand_over",
+                question="Hand these agents over to the conversation waiting for each?",
+                confirm="Yes, hand over",
+                warning="The session that holds each agent is retired for good and "
+                "disconnected; the new conversation waiting for it takes it over and "
+                "bootstraps. An agent nobody waits for is left as it is.",
+            )
+        actor = admin_actor(request)
+        run_per_agent(
+            request,
+            queryset,
+            "handed over",
+            lambda a: operator.hand_over(a.lobby.name, a.agent_id, account=actor),
         )
         return None
 

@@ -5,6 +5,11 @@ knows. A file of another identity, with tables but no identity, or from a newer 
 refused with a message naming which, and is left byte-for-byte unchanged: the diagnosis reads
 it through a read-only connection. An empty file is initialised in one transaction.
 
+A store at this release's last schema step must also have the shape those steps make
+(lobbies/store_shape.py: tables, column types, NOT NULLs, indexes, foreign keys, triggers);
+one that differs is refused naming each difference, and an upgraded store is compared inside
+the upgrade's transaction, which rolls back when it differs.
+
 A PostgreSQL database carries the same identity as one row of the table `pocolobby_identity`
 (a table, not a COMMENT, so pg_dump and pg_restore carry it) and is refused on the same
 grounds, read in a transaction that writes nothing.
@@ -19,6 +24,8 @@ from pathlib import Path
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
+
+from lobbies import store_shape
 
 # "PoLb": stamped into every database file this broker creates.
 APPLICATION_ID = 0x506F4C62
@@ -86,6 +93,7 @@ def diagnose(path: Path) -> Diagnosis:
         applied: set[tuple[str, str]] = set()
         if "django_migrations" in tables:
             applied = {tuple(r) for r in conn.execute("SELECT app, name FROM django_migrations")}
+        found = store_shape.sqlite_shape(conn) if application_id == APPLICATION_ID else None
     except sqlite3.Error as exc:
         raise IncompatibleStore(f"{path}: cannot be read as a database ({exc})") from None
     finally:
@@ -111,6 +119,13 @@ def diagnose(path: Path) -> Diagnosis:
             f"knows format {FORMAT_VERSION}); upgrade PocoLobby to open it"
         )
     known = _refuse_unknown_steps(str(path), applied)
+    missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
+    if not missing and found is not None:
+        # At this release's last step: the whole shape, compared with what the steps make.
+        refuse_other_shape(str(path), "sqlite", found, known)
+        return Diagnosis("ours")
+    # Before an upgrade: the parts the recorded steps make must be there (the whole shape is
+    # compared after the upgrade, inside its transaction).
     lacking = _missing_parts(path, applied)
     if lacking:
         raise IncompatibleStore(
@@ -118,8 +133,24 @@ def diagnose(path: Path) -> Diagnosis:
             f"make: missing {', '.join(lacking[:5])}"
             f"{f' and {len(lacking) - 5} more' if len(lacking) > 5 else ''}; refusing to touch it"
         )
-    missing = tuple(sorted(f"{app}.{name}" for app, name in known - applied))
     return Diagnosis("ours", unapplied=missing)
+
+
+def refuse_other_shape(
+    store: str, vendor: str, found: store_shape.Shape, known: set[tuple[str, str]]
+) -> None:
+    """IncompatibleStore naming each difference between the store's shape and the one this
+    release's schema steps make (lobbies/store_shape.json), when the store has them all."""
+    if store_shape.described_steps() != sorted(f"{app}.{name}" for app, name in known):
+        return  # a description of other steps: tests/lobbies/test_store_shape.py fails on it
+    want = store_shape.expected(vendor)
+    said = store_shape.differences(want, found) if want is not None else []
+    if said:
+        more = f"; and {len(said) - 5} more" if len(said) > 5 else ""
+        raise IncompatibleStore(
+            f"{store} has PocoLobby's identity but not the shape this release's schema steps "
+            f"make: {'; '.join(said[:5])}{more}. Refusing to touch it"
+        )
 
 
 def _refuse_unknown_steps(store: str, applied: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -149,6 +180,7 @@ def diagnose_postgres(*, restoring: bool = False) -> Diagnosis:
         if "django_migrations" in tables:
             cursor.execute("SELECT app, name FROM django_migrations")
             applied = {(str(app), str(name)) for app, name in cursor.fetchall()}
+        found = store_shape.postgres_shape(cursor, skip=frozenset({RESTORE_PENDING_TABLE}))
         pending: list[tuple[str, str, str]] = []
         if RESTORE_PENDING_TABLE in tables and not restoring:
             cursor.execute(
@@ -163,7 +195,10 @@ def diagnose_postgres(*, restoring: bool = False) -> Diagnosis:
             f"{source}` again"
             + (f" (the store as it was before that restore is in {before})" if before else "")
         )
-    return judge_postgres(store, tables - {RESTORE_PENDING_TABLE}, identity, applied)
+    diagnosis = judge_postgres(store, tables - {RESTORE_PENDING_TABLE}, identity, applied)
+    if not diagnosis.needs_writing:
+        refuse_other_shape(store, "postgresql", found, applied)
+    return diagnosis
 
 
 def judge_postgres(
@@ -275,6 +310,12 @@ def _migrate_in_one_transaction(stamp: bool) -> None:
                     cursor.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     cursor.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
             connection.check_constraints()
+            # A store that differs is refused: this transaction rolls back.
+            raw = connection.connection
+            assert raw is not None  # ensure_connection() above
+            found = store_shape.sqlite_shape(raw)
+            known = set(executor.loader.disk_migrations)
+            refuse_other_shape(str(connection.settings_dict["NAME"]), "sqlite", found, known)
     finally:
         connection.enable_constraint_checking()
 
@@ -297,6 +338,10 @@ def _prepare_postgres(diagnosis: Diagnosis) -> str:
                     "INSERT INTO pocolobby_identity VALUES (%s, %s)",
                     [APPLICATION_ID, FORMAT_VERSION],
                 )
+        # A store that differs is refused: this transaction rolls back.
+        with connection.cursor() as cursor:
+            found = store_shape.postgres_shape(cursor, skip=frozenset({RESTORE_PENDING_TABLE}))
+        refuse_other_shape(store, "postgresql", found, set(executor.loader.disk_migrations))
     if diagnosis.state == "new":
         return f"initialised {store}"
     return f"upgraded {store} ({len(diagnosis.unapplied)} schema steps)"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lobbies.wire import PARSE_DEPTH, JSONObject, JSONValue, load_json
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config
+from pocolobby.bridge.turns import record_turn
 
 NETWORK_TIMEOUT = 2.0  # seconds: a status line or a hook must not hang the session
 RESEND_SECONDS = 300  # send an unchanged reading again after 5 minutes
@@ -342,9 +343,13 @@ def hook(raw_config: str | None, stdin: str) -> int:
             return 0
         config = load_config(config_path(raw_config))
         event = data.get("hook_event_name")
+        session = data.get("session_id")
+        session = session if isinstance(session, str) else ""
         if event == "UserPromptSubmit":
+            record_turn(config, "start", session, time.time())  # the bridge reads it
             _send(config, "POST", "turns", {"event": "start"}, NETWORK_TIMEOUT)
         elif event == "Stop":
+            record_turn(config, "end", session, time.time())
             _send(config, "POST", "turns", {"event": "end"}, NETWORK_TIMEOUT)
             raw_path = data.get("transcript_path")
             if isinstance(raw_path, str) and raw_path:

@@ -140,11 +140,16 @@ class Bridge(Notices):
             self.tool_called.set()
             if self.stop is not None:
                 return failure(self.stopped_sentence(), self.bridge_facts())
-            handler = self._handlers.get(name)
-            if handler is not None:
-                result = await handler(arguments)
-            else:
-                result = await self.run_operation(name, arguments)
+            self.tool_calls_started += 1
+            self.tool_calls_running += 1
+            try:
+                handler = self._handlers.get(name)
+                if handler is not None:
+                    result = await handler(arguments)
+                else:
+                    result = await self.run_operation(name, arguments)
+            finally:
+                self.tool_calls_running -= 1
             return self._context_first(name, result)
         except Exception as exc:
             log.exception("tool %s failed inside the bridge", name)
@@ -298,7 +303,6 @@ class Bridge(Notices):
         return self.render("save_checkpoint", arguments, outcome)
 
     async def _get_context(self, arguments: JSONObject) -> types.CallToolResult:
-        self._context_calls += 1
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome

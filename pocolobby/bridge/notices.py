@@ -1,6 +1,7 @@
 """Notices the broker pushes, written to the host: received, filtered, then written to the
 session's channel or typed into its tmux pane, and confirmed (`host_written`) once written.
-A bootstrap is offered again until `ready` echoes its nonce; with `--deliver tmux` this
+A bootstrap is offered again until `ready` echoes its nonce or the session shows it is
+working; with `--deliver tmux` this
 process also reports its delivery facts (held or not, and why) to the broker.
 """
 
@@ -28,12 +29,18 @@ from pocolobby.bridge.host import HostGone
 from pocolobby.bridge.listing import Listing
 from pocolobby.bridge.pane import PaneDelivery, notice_line
 from pocolobby.bridge.state import SendFrame, log
+from pocolobby.bridge.turns import turn_open
 
 CHANNEL_METHOD = "notifications/claude/channel"
 META_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The bootstrap is offered again after these pauses until `ready` echoes its nonce: a host may
-# drop an event that arrives before it listens, and a model may miss one.
+# The bootstrap is offered again after these pauses until `ready` echoes its nonce or the
+# session shows it is working: a host may drop an event that arrives before it listens, and a
+# model may miss one.
 BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
+# A turn its hook reported this long before the process started still counts (the first
+# prompt's turn may start while the host is still starting its MCP servers); an older one was
+# left open by an earlier process of the conversation.
+TURN_BEFORE_START = 30.0
 
 
 def clean_meta(raw: object) -> dict[str, str]:
@@ -107,6 +114,10 @@ class Notices(Listing):
             log.warning("notice %s not delivered: %s", notice_id, self.pane_problem)
             return
         if self.pane is not None:
+            if notice.nonce is not None and notice.nonce in self.pane_bootstraps:
+                # The broker's retry while the pane is busy: one line, typed once it idles.
+                log.info("bootstrap %s already waits for the pane", notice.nonce)
+                return
             line = notice_line(notice.kind, notice.message_ids, notice.nonce)
             # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
             self.spawn(self._type_notice(self.pane, notice, line, send))
@@ -152,15 +163,19 @@ class Notices(Listing):
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
 
     def offer_bootstrap_again(self, nonce: str, params: JSONObject) -> None:
-        """Repeat this bootstrap, identical, until `ready` echoes its nonce (or the bounded
-        schedule ends, the host leaves, or the broker stops this process)."""
+        """Repeat this bootstrap, identical, until `ready` echoes its nonce or the session
+        shows it is working (or the bounded schedule ends, the host leaves, or the broker
+        stops this process)."""
         self.bootstrap_offer = (nonce, params)
+        if nonce in self.quiet_nonces:
+            return  # the broker's own retry, written above: the session was working on it
         if self._repeater is not None and not self._repeater.done():
             if self._repeater_nonce == nonce:
                 return  # the broker sent it again: the schedule already runs
             self._repeater.cancel()
         self._repeater_nonce = nonce
-        self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params))
+        calls = self.tool_calls_started  # counted now: the task starts later
+        self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params, calls))
 
     def _bootstrap_answered(self, nonce: str) -> bool:
         return (
@@ -169,15 +184,32 @@ class Notices(Listing):
             or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
         )
 
-    async def _repeat_bootstrap(self, nonce: str, params: JSONObject) -> None:
-        calls = self._context_calls
+    def working_since(self, calls_at_offer: int) -> str | None:
+        """Why the session shows it is working since a bootstrap was offered, or None."""
+        if self.tool_calls_started != calls_at_offer:
+            return "it called a tool since"
+        if self.tool_calls_running:
+            return "a tool call is running"
+        if turn_open(self.config, self.runtime, self.started_at - TURN_BEFORE_START):
+            return "its hooks say a turn is running"
+        return None
+
+    async def _repeat_bootstrap(self, nonce: str, params: JSONObject, calls: int) -> None:
+        """Quick repeats for a host that lost the first write or a model that missed it;
+        none once the session is working, since Claude holds channel events while a tool
+        runs and then shows every copy, each a turn. A working session that still needs it
+        gets the broker's own retry, at its schedule's longest delay (300 s by default)."""
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)
             if self._bootstrap_answered(nonce):
                 return
-            if self._context_calls != calls:
-                calls = self._context_calls  # the model is acting on it: give it time
-                continue
+            working = self.working_since(calls)
+            if working is not None:
+                self.quiet_nonces.add(nonce)
+                log.info(
+                    "bootstrap %s not offered again: the session is working (%s)", nonce, working
+                )
+                return
             try:
                 await self.host.notify(CHANNEL_METHOD, params)
             except HostGone:
@@ -189,13 +221,22 @@ class Notices(Listing):
     ) -> None:
         """Type the notice's line; host_written only once the line and Enter were typed."""
         notice_id = notice.notice_id
+        nonce = notice.nonce
 
-        def wanted() -> bool:  # messages this session acknowledged while the line was held
+        def wanted() -> bool:  # messages acknowledged, or a nonce echoed, while it was held
+            if nonce is not None:
+                return nonce not in self.echoed_nonces
             return not notice.about_messages or not self.acknowledged >= set(notice.message_ids)
 
-        result = await pane.deliver(line, wanted)
+        if nonce is not None:
+            self.pane_bootstraps.add(nonce)
+        try:
+            result = await pane.deliver(line, wanted)
+        finally:
+            if nonce is not None:
+                self.pane_bootstraps.discard(nonce)
         if result == "dropped":
-            log.info("dropped notice %s: its messages were acknowledged while held", notice_id)
+            log.info("dropped notice %s: answered while it was held", notice_id)
             return
         if result != "typed":
             log.warning("notice %s was not typed into the pane: %s", notice_id, pane.last_error)

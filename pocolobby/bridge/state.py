@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -55,7 +56,14 @@ class BridgeState:
         self.context_loaded = False  # get_context answered in this process
         # The latest bootstrap offered to the host (nonce, channel params) and its repeats.
         self.bootstrap_offer: tuple[str, JSONObject] | None = None
-        self._context_calls = 0
+        # Tool calls the host started, and those still running: signs the session is working.
+        self.tool_calls_started = 0
+        self.tool_calls_running = 0
+        # Bootstraps the session showed work on: no quick repeat of them (notices.py).
+        self.quiet_nonces: set[str] = set()
+        self.started_at = time.time()  # the hooks' clock (pocolobby/bridge/turns.py)
+        # Bootstraps whose line waits for the pane (`--deliver tmux`): a retry adds no second.
+        self.pane_bootstraps: set[str] = set()
         self._repeater: asyncio.Task[None] | None = None
         self._repeater_nonce: str | None = None
         # The host's signs of a session (see until_a_session).

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.test import Client
+from django.utils import timezone
 
 from lobbies.actions import operator, owner_messages
 from lobbies.models import (
@@ -145,6 +147,37 @@ def test_reset_runtime_retires_the_bound_runtime(operator_browser, backend):
     assert Agent.objects.get(pk=backend.agent.pk).runtime_id is None
     assert RetiredRuntime.objects.filter(agent=backend.agent, runtime_id="run-1").exists()
     [event] = audited("runtime_reset", "backend")
+    assert event.account == "admin:operator"
+
+
+def test_hand_over_gives_the_agent_to_the_conversation_waiting_and_says_who_had_none(
+    operator_browser, lead, backend
+):
+    """Issue 43: the admin's hand-over goes through the same action as the CLI's."""
+    now = timezone.now()
+    Agent.objects.filter(pk=backend.agent.pk).update(
+        runtime_id="run-1",
+        waiting_runtime_id="run-2",
+        waiting_since=now - timedelta(seconds=30),
+        waiting_seen_at=now,
+    )
+    Agent.objects.filter(pk=lead.agent.pk).update(runtime_id="run-lead")
+    page = act(operator_browser, "hand_over", backend.agent, lead.agent)
+    assert "Hand these agents over" in page.content.decode()
+    assert Agent.objects.get(pk=backend.agent.pk).runtime_id == "run-1"  # asked first
+
+    done = act(operator_browser, "hand_over", backend.agent, lead.agent, post="yes")
+    said = shown_messages(done)
+    assert any(m.startswith("handed over: backend in ") for m in said), said
+    assert any(
+        m.startswith("not handed over, lead in ") and "no new conversation is waiting" in m
+        for m in said
+    ), said
+    handed = Agent.objects.get(pk=backend.agent.pk)
+    assert (handed.runtime_id, handed.waiting_runtime_id) == ("run-2", None)
+    assert RetiredRuntime.objects.filter(agent=backend.agent, runtime_id="run-1").exists()
+    assert Agent.objects.get(pk=lead.agent.pk).runtime_id == "run-lead"
+    [event] = audited("runtime_handed_over", "backend")
     assert event.account == "admin:operator"
 
 

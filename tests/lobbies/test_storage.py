@@ -151,9 +151,12 @@ def test_broker_connections_use_wal_full_sync_foreign_keys_and_memory_temp_store
 @pytest.mark.parametrize(
     ("damage", "named"),
     [
-        ("DROP TABLE lobbies_checkpoint", "missing table lobbies_checkpoint"),
-        ("ALTER TABLE lobbies_agent DROP COLUMN status_line", "column lobbies_agent.status_line"),
-        ("DROP INDEX delivery_inbox", "index delivery_inbox on lobbies_delivery"),
+        ("DROP TABLE lobbies_checkpoint", "table lobbies_checkpoint: missing"),
+        (
+            "ALTER TABLE lobbies_agent DROP COLUMN status_line",
+            "lobbies_agent.status_line: expected varchar(200) NOT NULL, found no column",
+        ),
+        ("DROP INDEX delivery_inbox", "index delivery_inbox on lobbies_delivery: missing"),
     ],
 )
 def test_a_file_of_ours_missing_a_table_column_or_index_is_refused_untouched(
@@ -164,12 +167,14 @@ def test_a_file_of_ours_missing_a_table_column_or_index_is_refused_untouched(
     assert_refused_untouched(tmp_path, named)
 
 
-def test_auxiliary_tables_and_indexes_of_the_owner_are_compatible(tmp_path):
+def test_an_index_of_the_owners_is_compatible_a_table_is_not(tmp_path):
+    """Issue 43: the store's whole shape is compared; an index that is not unique changes no
+    write and is the owner's to add (tests/lobbies/test_store_shape.py has the rest)."""
     assert run_init(tmp_path).returncode == 0
     make_sqlite(
-        db_file(tmp_path),
-        "CREATE TABLE my_own_notes (body TEXT)",
-        "CREATE INDEX my_message_index ON lobbies_message (content_bytes)",
+        db_file(tmp_path), "CREATE INDEX my_message_index ON lobbies_message (content_bytes)"
     )
     again = run_init(tmp_path)
     assert again.returncode == 0 and "opened" in again.stdout, again.stderr
+    make_sqlite(db_file(tmp_path), "CREATE TABLE my_own_notes (body TEXT)")
+    assert_refused_untouched(tmp_path, "table my_own_notes: not made by PocoLobby's schema steps")
