@@ -1,4 +1,4 @@
-"""The private Django, Channels and uvicorn names the fast lane leans on: one list.
+"""The private Django, Channels, uvicorn (and WhiteNoise) names we lean on: one list.
 
 tests/test_private_apis.py checks each against the installed libraries (so an upgrade fails
 there, by name) and that docs/PRIVATE_APIS.md's table is this list's rendering
@@ -533,6 +533,42 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "our own attribute on Django's request (an upload's body read once); it must NOT "
         "exist on Django's class",
         "a Django attribute of that name would be overwritten",
+    ),
+    # ---------------------------------------------------------------- static files
+    PrivateName(
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        "find_file",
+        "method",
+        "pocolobby/middleware.py",
+        "`StaticFiles` (async-capable) finds a static file as WhiteNoise's middleware does "
+        "when it refreshes (development)",
+        "static files 404 with autorefresh on",
+        ("url",),
+    ),
+    PrivateName(
+        "whitenoise.base.WhiteNoise",
+        "files",
+        "assigned",
+        "pocolobby/middleware.py",
+        "the table of static files WhiteNoise built at startup, read without its middleware",
+        "every static file 404s (styles, htmx)",
+    ),
+    PrivateName(
+        "whitenoise.base.WhiteNoise",
+        "autorefresh",
+        "assigned",
+        "pocolobby/middleware.py",
+        "chooses between the two lookups above",
+        "AttributeError on every page",
+    ),
+    PrivateName(
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        "serve",
+        "method",
+        "pocolobby/middleware.py",
+        "answers the found file as WhiteNoise does (headers, ranges, compressed variants)",
+        "every static file fails",
+        ("static_file", "request"),
     ),
     # ---------------------------------------------------------------- schema checks
     PrivateName(
