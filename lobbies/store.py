@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models.base import ModelState
@@ -73,9 +73,47 @@ def _db() -> BaseDatabaseWrapper:
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _query(sql: str, params: Params, fetch: str, db: BaseDatabaseWrapper | None = None) -> Any:
-    """Run one statement on this thread's connection; `fetch` is "one", "all", "count" or
-    "key" (the new row's rowid, SQLite's answer to an INSERT).
+def _one_row(sql: str, params: Params, db: BaseDatabaseWrapper | None = None) -> Row | None:
+    """The first row a statement returns (None: no row)."""
+    return _run(sql, params, db or _db(), _fetch_one)
+
+
+def _all_rows(sql: str, params: Params, db: BaseDatabaseWrapper | None = None) -> list[Row]:
+    """Every row a statement returns, as the driver returns them."""
+    return _run(sql, params, db or _db(), _fetch_all)
+
+
+def _rowcount(sql: str, params: Params, db: BaseDatabaseWrapper | None = None) -> int:
+    """The number of rows a write touched."""
+    return _run(sql, params, db or _db(), _fetch_rowcount)
+
+
+def _new_key(sql: str, params: Params, db: BaseDatabaseWrapper) -> int | None:
+    """The key of the row an INSERT made: the connection's last rowid (SQLite's answer)."""
+    return _run(sql, params, db, _fetch_lastrowid)
+
+
+def _fetch_one(cursor: Cursor) -> Row | None:
+    return cursor.fetchone()
+
+
+def _fetch_all(cursor: Cursor) -> list[Row]:
+    return cursor.fetchall()
+
+
+def _fetch_rowcount(cursor: Cursor) -> int:
+    return cursor.rowcount
+
+
+def _fetch_lastrowid(cursor: Cursor) -> int | None:
+    return cursor.lastrowid
+
+
+Read = TypeVar("Read")
+
+
+def _run(sql: str, params: Params, db: BaseDatabaseWrapper, read: Callable[[Cursor], Read]) -> Read:
+    """Run one statement on `db` and `read` its answer from the cursor.
 
     On an open SQLite connection with no query logging (DEBUG, CaptureQueriesContext) and no
     execute wrappers, the statement goes straight to the driver: Django's cursor wrapper
@@ -83,7 +121,6 @@ def _query(sql: str, params: Params, fetch: str, db: BaseDatabaseWrapper | None 
     Python (later runs, faster machine)"). The same
     checks run first (thread, broken transaction) and errors are Django's either way.
     """
-    db = db or _db()
     raw = db.connection
     direct = raw is not None and db.vendor == "sqlite"
     if direct and not db.execute_wrappers and not db.queries_logged:
@@ -92,22 +129,12 @@ def _query(sql: str, params: Params, fetch: str, db: BaseDatabaseWrapper | None 
         with db.wrap_database_errors:
             cursor = raw.execute(_qmark(sql), params)
             try:
-                return _fetch(cursor, fetch)
+                return read(cursor)
             finally:
                 cursor.close()
     with db.cursor() as cursor:
         cursor.execute(sql, params)
-        return _fetch(cursor, fetch)
-
-
-def _fetch(cursor: Cursor, fetch: str) -> Any:
-    if fetch == "one":
-        return cursor.fetchone()
-    if fetch == "all":
-        return cursor.fetchall()
-    if fetch == "key":
-        return cursor.lastrowid
-    return cursor.rowcount
+        return read(cursor)
 
 
 def marks(values: Collection[object]) -> str:
@@ -180,18 +207,17 @@ def select_all(
     """Every row of `model` matching `where` (its table aliased `t`), as model instances."""
     db = _db()
     columns, attnames, converters = _reader(model, db.vendor)
-    rows = _query(
+    found = _all_rows(
         f'SELECT {columns} FROM "{model._meta.db_table}" t {join} WHERE {where} {tail}',  # noqa: S608
         params,
-        "all",
         db,
     )
-    return [_instance(model, attnames, _convert(row, converters, db), db.alias) for row in rows]
+    return [_instance(model, attnames, _convert(row, converters, db), db.alias) for row in found]
 
 
 def execute(sql: str, params: Params) -> int:
     """A hand-written write; returns the number of rows it touched."""
-    return int(_query(sql, params, "count"))
+    return _rowcount(sql, params)
 
 
 @functools.lru_cache(maxsize=256)
@@ -231,7 +257,7 @@ def select(
     _, attnames, converters = _reader(model, db.vendor)
     extra = tuple((annotations or {}).items())
     sql = _select_sql(model, db.vendor, where, join, extra, for_update)
-    row = _query(sql, params, "one", db)
+    row = _one_row(sql, params, db)
     if row is None:
         return None
     count = len(attnames)
@@ -301,7 +327,7 @@ def _writer(
     pk = model._meta.pk
     sql = f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES ({placeholders})'  # noqa: S608
     if vendor != "sqlite" and pk.attname not in names:
-        # SQLite answers a generated key as the connection's last rowid (`_fetch`'s "key"):
+        # SQLite answers a generated key as the connection's last rowid (`_new_key`):
         # RETURNING there buffers its rows in an ephemeral table opened and closed per
         # statement (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
         sql += f' RETURNING "{pk.column}"'
@@ -351,11 +377,11 @@ def insert(model: type[M], values: Mapping[str, object]) -> M:
     prepared = _prepared(plan, values, full, db)
     pk = model._meta.pk.attname
     if pk in values:  # a key of the row's own (a UUID): nothing to read back
-        _query(sql, prepared, "count", db)
+        _rowcount(sql, prepared, db)
     elif db.vendor == "sqlite":
-        full[pk] = _query(sql, prepared, "key", db)
+        full[pk] = _new_key(sql, prepared, db)
     else:
-        full[pk] = _query(sql, prepared, "one", db)[0]
+        full[pk] = _returned(sql, prepared, db)[0]
     return _instance(model, attnames, [full[name] for name in attnames], db.alias)
 
 
@@ -375,11 +401,20 @@ def insert_many(model: type[models.Model], rows: Sequence[Mapping[str, object]])
     for start in range(0, len(rows), ROWS_PER_INSERT):
         chunk = rows[start : start + ROWS_PER_INSERT]
         params = [value for row in chunk for value in _prepared(plan, row, {}, db)]
-        _query(f"{head} VALUES {', '.join([group] * len(chunk))}", params, "count", db)
+        _rowcount(f"{head} VALUES {', '.join([group] * len(chunk))}", params, db)
 
 
 def scalar_row(sql: str, params: Params) -> Row:
-    return tuple(_query(sql, params, "one"))
+    """The one row of a statement that always returns one (a SELECT of aggregates, an
+    UPDATE ... RETURNING of a row known to exist)."""
+    return _returned(sql, params, _db())
+
+
+def _returned(sql: str, params: Params, db: BaseDatabaseWrapper) -> Row:
+    row = _one_row(sql, params, db)
+    if row is None:
+        raise DatabaseError(f"a statement that returns one row returned none: {sql[:60]!r}")
+    return tuple(row)
 
 
 def as_db_time(moment: datetime | None) -> str | None:
@@ -392,7 +427,7 @@ def as_db_time(moment: datetime | None) -> str | None:
 
 def rows(sql: str, params: Params) -> list[Row]:
     """Every row of a hand-written SELECT, as the driver returns it (no conversion)."""
-    return [tuple(row) for row in _query(sql, params, "all")]
+    return [tuple(row) for row in _all_rows(sql, params)]
 
 
 def time_reader() -> Callable[[Any], datetime | None]:

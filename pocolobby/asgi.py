@@ -172,6 +172,8 @@ def _not_stored() -> HttpResponse:
 
 
 REQUESTS = Batches(_serve_together, most=REQUESTS_PER_COMMIT)
+# POCOLOBBY_SHARED_COMMIT=0: each /v1 request commits alone (benchmarks/shared_commit.py).
+SHARED_COMMIT = settings.SHARED_COMMIT
 
 
 class AgentAPI:
@@ -269,7 +271,7 @@ class AgentAPI:
 
         request = ASGIRequest(scope, io.BytesIO(body))
         response: HttpResponse | None
-        if together and store.embedded():
+        if together and SHARED_COMMIT and store.embedded():
             # An upload (together=False) hashes and writes a file: it keeps its own commit.
             response = await REQUESTS(request)
         else:

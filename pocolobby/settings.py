@@ -258,3 +258,6 @@ WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = BOUNDS.request_bytes
 # /v1 views run on worker threads (lobbies/http.py); 0 keeps them on the caller's thread.
 API_THREADS = os.environ.get("POCOLOBBY_API_THREADS", "1") != "0"
+# /v1 writes queued together on the embedded store share one commit (pocolobby/asgi.py);
+# 0 gives each its own, for benchmarks/shared_commit.py to measure what sharing buys.
+SHARED_COMMIT = os.environ.get("POCOLOBBY_SHARED_COMMIT", "1") != "0"

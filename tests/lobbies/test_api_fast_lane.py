@@ -197,3 +197,27 @@ def test_a_request_that_fails_after_writing_loses_its_writes_and_the_others_keep
     assert [m.content for m in stored] == ["one", "two"]
     # Sequences run on from the abandoned attempt's: it was rolled back too.
     assert [m.sequence for m in stored] == [stored[0].sequence, stored[0].sequence + 1]
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="group commit is the embedded store's")
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shared", [True, False])
+async def test_shared_commit_can_be_switched_off(lead, backend, monkeypatch, shared):
+    """POCOLOBBY_SHARED_COMMIT=0 (benchmarks/shared_commit.py): each /v1 write commits alone."""
+    batched: list[object] = []
+    requests = asgi.REQUESTS
+
+    async def recorded(request):
+        batched.append(request)
+        return await requests(request)
+
+    monkeypatch.setattr(asgi, "SHARED_COMMIT", shared)
+    monkeypatch.setattr(asgi, "REQUESTS", recorded)
+    async with _client() as client:
+        response = await client.post(
+            "/v1/messages",
+            headers={"Authorization": f"Bearer {lead.token}"},
+            json={"to": "backend", "content": "hi", "client_request_id": "r1"},
+        )
+    assert response.status_code == 200 and response.json()["status"] == "stored"
+    assert len(batched) == (1 if shared else 0)
