@@ -1,15 +1,8 @@
 """Reads for the dashboard: live facts from the lobby's tables at render time, and the chips.
 
-Chips come from live facts alone, never from a summary, by this fixed precedence (the first
-that holds wins):
-
-1. Resting         - the owner rested the agent (Agent.resting).
-2. Away            - its bridge is offline: no live connection for the current generation
-                     (a direct message to a gone session would otherwise look recent).
-3. Not responding  - notified messages it has not acknowledged since (unseen_notified_count).
-4. Working         - a turn is open, or the last one ended under 2 minutes ago (hooks).
-5. Away            - no message sent or direct message received in 30 minutes.
-6. Idle            - connected, recent messages, no turn open.
+Chips come from live facts alone, never from a summary, by lobbies.activity's precedence, the
+one `list_agents` answers with too (resting, away, not responding, working, away after 30
+minutes without a sign, idle); this module only names them for the page.
 """
 
 from __future__ import annotations
@@ -48,11 +41,12 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import usage
+from lobbies.activity import WORKING_AFTER_TURN, Activity, ActivityFacts, activity_of
 from lobbies.agent_selectors import (
     AnnotatedAgent,
+    activity_facts,
     idle_seconds,
     last_activity_at,
-    last_message_at,
     with_last_message_at,
 )
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
@@ -66,8 +60,6 @@ from lobbies.presence import (
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
 
-WORKING_AFTER_TURN = timedelta(minutes=2)
-AWAY_AFTER = timedelta(minutes=30)
 CELL = timedelta(minutes=15)
 CELLS = 96  # 24 hours of quarter hours
 TOKEN_DAYS = 14
@@ -91,31 +83,18 @@ class Chip(Enum):
         return self.value[1]
 
 
-@dataclass(frozen=True)
-class ChipFacts:
-    resting: bool
-    online: bool  # a live connection for the current runtime generation
-    unseen_notified: int
-    turn_open: bool
-    last_turn_ended_at: datetime | None
-    last_message_at: datetime | None
+CHIPS = {
+    Activity.RESTING: Chip.RESTING,
+    Activity.AWAY: Chip.AWAY,
+    Activity.NOT_RESPONDING: Chip.NOT_RESPONDING,
+    Activity.WORKING: Chip.WORKING,
+    Activity.IDLE: Chip.IDLE,
+}
 
 
-def chip_for(facts: ChipFacts, now: datetime) -> Chip:
-    """The state chip by the module's fixed precedence."""
-    if facts.resting:
-        return Chip.RESTING
-    if not facts.online:
-        return Chip.AWAY
-    if facts.unseen_notified > 0:
-        return Chip.NOT_RESPONDING
-    if facts.turn_open or (
-        facts.last_turn_ended_at is not None and now - facts.last_turn_ended_at < WORKING_AFTER_TURN
-    ):
-        return Chip.WORKING
-    if facts.last_message_at is None or now - facts.last_message_at >= AWAY_AFTER:
-        return Chip.AWAY
-    return Chip.IDLE
+def chip_for(facts: ActivityFacts, now: datetime) -> Chip:
+    """The state chip: lobbies.activity's state, named for the page."""
+    return CHIPS[activity_of(facts, now).activity]
 
 
 # ---------------------------------------------------------------- the strip
@@ -297,6 +276,7 @@ class AgentRow:
     pending: int = 0
     important: int = 0
     online: bool = False
+    through_msg: bool = False  # no bridge, but present through `pocolobby msg` calls
     last_seen: datetime | None = None
 
     @property
@@ -465,14 +445,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     rows = []
     for agent in agents:
         turn = turns.get(agent.pk, _Turns())
-        facts = ChipFacts(
-            resting=agent.resting,
-            online=bool(agent.online),
-            unseen_notified=agent.unseen_notified or 0,
-            turn_open=turn.open,
-            last_turn_ended_at=turn.last_ended_at,
-            last_message_at=last_message_at(agent),
-        )
+        facts = activity_facts(agent, connected=bool(agent.online))
         summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
         activity = last_activity_at(agent)
@@ -492,6 +465,7 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 pending=inboxes.get(agent.pk, (0, 0))[0],
                 important=inboxes.get(agent.pk, (0, 0))[1],
                 online=bool(agent.online),
+                through_msg=facts.through_msg(now),
                 last_seen=_last_seen(agent),
                 transport=(agent.transport or "channel") if agent.online else "none",
                 held_since=agent.held_since if agent.online else None,

@@ -8,6 +8,7 @@ from urllib.parse import quote
 from django.http import HttpRequest, HttpResponse
 
 from lobbies import agent_selectors, attachment_selectors, blobs, operator_answers
+from lobbies.actions import activity as activity_actions
 from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.answers import AttachmentMeta, Catalog, Standing, UploadAnswer
@@ -69,9 +70,17 @@ def me(request: HttpRequest) -> JsonAnswer:
     return JsonAnswer(agent_selectors.standing(_caller(request).agent))
 
 
+def _present(caller: Caller) -> Caller:
+    """A tool call without runtime headers is `pocolobby msg` (or a script like it): the agent
+    is present through it, as a bridge's stream would say (lobbies.activity)."""
+    if caller.runtime is None:
+        activity_actions.seen_through_msg(caller.agent)
+    return caller
+
+
 @api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))
 def call_tool(request: HttpRequest, name: str) -> JsonAnswer:
-    return JsonAnswer(run_tool(_caller(request), name, json_body(request)))
+    return JsonAnswer(run_tool(_present(_caller(request)), name, json_body(request)))
 
 
 def operation_route(name: str, method: str) -> ApiView:
@@ -79,7 +88,7 @@ def operation_route(name: str, method: str) -> ApiView:
 
     @api_view((method,), _documented(TOOLS[name], method))
     def route(request: HttpRequest) -> JsonAnswer:
-        caller = _caller(request)
+        caller = _present(_caller(request))
         if method == "GET":
             return JsonAnswer(run_tool(caller, name, request.GET.dict(), from_strings=True))
         return JsonAnswer(run_tool(caller, name, json_body(request)))

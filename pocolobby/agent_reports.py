@@ -343,9 +343,9 @@ def hook(raw_config: str | None, stdin: str) -> int:
         config = load_config(config_path(raw_config))
         event = data.get("hook_event_name")
         if event == "UserPromptSubmit":
-            _send(config, "POST", "turns", {"event": "start"}, NETWORK_TIMEOUT)
+            _send(config, "POST", "turns", {"event": "start", "host": "claude-code"}, NETWORK_TIMEOUT)
         elif event == "Stop":
-            _send(config, "POST", "turns", {"event": "end"}, NETWORK_TIMEOUT)
+            _send(config, "POST", "turns", {"event": "end", "host": "claude-code"}, NETWORK_TIMEOUT)
             raw_path = data.get("transcript_path")
             if isinstance(raw_path, str) and raw_path:
                 transcript = Path(raw_path).expanduser()
