@@ -322,6 +322,14 @@ class DeleteRoomAnswer(TypedDict):
 
 
 @with_config(ANSWER_CONFIG)
+class WatchAnswer(TypedDict):
+    """What you watch now: every agent, the ones named, or nothing (watching null)."""
+
+    every_agent: bool
+    watching: list[str] | None
+
+
+@with_config(ANSWER_CONFIG)
 class RestAnswer(TypedDict):
     agent_ids: list[str]
     rest: bool

@@ -343,7 +343,9 @@ def hook(raw_config: str | None, stdin: str) -> int:
         config = load_config(config_path(raw_config))
         event = data.get("hook_event_name")
         if event == "UserPromptSubmit":
-            _send(config, "POST", "turns", {"event": "start", "host": "claude-code"}, NETWORK_TIMEOUT)
+            _send(
+                config, "POST", "turns", {"event": "start", "host": "claude-code"}, NETWORK_TIMEOUT
+            )
         elif event == "Stop":
             _send(config, "POST", "turns", {"event": "end", "host": "claude-code"}, NETWORK_TIMEOUT)
             raw_path = data.get("transcript_path")

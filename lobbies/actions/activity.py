@@ -19,9 +19,7 @@ MSG_SEEN_EVERY = timedelta(seconds=30)
 
 
 def _watched_in(lobby_id: int) -> bool:
-    return AgentActivity.objects.filter(
-        agent__lobby_id=lobby_id, watching__isnull=False
-    ).exists()
+    return AgentActivity.objects.filter(agent__lobby_id=lobby_id, watching__isnull=False).exists()
 
 
 def record_turn(
