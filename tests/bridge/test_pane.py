@@ -686,12 +686,27 @@ def _at_prompt(pane: AgentPane) -> bool:
     return bool(shown) and shown[-1].rstrip() == ">"
 
 
+async def _prompt_held(pane: AgentPane, seconds: float, timeout: float = 30.0) -> None:
+    """Until the pane has shown its prompt, unchanged, for `seconds` (read every 0.1 s)."""
+    loop = asyncio.get_running_loop()
+    deadline, since = loop.time() + timeout, None
+    while loop.time() < deadline:
+        if await asyncio.to_thread(_at_prompt, pane):
+            since = since if since is not None else loop.time()
+            if loop.time() - since >= seconds:
+                return
+        else:
+            since = None
+        await asyncio.sleep(0.1)
+    raise AssertionError("the pane never rested at its prompt")
+
+
 async def test_a_pane_busy_then_back_at_its_prompt_is_one_stretch_of_work(
     module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
 ):
     """A headless bridge reads its pane: busy for 5 s is one turn (start, then end when the
     prompt returns), reported as the hooks report theirs; the typed bootstrap line and a
-    0.5 s flicker before it are no turn (debounced)."""
+    1.2 s flicker before it are no turn (debounced: a state counts after 2 s)."""
     configs = await asyncio.to_thread(
         module_broker.provision, "pane-turns", ["lead", "shell"], tmp_path
     )
@@ -706,8 +721,8 @@ async def test_a_pane_busy_then_back_at_its_prompt_is_one_stretch_of_work(
     lead = configs["lead"].token
     try:
         await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)  # the bootstrap, typed
-        for command in ("busy 0.5", "busy 5"):
-            await until(lambda: asyncio.to_thread(_at_prompt, agent_pane))
+        for command in ("busy 1.2", "busy 5"):
+            await _prompt_held(agent_pane, 1.5)  # a bridge reading every 0.5 s sees it idle
             agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "-l", command)
             agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
             await agent_pane.wait_for(lambda ls, c=command: c in ls)
