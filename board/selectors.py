@@ -41,7 +41,7 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import usage
-from lobbies.activity import WORKING_AFTER_TURN, Activity, ActivityFacts, activity_of
+from lobbies.activity import Activity, ActivityFacts, activity_of
 from lobbies.agent_selectors import (
     AnnotatedAgent,
     activity_facts,
@@ -103,9 +103,14 @@ def chip_for(facts: ActivityFacts, now: datetime) -> Chip:
 @dataclass(frozen=True)
 class Cell:
     index: int
-    count: int
-    level: int  # 0..3, the colour class cell<level>
+    count: int  # messages sent and direct messages received (the quieter mark)
+    level: int  # 0..3, the colour class cell<level>: minutes of work
     starts_at: datetime
+    work_seconds: int = 0  # of this quarter hour inside stretches of work
+
+    @property
+    def work_minutes(self) -> int:
+        return (self.work_seconds + 59) // 60
 
 
 def strip_window(now: datetime) -> tuple[datetime, datetime]:
@@ -246,14 +251,20 @@ def message_counts(lobby: Lobby, agent_pks: list[int], now: datetime) -> dict[in
     return {pk: [remembered[q].get(pk, 0) for q in quarters] for pk in agent_pks}
 
 
-def strip_cells(counts: list[int], start: datetime) -> list[Cell]:
-    """Colour levels relative to the agent's busiest quarter hour: 0 none, 1..3 by thirds."""
-    peak = max(counts) if counts else 0
-    cells = []
-    for index, n in enumerate(counts):
-        level = 0 if n == 0 else min(3, 1 + (3 * n - 1) // max(peak, 1))
-        cells.append(Cell(index, n, level, start + index * CELL))
-    return cells
+def work_level(seconds: float) -> int:
+    """A quarter hour's colour by the work in it: 0 none, 1 under 5 min, 2 under 10, 3 more."""
+    if seconds <= 0:
+        return 0
+    return 1 if seconds < 300 else 2 if seconds < 600 else 3
+
+
+def strip_cells(counts: list[int], start: datetime, work: list[float] | None = None) -> list[Cell]:
+    """Each quarter hour coloured by its minutes of work (stretches), with its message count."""
+    work = work or [0.0] * len(counts)
+    return [
+        Cell(index, n, work_level(work[index]), start + index * CELL, int(work[index]))
+        for index, n in enumerate(counts)
+    ]
 
 
 # ---------------------------------------------------------------- agents
@@ -403,29 +414,35 @@ def shown_agents(lobby: Lobby) -> list[AnnotatedAgent]:
 
 
 @dataclass
-class _Turns:
-    open: bool = False
-    last_ended_at: datetime | None = None
+class _Work:
+    quarters: list[float] = field(default_factory=lambda: [0.0] * CELLS)  # seconds per cell
     active_today: timedelta = field(default_factory=timedelta)
 
 
-def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
-    """Open turns, the last end, and today's (UTC) active time from the stretches."""
+def _work(agent_pks: list[int], now: datetime) -> dict[int, _Work]:
+    """Seconds of work per quarter hour of the strip, and today's (UTC) active time, both from
+    the same stretches of work (a turn still open runs to now)."""
+    start, _ = strip_window(now)
     midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    turns: dict[int, _Turns] = defaultdict(_Turns)
-    stretches = WorkStretch.objects.filter(agent_id__in=agent_pks).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gte=min(midnight, now - WORKING_AFTER_TURN))
+    since = min(start, midnight)
+    work: dict[int, _Work] = defaultdict(_Work)
+    stretches = WorkStretch.objects.filter(agent_id__in=agent_pks, started_at__lt=now).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=since)
     )
     for agent_pk, started, ended in stretches.values_list("agent_id", "started_at", "ended_at"):
-        facts = turns[agent_pk]
-        if ended is None:
-            facts.open = True
-        elif facts.last_ended_at is None or ended > facts.last_ended_at:
-            facts.last_ended_at = ended
-        overlap = min(ended or now, now) - max(started, midnight)
-        if overlap > timedelta(0):
-            facts.active_today += overlap
-    return turns
+        facts = work[agent_pk]
+        until = min(ended or now, now)
+        today = until - max(started, midnight)
+        if today > timedelta(0):
+            facts.active_today += today
+        first = max(started, start)
+        while first < until:
+            cell = int((first - start) / CELL)
+            cell_end = min(start + (cell + 1) * CELL, until)
+            if 0 <= cell < CELLS:
+                facts.quarters[cell] += (cell_end - first).total_seconds()
+            first = cell_end
+    return work
 
 
 def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
@@ -439,12 +456,12 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     looks = _appearances(agents)
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
-    turns = _turns(pks, now)
+    work = _work(pks, now)
     inboxes = inbox_counts(pks)
     summaries = picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
     rows = []
     for agent in agents:
-        turn = turns.get(agent.pk, _Turns())
+        done = work.get(agent.pk, _Work())
         facts = activity_facts(agent, connected=bool(agent.online))
         summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
@@ -458,8 +475,8 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 status_line=agent.status_line,
                 now_text=summary.now if summary else "",
                 next_text=summary.next if summary and summary.next else None,
-                cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
-                active_minutes=int(turn.active_today.total_seconds() // 60),
+                cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start, done.quarters),
+                active_minutes=int(done.active_today.total_seconds() // 60),
                 last_activity_at=activity,
                 idle_seconds=idle_seconds(activity, now),
                 pending=inboxes.get(agent.pk, (0, 0))[0],
