@@ -43,8 +43,7 @@ def strip_svg(cells: list[Cell]) -> SafeString:
     )
     # The quieter mark: a short bar along the bottom of a quarter hour with messages.
     marks = "".join(
-        f'<rect x="{int(c.index) + 0.18:.2f}" y="1.62" width="0.5" height="0.3" class="msg">'
-        "</rect>"
+        f'<rect x="{int(c.index) + 0.18:.2f}" y="1.62" width="0.5" height="0.3" class="msg"></rect>'
         for c in cells
         if c.count
     )
