@@ -35,12 +35,14 @@ def _watches(watching: list[str] | None, agent_id: str) -> bool:
     return watching is not None and (watching == [] or agent_id in watching)
 
 
-def note_changes(now: datetime) -> None:
-    """Compare each watched lobby's agents with what was last announced; owe the changes."""
+def note_changes(now: datetime, lobby_id: int | None = None) -> None:
+    """Compare each watched lobby's agents (or only `lobby_id`'s) with what was last
+    announced; owe the changes."""
+    watching_rows = AgentActivity.objects.filter(watching__isnull=False, agent__enabled=True)
+    if lobby_id is not None:
+        watching_rows = watching_rows.filter(agent__lobby_id=lobby_id)
     watchers = list(
-        AgentActivity.objects.filter(watching__isnull=False, agent__enabled=True).values_list(
-            "agent_id", "agent__agent_id", "agent__lobby_id", "watching"
-        )
+        watching_rows.values_list("agent_id", "agent__agent_id", "agent__lobby_id", "watching")
     )
     by_lobby: dict[int, list[tuple[int, str, list[str] | None]]] = defaultdict(list)
     for pk, name, lobby_id, watching in watchers:

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from lobbies.actions.rooms import _admitted
 from lobbies.actions.runtime import RuntimeCaller, fence
+from lobbies.activity_timer import note_changes
 from lobbies.events import wake_dispatcher_on_commit
 from lobbies.models import Agent, AgentActivity, Host
 
@@ -63,7 +64,7 @@ def watch_agents(
     """Start (or stop) pushing the watcher `activity` events about `agent_ids` (None: all).
 
     Answers what is watched now: None when nothing, [] for every agent. Starting announces
-    nothing already known: the watcher reads the present in list_agents."""
+    nothing already known (the present becomes the baseline; list_agents shows it)."""
     with transaction.atomic():
         fence(watcher, runtime)
         names = (
@@ -84,4 +85,7 @@ def watch_agents(
             watched = list(dict.fromkeys([*(current or []), *names]))
         row.watching = watched
         row.save(update_fields=["watching"])
+    if watched is not None:
+        # What each agent does now is the baseline, so the first event is a real change.
+        note_changes(timezone.now(), watcher.lobby_id)
     return watched

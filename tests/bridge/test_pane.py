@@ -146,6 +146,7 @@ async def test_notices_are_typed_as_one_line_with_ids_and_never_bodies(
         context = await host.ok("get_context")
         assert context["bridge"]["delivery"]["transport"] == "tmux"
         assert context["bridge"]["delivery"]["pane"] == agent_pane.pane_id
+        assert context["bridge"]["delivery"]["note"].startswith("notices are lines typed")
     finally:
         await host.close()
 
