@@ -42,6 +42,14 @@ def record_turn(
     return row
 
 
+def msg_seen_due(agent: Agent, now: datetime | None = None) -> bool:
+    """Whether a msg call should refresh the agent's presence (none stored in MSG_SEEN_EVERY)."""
+    now = now or timezone.now()
+    return not AgentActivity.objects.filter(
+        agent=agent, msg_seen_at__gt=now - MSG_SEEN_EVERY, msg_seen_at__lte=now
+    ).exists()
+
+
 def seen_through_msg(agent: Agent, now: datetime | None = None) -> None:
     """A `pocolobby msg` call (a tool call with no runtime headers): the agent is present.
 
