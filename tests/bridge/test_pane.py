@@ -749,3 +749,30 @@ async def test_a_pane_busy_then_back_at_its_prompt_is_one_stretch_of_work(
     finally:
         bridge.terminate()
         await asyncio.to_thread(bridge.wait, 20)
+
+
+async def test_a_watching_coordinator_in_tmux_gets_a_typed_activity_line(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-watch", ["lead", "backend"], tmp_path
+    )
+    await asyncio.to_thread(
+        module_broker.cli_ok, "agent", "permissions", "pane-watch", "lead", "--manage-rooms", "yes"
+    )
+    backend = configs["backend"].token
+    await api(module_broker.url, backend, "POST", "/v1/tools/list_agents", {})  # msg: present
+    host = await tmux_host(configs["lead"].path, agent_pane, tmp_path).start()
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        await host.ok("ready", nonce=marked(lines)[0].rsplit("with nonce ", 1)[1])
+        assert (await host.ok("watch_agents"))["every_agent"] is True
+        await api(module_broker.url, backend, "POST", "/v1/turns", {"event": "start"})
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1] == (
+            "# pocolobby: activity: backend working - a fact for you, no reply needed "
+            "(list_agents has more)"
+        )
+        assert host.events == []
+    finally:
+        await host.close()
