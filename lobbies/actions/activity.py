@@ -42,12 +42,28 @@ def record_turn(
     return row
 
 
+# agent pk -> the msg presence this process last stored or read, so a burst of msg calls (a
+# send each) reads nothing more: one ORM read per send cost a third of a send's CPU
+# (docs/PERFORMANCE.md, "Issue 42"). Another process reads the store once, then keeps its own.
+_known: dict[int, datetime] = {}
+
+
+def forget_msg_presence() -> None:
+    """Drop this process's memory of msg presence (tests, between databases)."""
+    _known.clear()
+
+
 def msg_seen_due(agent: Agent, now: datetime | None = None) -> bool:
     """Whether a msg call should refresh the agent's presence (none stored in MSG_SEEN_EVERY)."""
     now = now or timezone.now()
-    return not AgentActivity.objects.filter(
-        agent=agent, msg_seen_at__gt=now - MSG_SEEN_EVERY, msg_seen_at__lte=now
-    ).exists()
+    known = _known.get(agent.pk)
+    if known is not None and known <= now < known + MSG_SEEN_EVERY:
+        return False
+    stored = AgentActivity.objects.filter(agent=agent).values_list("msg_seen_at", flat=True).first()
+    if stored is not None and stored <= now < stored + MSG_SEEN_EVERY:
+        _known[agent.pk] = stored
+        return False
+    return True
 
 
 def seen_through_msg(agent: Agent, now: datetime | None = None) -> None:
@@ -56,6 +72,7 @@ def seen_through_msg(agent: Agent, now: datetime | None = None) -> None:
     One conditional write at most every MSG_SEEN_EVERY; the first makes its host `msg` when no
     bridge ever named one."""
     now = now or timezone.now()
+    transaction.on_commit(lambda: _known.__setitem__(agent.pk, now))
     due = AgentActivity.objects.filter(agent=agent).exclude(msg_seen_at__gt=now - MSG_SEEN_EVERY)
     if due.update(msg_seen_at=now):
         AgentActivity.objects.filter(agent=agent, host="").update(host=Host.MSG)
