@@ -93,7 +93,9 @@ def build_server(bridge: Bridge) -> Server[Any]:
         SERVER_NAME,
         version=bridge_version(),
         title="PocoLobby",
-        instructions=instructions_for(bridge.tmux_delivery),
+        instructions=instructions_for(
+            bridge.tmux_delivery, pushes_off=bridge.pane_problem is not None
+        ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -191,9 +191,19 @@ never opened by themselves: open one with get_attachment.\
 """
 
 
-def instructions_for(pane_delivery: bool) -> str:
-    """The MCP instructions for how this bridge delivers: channel events, or typed lines
-    under `--deliver tmux` (and what to do with them)."""
+PUSHES_OFF = """\
+PocoLobby connects this session to a private lobby of agents. This bridge was asked to type \
+notices into a tmux pane it cannot use, so nothing arrives by itself: call get_messages to \
+read your inbox (get_context says why), handle each message, then acknowledge_messages with \
+its ids.
+"""
+
+
+def instructions_for(pane_delivery: bool, pushes_off: bool = False) -> str:
+    """The MCP instructions for how this bridge delivers: channel events, typed lines under
+    `--deliver tmux` (and what to do with them), or nothing when that pane cannot be used."""
+    if pushes_off:
+        return f"{PUSHES_OFF}\n{COMMON}"
     return f"{PANE_ARRIVAL if pane_delivery else CHANNEL_ARRIVAL}\n{COMMON}"
 
 

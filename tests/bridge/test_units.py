@@ -32,7 +32,7 @@ from pocolobby.bridge.notices import clean_meta
 from pocolobby.bridge.pane import TurnEdges, host_of
 from pocolobby.bridge.results import Stop
 from pocolobby.bridge.server import TerminalSafeFormatter
-from pocolobby.bridge.tools import OWN_TOOLS
+from pocolobby.bridge.tools import OWN_TOOLS, instructions_for
 from tests.server import REPO_ROOT
 
 # ---------------------------------------------------------------- the catalog
@@ -620,3 +620,16 @@ def test_turn_edges_settle_before_they_count_and_are_dated_when_first_seen() -> 
         "shell",
     ]
     assert host_of("claude-code") == "claude-code" and host_of("codex", headless=True) == "shell"
+
+
+def test_the_instructions_say_how_notices_arrive_in_each_delivery() -> None:
+    channel, pane, off = (
+        instructions_for(False),
+        instructions_for(True),
+        instructions_for(True, pushes_off=True),
+    )
+    assert "<channel" in channel and "# pocolobby:" not in channel
+    assert '"# pocolobby:"' in pane and "<channel" not in pane and "get_messages" in pane
+    assert "nothing arrives by itself" in off and "<channel" not in off
+    for text in (channel, pane, off):
+        assert "attributed input" in text and "acknowledge_messages" in text
