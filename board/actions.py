@@ -25,6 +25,7 @@ from board.models import (
 from console.actions.accounts import approve_repository
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import ApprovedRepository
+from lobbies.actions import activity as activity_actions
 from lobbies.actions import rooms as room_actions
 from lobbies.actions.operator import HandOver, hand_over
 from lobbies.errors import bad_request, forbidden, not_found
@@ -34,8 +35,12 @@ MAX_PATHS = 20
 REF = re.compile(r"^[A-Za-z0-9._/-]{1,200}$")
 
 
-def record_turn(agent: Agent, event: Literal["start", "end"], at: datetime) -> WorkStretch | None:
-    """A turn started (closing any stretch left open) or ended (closing the open one).
+def record_turn(
+    agent: Agent, event: Literal["start", "end"], at: datetime, host: str | None = None
+) -> WorkStretch | None:
+    """A turn started (closing any stretch left open) or ended (closing the open one), from
+    Claude Code's hooks or a bridge watching its pane; the agent's current turn (and `host`,
+    when given) is stored beside the stretch in the same transaction.
 
     An end with no stretch open is accepted and stores nothing: hooks can miss a start.
     Times never run backwards inside a stretch, whatever order the hooks arrive in.
@@ -49,6 +54,7 @@ def record_turn(agent: Agent, event: Literal["start", "end"], at: datetime) -> W
         for stretch in open_stretches:
             stretch.ended_at = max(at, stretch.started_at)
             stretch.save(update_fields=["ended_at"])
+        activity_actions.record_turn(agent, event, at, host)
         if event == "start":
             return WorkStretch.objects.create(agent=agent, started_at=at)
         return open_stretches[-1] if open_stretches else None

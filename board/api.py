@@ -33,6 +33,8 @@ TOKEN_LIMIT = 10**13
 class TurnReport(Operation):
     event: Literal["start", "end"]
     at: StrictInt | StrictStr | None = None
+    # Who reports: Claude Code's hooks, or a bridge watching its pane (codex, gemini, shell).
+    host: answers.HostName | None = None
 
     @field_validator("at")
     @classmethod
@@ -81,7 +83,8 @@ def put_usage(request: HttpRequest) -> JsonResponse:
 
 @api_view(("POST",), Documented("POST", answers.TurnAnswer, body=TurnReport, errors=(413,)))
 def post_turn(request: HttpRequest) -> JsonResponse:
-    """A turn started or ended, from Claude Code's hooks: the dashboard's work stretches."""
+    """A turn started or ended, from Claude Code's hooks or a bridge watching its pane (busy,
+    then back at its prompt): the agent's activity and the dashboard's work stretches."""
     agent = agent_for_token(bearer_token(request))
     report = parse_arguments(TurnReport, json_body(request))
     now = timezone.now()
@@ -90,7 +93,7 @@ def post_turn(request: HttpRequest) -> JsonResponse:
         raise bad_request("at: is in the future; check the machine's clock", code="invalid_time")
     if at < now - TURN_MAX_AGE:
         raise bad_request("at: is more than a day ago", code="invalid_time")
-    stretch = record_turn(agent, report.event, min(at, now))
+    stretch = record_turn(agent, report.event, min(at, now), report.host)
     return JsonResponse(
         {
             "event": report.event,

@@ -1,15 +1,8 @@
 """Reads for the dashboard: live facts from the lobby's tables at render time, and the chips.
 
-Chips come from live facts alone, never from a summary, by this fixed precedence (the first
-that holds wins):
-
-1. Resting         - the owner rested the agent (Agent.resting).
-2. Away            - its bridge is offline: no live connection for the current generation
-                     (a direct message to a gone session would otherwise look recent).
-3. Not responding  - notified messages it has not acknowledged since (unseen_notified_count).
-4. Working         - a turn is open, or the last one ended under 2 minutes ago (hooks).
-5. Away            - no message sent or direct message received in 30 minutes.
-6. Idle            - connected, recent messages, no turn open.
+Chips come from live facts alone, never from a summary, by lobbies.activity's precedence, the
+one `list_agents` answers with too (resting, away, not responding, working, away after 30
+minutes without a sign, idle); this module only names them for the page.
 """
 
 from __future__ import annotations
@@ -48,11 +41,12 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import question_selectors, usage
+from lobbies.activity import Activity, ActivityFacts, activity_of
 from lobbies.agent_selectors import (
     AnnotatedAgent,
+    activity_facts,
     idle_seconds,
     last_activity_at,
-    last_message_at,
     with_last_message_at,
 )
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
@@ -67,8 +61,6 @@ from lobbies.question_selectors import OwnerQuestion
 if TYPE_CHECKING:  # for the annotation only: board.refresh is imported at call (below)
     from board.refresh import Picture
 
-WORKING_AFTER_TURN = timedelta(minutes=2)
-AWAY_AFTER = timedelta(minutes=30)
 CELL = timedelta(minutes=15)
 CELLS = 96  # 24 hours of quarter hours
 TOKEN_DAYS = 14
@@ -92,31 +84,18 @@ class Chip(Enum):
         return self.value[1]
 
 
-@dataclass(frozen=True)
-class ChipFacts:
-    resting: bool
-    online: bool  # a live connection for the current runtime generation
-    unseen_notified: int
-    turn_open: bool
-    last_turn_ended_at: datetime | None
-    last_message_at: datetime | None
+CHIPS = {
+    Activity.RESTING: Chip.RESTING,
+    Activity.AWAY: Chip.AWAY,
+    Activity.NOT_RESPONDING: Chip.NOT_RESPONDING,
+    Activity.WORKING: Chip.WORKING,
+    Activity.IDLE: Chip.IDLE,
+}
 
 
-def chip_for(facts: ChipFacts, now: datetime) -> Chip:
-    """The state chip by the module's fixed precedence."""
-    if facts.resting:
-        return Chip.RESTING
-    if not facts.online:
-        return Chip.AWAY
-    if facts.unseen_notified > 0:
-        return Chip.NOT_RESPONDING
-    if facts.turn_open or (
-        facts.last_turn_ended_at is not None and now - facts.last_turn_ended_at < WORKING_AFTER_TURN
-    ):
-        return Chip.WORKING
-    if facts.last_message_at is None or now - facts.last_message_at >= AWAY_AFTER:
-        return Chip.AWAY
-    return Chip.IDLE
+def chip_for(facts: ActivityFacts, now: datetime) -> Chip:
+    """The state chip: lobbies.activity's state, named for the page."""
+    return CHIPS[activity_of(facts, now).activity]
 
 
 # ---------------------------------------------------------------- the strip
@@ -125,9 +104,14 @@ def chip_for(facts: ChipFacts, now: datetime) -> Chip:
 @dataclass(frozen=True)
 class Cell:
     index: int
-    count: int
-    level: int  # 0..3, the colour class cell<level>
+    count: int  # messages sent and direct messages received (the quieter mark)
+    level: int  # 0..3, the colour class cell<level>: minutes of work
     starts_at: datetime
+    work_seconds: int = 0  # of this quarter hour inside stretches of work
+
+    @property
+    def work_minutes(self) -> int:
+        return (self.work_seconds + 59) // 60
 
 
 def strip_window(now: datetime) -> tuple[datetime, datetime]:
@@ -268,14 +252,20 @@ def message_counts(lobby: Lobby, agent_pks: list[int], now: datetime) -> dict[in
     return {pk: [remembered[q].get(pk, 0) for q in quarters] for pk in agent_pks}
 
 
-def strip_cells(counts: list[int], start: datetime) -> list[Cell]:
-    """Colour levels relative to the agent's busiest quarter hour: 0 none, 1..3 by thirds."""
-    peak = max(counts) if counts else 0
-    cells = []
-    for index, n in enumerate(counts):
-        level = 0 if n == 0 else min(3, 1 + (3 * n - 1) // max(peak, 1))
-        cells.append(Cell(index, n, level, start + index * CELL))
-    return cells
+def work_level(seconds: float) -> int:
+    """A quarter hour's colour by the work in it: 0 none, 1 under 5 min, 2 under 10, 3 more."""
+    if seconds <= 0:
+        return 0
+    return 1 if seconds < 300 else 2 if seconds < 600 else 3
+
+
+def strip_cells(counts: list[int], start: datetime, work: list[float] | None = None) -> list[Cell]:
+    """Each quarter hour coloured by its minutes of work (stretches), with its message count."""
+    work = work or [0.0] * len(counts)
+    return [
+        Cell(index, n, work_level(work[index]), start + index * CELL, int(work[index]))
+        for index, n in enumerate(counts)
+    ]
 
 
 # ---------------------------------------------------------------- agents
@@ -298,6 +288,7 @@ class AgentRow:
     pending: int = 0
     important: int = 0
     online: bool = False
+    through_msg: bool = False  # no bridge, but present through `pocolobby msg` calls
     last_seen: datetime | None = None
 
     @property
@@ -490,29 +481,35 @@ def shown_agents(lobby: Lobby) -> list[AnnotatedAgent]:
 
 
 @dataclass
-class _Turns:
-    open: bool = False
-    last_ended_at: datetime | None = None
+class _Work:
+    quarters: list[float] = field(default_factory=lambda: [0.0] * CELLS)  # seconds per cell
     active_today: timedelta = field(default_factory=timedelta)
 
 
-def _turns(agent_pks: list[int], now: datetime) -> dict[int, _Turns]:
-    """Open turns, the last end, and today's (UTC) active time from the stretches."""
+def _work(agent_pks: list[int], now: datetime) -> dict[int, _Work]:
+    """Seconds of work per quarter hour of the strip, and today's (UTC) active time, both from
+    the same stretches of work (a turn still open runs to now)."""
+    start, _ = strip_window(now)
     midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    turns: dict[int, _Turns] = defaultdict(_Turns)
-    stretches = WorkStretch.objects.filter(agent_id__in=agent_pks).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gte=min(midnight, now - WORKING_AFTER_TURN))
+    since = min(start, midnight)
+    work: dict[int, _Work] = defaultdict(_Work)
+    stretches = WorkStretch.objects.filter(agent_id__in=agent_pks, started_at__lt=now).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=since)
     )
     for agent_pk, started, ended in stretches.values_list("agent_id", "started_at", "ended_at"):
-        facts = turns[agent_pk]
-        if ended is None:
-            facts.open = True
-        elif facts.last_ended_at is None or ended > facts.last_ended_at:
-            facts.last_ended_at = ended
-        overlap = min(ended or now, now) - max(started, midnight)
-        if overlap > timedelta(0):
-            facts.active_today += overlap
-    return turns
+        facts = work[agent_pk]
+        until = min(ended or now, now)
+        today = until - max(started, midnight)
+        if today > timedelta(0):
+            facts.active_today += today
+        first = max(started, start)
+        while first < until:
+            cell = int((first - start) / CELL)
+            cell_end = min(start + (cell + 1) * CELL, until)
+            if 0 <= cell < CELLS:
+                facts.quarters[cell] += (cell_end - first).total_seconds()
+            first = cell_end
+    return work
 
 
 def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> list[AgentRow]:
@@ -526,20 +523,13 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
     looks = _appearances(agents)
     counts = message_counts(lobby, pks, now)
     start, _ = strip_window(now)
-    turns = _turns(pks, now)
+    work = _work(pks, now)
     inboxes = inbox_counts(pks)
     summaries = picture.agents if picture is not None else agent_summaries(last_good_summary(lobby))
     rows = []
     for agent in agents:
-        turn = turns.get(agent.pk, _Turns())
-        facts = ChipFacts(
-            resting=agent.resting,
-            online=bool(agent.online),
-            unseen_notified=agent.unseen_notified or 0,
-            turn_open=turn.open,
-            last_turn_ended_at=turn.last_ended_at,
-            last_message_at=last_message_at(agent),
-        )
+        done = work.get(agent.pk, _Work())
+        facts = activity_facts(agent, connected=bool(agent.online))
         summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
         activity = last_activity_at(agent)
@@ -552,13 +542,14 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
                 status_line=agent.status_line,
                 now_text=summary.now if summary else "",
                 next_text=summary.next if summary and summary.next else None,
-                cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start),
-                active_minutes=int(turn.active_today.total_seconds() // 60),
+                cells=strip_cells(counts.get(agent.pk, [0] * CELLS), start, done.quarters),
+                active_minutes=int(done.active_today.total_seconds() // 60),
                 last_activity_at=activity,
                 idle_seconds=idle_seconds(activity, now),
                 pending=inboxes.get(agent.pk, (0, 0))[0],
                 important=inboxes.get(agent.pk, (0, 0))[1],
                 online=bool(agent.online),
+                through_msg=facts.through_msg(now),
                 last_seen=_last_seen(agent),
                 transport=(agent.transport or "channel") if agent.online else "none",
                 held_since=agent.held_since if agent.online else None,

@@ -16,6 +16,7 @@ class AgentTokens:
     agent_id: str
     name: str
     days: list[tuple[date, int]]  # oldest first, every day of the window, 0 when none
+    host: str = ""  # what runs it, as list_agents' `host` ("" when nothing said)
 
     @property
     def total(self) -> int:
@@ -38,6 +39,7 @@ def agent_tokens(lobby: Lobby, now: datetime) -> tuple[list[AgentTokens], list[T
             a.agent_id,
             shown_name(looks.get(a.pk), a.agent_id),
             [(day, totals.get(a.agent_id, {}).get(day, 0)) for day in window],
+            a.host or "",
         )
         for a in agents
     ]

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, cast
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
 from lobbies import question_selectors
-from lobbies.answers import AgentEntry, AgentList, NoticesHeld, Standing, TransportName, at
+from lobbies.activity import ActivityFacts, activity_of
+from lobbies.answers import (
+    AgentEntry,
+    AgentList,
+    HostName,
+    NoticesHeld,
+    Standing,
+    TransportName,
+    at,
+)
 from lobbies.models import (
     Agent,
     Delivery,
@@ -49,6 +58,10 @@ if TYPE_CHECKING:
         transport: str | None
         held_since: datetime | None
         held_reason: str | None
+        turn_started_at: datetime | None
+        turn_ended_at: datetime | None
+        msg_seen_at: datetime | None
+        host: str | None
         last_sent_at: datetime | None
         last_received_at: datetime | None
         online: bool  # board.selectors.shown_agents
@@ -93,6 +106,11 @@ def _with_presence(agents: QuerySet[Agent]) -> QuerySet[AnnotatedAgent]:
         transport=Subquery(newest.values("transport")[:1]),
         held_since=Subquery(newest.values("held_since")[:1]),
         held_reason=Subquery(newest.values("held_reason")[:1]),
+        # What the agent is doing (lobbies.activity): one LEFT JOIN on its activity row.
+        turn_started_at=F("activity__turn_started_at"),
+        turn_ended_at=F("activity__turn_ended_at"),
+        msg_seen_at=F("activity__msg_seen_at"),
+        host=F("activity__host"),
     )
     return cast("QuerySet[AnnotatedAgent]", annotated)
 
@@ -133,13 +151,31 @@ def last_activity_at(agent: AnnotatedAgent) -> datetime | None:
     return max(times) if times else None
 
 
+def activity_facts(agent: AnnotatedAgent, connected: bool | None = None) -> ActivityFacts:
+    """The facts lobbies.activity's precedence reads; `connected` defaults to any live bridge
+    (the dashboard passes its own: one of the current generation)."""
+    return ActivityFacts(
+        resting=agent.resting,
+        connected=agent.connected if connected is None else connected,
+        unseen_notified=agent.unseen_notified or 0,
+        oldest_unseen_notified_at=agent.oldest_unseen_notified,
+        turn_started_at=agent.turn_started_at,
+        turn_ended_at=agent.turn_ended_at,
+        last_message_at=last_message_at(agent),
+        msg_seen_at=agent.msg_seen_at,
+    )
+
+
 def idle_seconds(activity: datetime | None, now: datetime) -> int | None:
     return None if activity is None else max(0, int((now - activity).total_seconds()))
 
 
 def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> AgentEntry:
+    now = now or datetime.now(UTC)
     activity = last_activity_at(agent)
     transport, held = delivery_entry(agent)
+    facts = activity_facts(agent)
+    state = activity_of(facts, now)
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,
@@ -156,7 +192,11 @@ def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> AgentEntr
         else None,
         "last_message_at": iso(last_message_at(agent)),
         "last_activity_at": iso(activity),
-        "idle_seconds": idle_seconds(activity, now or datetime.now(UTC)),
+        "idle_seconds": idle_seconds(activity, now),
+        "activity": state.activity.value,
+        "activity_since": iso(state.since),
+        "host": cast(HostName, agent.host) if agent.host else None,
+        "through_msg": facts.through_msg(now),
         "connected": agent.connected,
         "last_heartbeat_at": iso(agent.heartbeat_at),
         "last_receipt_at": iso(agent.last_receipt_at),

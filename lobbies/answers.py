@@ -50,6 +50,8 @@ at = cast("Callable[[datetime], Time]", iso)
 
 
 TransportName = Literal["channel", "tmux", "none"]
+ActivityName = Literal["working", "idle", "resting", "away", "not_responding"]
+HostName = Literal["claude-code", "codex", "gemini", "shell", "msg"]
 ScopeName = Annotated[str, SchemaAs(Scope)]
 KindName = Annotated[str, SchemaAs(Kind)]
 PriorityName = Annotated[str, SchemaAs(Priority)]
@@ -237,6 +239,11 @@ class AgentEntry(TypedDict):
     last_message_at: Time | None
     last_activity_at: Time | None
     idle_seconds: int | None
+    # What it is doing now, by lobbies.activity's precedence, since when, and on what host.
+    activity: ActivityName
+    activity_since: Time | None
+    host: HostName | None
+    through_msg: bool  # present only by `pocolobby msg` calls (no bridge connected)
     connected: bool
     last_heartbeat_at: Time | None
     last_receipt_at: Time | None
@@ -312,6 +319,14 @@ class DeleteRoomAnswer(TypedDict):
     held: int
     schedules_cancelled: int
     members: int
+
+
+@with_config(ANSWER_CONFIG)
+class WatchAnswer(TypedDict):
+    """What you watch now: every agent, the ones named, or nothing (watching null)."""
+
+    every_agent: bool
+    watching: list[str] | None
 
 
 @with_config(ANSWER_CONFIG)

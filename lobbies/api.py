@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 from urllib.parse import quote
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
 from lobbies import agent_selectors, attachment_selectors, blobs, operator_answers
+from lobbies.actions import activity as activity_actions
 from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.answers import AttachmentMeta, Catalog, Standing, UploadAnswer
-from lobbies.catalog import TOOLS, Caller, Tool, catalog_for, parse_arguments, run_tool
+from lobbies.catalog import TOOLS, Caller, Result, Tool, catalog_for, parse_arguments, run_tool
 from lobbies.clients import client_address, client_bucket
 from lobbies.credentials import stated
 from lobbies.errors import bad_request, not_found
@@ -69,9 +72,23 @@ def me(request: HttpRequest) -> JsonAnswer:
     return JsonAnswer(agent_selectors.standing(_caller(request).agent))
 
 
+def _run(
+    caller: Caller, name: str, raw: Mapping[str, object], from_strings: bool = False
+) -> Result:
+    """Run the tool. A call without runtime headers is `pocolobby msg` (or a script like it):
+    when its presence is due a refresh (lobbies.actions.activity), that write shares the
+    tool's transaction, so a refused call stores nothing and a send still commits once."""
+    if caller.runtime is not None or not activity_actions.msg_seen_due(caller.agent):
+        return run_tool(caller, name, raw, from_strings=from_strings)
+    with transaction.atomic():
+        result = run_tool(caller, name, raw, from_strings=from_strings)
+        activity_actions.seen_through_msg(caller.agent)
+    return result
+
+
 @api_view(("POST",), *(_documented(tool, "POST", name=tool.name) for tool in TOOLS.values()))
 def call_tool(request: HttpRequest, name: str) -> JsonAnswer:
-    return JsonAnswer(run_tool(_caller(request), name, json_body(request)))
+    return JsonAnswer(_run(_caller(request), name, json_body(request)))
 
 
 def operation_route(name: str, method: str) -> ApiView:
@@ -81,8 +98,8 @@ def operation_route(name: str, method: str) -> ApiView:
     def route(request: HttpRequest) -> JsonAnswer:
         caller = _caller(request)
         if method == "GET":
-            return JsonAnswer(run_tool(caller, name, request.GET.dict(), from_strings=True))
-        return JsonAnswer(run_tool(caller, name, json_body(request)))
+            return JsonAnswer(_run(caller, name, request.GET.dict(), from_strings=True))
+        return JsonAnswer(_run(caller, name, json_body(request)))
 
     route.__name__ = name
     return route

@@ -18,6 +18,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from lobbies import agent_selectors, answers, selectors
+from lobbies.actions import activity as activity_actions
 from lobbies.actions import agents as agent_actions
 from lobbies.actions import continuity, restore
 from lobbies.actions import messages as message_actions
@@ -56,6 +57,7 @@ from lobbies.schemas import (
     SetRoomMembers,
     SetStatus,
     UpdateScheduled,
+    WatchAgents,
 )
 from lobbies.wire import MAX_ATTACHMENTS, JSONObject, iso
 
@@ -145,6 +147,11 @@ def _rest_agents(caller: Caller, args: RestAgents) -> answers.RestAnswer:
         caller.agent, args.agent_ids, args.rest, args.at, caller.runtime
     )
     return {"agent_ids": names, "rest": args.rest, "at": iso(args.at)}
+
+
+def _watch_agents(caller: Caller, args: WatchAgents) -> answers.WatchAnswer:
+    watched = activity_actions.watch_agents(caller.agent, args.agent_ids, args.on, caller.runtime)
+    return {"every_agent": watched == [], "watching": watched or None}
 
 
 def _get_messages(caller: Caller, args: GetMessages) -> answers.MessagesPage:
@@ -474,6 +481,14 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "rest_agents", RestAgents, _rest_agents, answers.RestAnswer, permission="manage_rooms"
+        ),
+        Tool(
+            "watch_agents",
+            WatchAgents,
+            _watch_agents,
+            answers.WatchAnswer,
+            permission="manage_rooms",
+            guidance="Needs the manage_rooms permission (a coordinator's).",
         ),
         Tool(
             "get_messages",

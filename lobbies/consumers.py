@@ -35,6 +35,7 @@ from lobbies.catalog import catalog_for
 from lobbies.credentials import stated
 from lobbies.errors import BrokerError
 from lobbies.events import (
+    ActivityMessage,
     BootstrapMessage,
     CatalogMessage,
     CloseMessage,
@@ -456,6 +457,10 @@ class BridgeConsumer(AsyncWebsocketConsumer):
     async def agent_receipts(self, event: ReceiptsMessage) -> None:
         receipts = list(event["receipts"])
         await self._send_built(lambda: push.receipts_frame(self.agent_pk, receipts))
+
+    async def agent_activity(self, event: ActivityMessage) -> None:
+        changes = list(event["changes"])
+        await self._send_built(lambda: push.activity_frame(self.agent_pk, changes))
 
     async def agent_catalog(self, event: CatalogMessage) -> None:
         """The agent's tools changed: name the new revision; the bridge reloads the catalog."""

@@ -55,6 +55,13 @@ class ReceiptsMessage(TypedDict):
     receipts: list[JSONObject]
 
 
+class ActivityMessage(TypedDict):
+    """Watched agents' new activity owed to a watcher: each `agent_id`, `activity`, `since`."""
+
+    type: Literal["agent.activity"]
+    changes: list[JSONObject]
+
+
 class CatalogMessage(TypedDict):
     type: Literal["agent.catalog"]
 
@@ -84,6 +91,7 @@ ChannelMessage: TypeAlias = (
     | HintMessage
     | BootstrapMessage
     | ReceiptsMessage
+    | ActivityMessage
     | CatalogMessage
     | SupersededMessage
     | CloseMessage

@@ -256,6 +256,28 @@ def bootstrap_notice(
     )
 
 
+ACTIVITY_WORDS = {
+    "working": "started working",
+    "idle": "is idle (its turn ended)",
+    "away": "went away",
+    "not_responding": "is not responding",
+    "resting": "is resting",
+}
+
+
+def activity_notice(recipient: str, lobby: str, changes: Sequence[dict[str, Any]]) -> Presentation:
+    """Agents the recipient watches changed what they do: a fact, never a message to answer."""
+    parts = [f"{c['agent_id']} {ACTIVITY_WORDS.get(c['activity'], c['activity'])}" for c in changes]
+    headline = (
+        f"PocoLobby activity: {'; '.join(parts)}. No reply needed; list_agents has every "
+        "agent's activity and since when."
+    )
+    return Presentation(
+        _compose(headline, {"activity": list(changes)}),
+        {"priority": "info", "agent_id": recipient, "lobby_id": lobby, "scope": "activity"},
+    )
+
+
 def receipts_notice(recipient: str, lobby: str, receipts: Sequence[dict[str, Any]]) -> Presentation:
     """Read receipts the sender asked for: a fact to note, never a message to answer."""
     parts = [f"{r['seen_by']} saw message {r['message_id']} at {r['seen_at']}" for r in receipts]

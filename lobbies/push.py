@@ -317,6 +317,16 @@ def receipts_frame(agent_pk: int, receipts: list[dict[str, Any]]) -> NoticeFrame
         return _notice(agent, NoticeKind.RECEIPTS, ids, shown, now=timezone.now())
 
 
+def activity_frame(agent_pk: int, changes: list[dict[str, Any]]) -> NoticeFrame | None:
+    """Watched agents' new activity (watch_agents): names and states, never a message."""
+    with transaction.atomic():
+        agent = Agent.objects.select_related("lobby").filter(pk=agent_pk, enabled=True).first()
+        if agent is None or agent.runtime_id is None:
+            return None
+        shown = presentation.activity_notice(agent.agent_id, agent.lobby.name, changes)
+        return _notice(agent, NoticeKind.ACTIVITY, [], shown, now=timezone.now())
+
+
 def reconnected(agent_pk: int, generation: int) -> None:
     """A reconnect of the same process: what it may not have written to the host goes again."""
     queries.push_unwritten_again(agent_pk, generation)

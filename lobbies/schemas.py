@@ -410,6 +410,19 @@ class RestAgents(Operation):
     at: AwareTime | None = Field(None, description="When to do it; now when left out")
 
 
+class WatchAgents(Operation):
+    """Be told when agents you coordinate start working, finish, go away or stop responding.
+
+    Pushed as `activity` events (names and states, never a message body), at most one every
+    30 seconds, never about your own changes; list_agents has the same facts.
+    """
+
+    agent_ids: Annotated[list[AgentName], Field(min_length=1, max_length=200)] | None = Field(
+        None, description="Whom to watch (or stop watching); every agent of the lobby when left out"
+    )
+    on: bool = Field(True, description="true starts watching them, false stops")
+
+
 class GetMessages(Operation):
     """Read your pending inbox (oldest first) or your history (newest first), in pages."""
 
@@ -503,8 +516,10 @@ class ReadCheckpoint(Operation):
 class ListAgents(Operation):
     """List the enabled agents of your lobby with their status and owner requests.
 
-    Each has last_message_at (its own schedules' occurrences aside), last_activity_at (the
-    latest of sent, received and acknowledged) and idle_seconds since then.
+    Each has activity (working, idle, resting, away or not_responding) and activity_since,
+    host when known (claude-code, codex, gemini, shell or msg), last_message_at (its own
+    schedules' occurrences aside), last_activity_at (the latest of sent, received and
+    acknowledged) and idle_seconds since then.
     """
 
 

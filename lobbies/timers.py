@@ -21,6 +21,7 @@ from django.utils import timezone
 from lobbies.actions.restore import access_closed
 from lobbies.actions.retention import sweep
 from lobbies.actions.schedules import deliver_due, run_schedules
+from lobbies.activity_timer import run_activity
 from lobbies.events import agent_group
 from lobbies.models import Agent, Delivery, DeliveryState, SeenReceipt
 from lobbies.presence import forget_dead_processes, live_connections
@@ -252,7 +253,7 @@ def tick(now: datetime | None = None, sweeps: Sequence[Sweep] = ()) -> TickResul
     1. Deliver scheduled messages now due, then fire daily schedules.
     2. Apply due rests and resumptions.
     3. Retry unresolved notifications, then unanswered bootstraps.
-    4. Push owed read receipts.
+    4. Push owed read receipts, then watched agents' activity changes.
     5. Forget dead broker processes.
     6. Sweep what outlived its retention (with the project's `sweeps`).
     """
@@ -266,6 +267,8 @@ def tick(now: datetime | None = None, sweeps: Sequence[Sweep] = ()) -> TickResul
     run_retries(now, result)
     run_bootstrap_retries(now, result)
     run_receipts(now, result)
+    for watcher_pk, pushed in run_activity(now):
+        result.to_agent(watcher_pk, pushed)
     forget_dead_processes(now)
     run_retention(now, sweeps)
     return result

@@ -347,10 +347,12 @@ def hook(raw_config: str | None, stdin: str) -> int:
         session = session if isinstance(session, str) else ""
         if event == "UserPromptSubmit":
             record_turn(config, "start", session, time.time())  # the bridge reads it
-            _send(config, "POST", "turns", {"event": "start"}, NETWORK_TIMEOUT)
+            _send(
+                config, "POST", "turns", {"event": "start", "host": "claude-code"}, NETWORK_TIMEOUT
+            )
         elif event == "Stop":
             record_turn(config, "end", session, time.time())
-            _send(config, "POST", "turns", {"event": "end"}, NETWORK_TIMEOUT)
+            _send(config, "POST", "turns", {"event": "end", "host": "claude-code"}, NETWORK_TIMEOUT)
             raw_path = data.get("transcript_path")
             if isinstance(raw_path, str) and raw_path:
                 transcript = Path(raw_path).expanduser()

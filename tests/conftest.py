@@ -11,6 +11,7 @@ from django.db import connection
 from django.test import Client
 
 from lobbies.actions import operator
+from lobbies.actions.activity import forget_msg_presence
 from lobbies.models import Agent, Lobby
 
 
@@ -40,6 +41,12 @@ class AgentClient:
         return self.ok(
             "send_message", to=to, content=content, client_request_id=request_id, **options
         )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_msg_presence() -> None:
+    """Each test's database starts with no msg presence, so neither does this process."""
+    forget_msg_presence()
 
 
 @pytest.fixture

@@ -37,25 +37,40 @@ def strip_svg(cells: list[Cell]) -> SafeString:
     labels = _quarter_labels(cells[0].starts_at - cells[0].index * CELL)
     rects = "".join(
         f'<rect x="{int(c.index)}" y="0" width="0.86" height="2" class="cell{int(c.level)}">'
-        f"<title>{labels[c.index]} UTC: {int(c.count)} message{'' if c.count == 1 else 's'}"
-        "</title></rect>"
+        f"<title>{labels[c.index]} UTC: {_work_words(c.work_minutes)}, {int(c.count)} "
+        f"message{'' if c.count == 1 else 's'}</title></rect>"
         for c in cells
     )
+    # The quieter mark: a short bar along the bottom of a quarter hour with messages.
+    marks = "".join(
+        f'<rect x="{int(c.index) + 0.18:.2f}" y="1.62" width="0.5" height="0.3" class="msg"></rect>'
+        for c in cells
+        if c.count
+    )
     total = int(sum(c.count for c in cells))
+    minutes = int(sum(c.work_seconds for c in cells) // 60)
     # Hour ticks every 6 hours counted back from now, and the now marker at the right edge.
     ticks = "".join(
         f'<rect x="{x - 0.07:.2f}" y="1.7" width="0.14" height="0.3" class="tick"></rect>'
         for x in (24, 48, 72)
     )
-    busiest = max(cells, key=lambda c: c.count)
+    busiest = max(cells, key=lambda c: c.work_seconds)
     peak = (
-        f"; busiest {labels[busiest.index]} UTC with {int(busiest.count)}" if busiest.count else ""
+        f"; busiest {labels[busiest.index]} UTC with {_work_words(busiest.work_minutes)}"
+        if busiest.work_seconds
+        else ""
     )
     return SafeString(
         '<svg class="strip" viewBox="0 0 96 2" preserveAspectRatio="none" role="img" '
-        f'aria-label="Messages in the last 24 hours by quarter hour: {total}{peak}">'
-        f'{rects}{ticks}<rect x="95.65" y="0" width="0.35" height="2" class="now"></rect></svg>'
+        f'aria-label="Work in the last 24 hours by quarter hour: {minutes} min{peak}; '
+        f'{total} message{"" if total == 1 else "s"}">'
+        f'{rects}{marks}{ticks}<rect x="95.65" y="0" width="0.35" height="2" class="now"></rect>'
+        "</svg>"
     )
+
+
+def _work_words(minutes: int) -> str:
+    return f"{minutes} min of work" if minutes else "no work"
 
 
 @register.filter

@@ -6,6 +6,7 @@ and closed value set, whichever module defines it.
 
 from __future__ import annotations
 
+from lobbies.models.activity import ActivityChange, AgentActivity
 from lobbies.models.agents import (
     Agent,
     Credential,
@@ -29,6 +30,7 @@ from lobbies.models.choices import (
     AuditAction,
     DeliveryState,
     HeldReason,
+    Host,
     Kind,
     NoticeKind,
     OccurrenceOutcome,
@@ -59,8 +61,10 @@ from lobbies.models.rooms import ArchivedRoom, Room, RoomMember
 
 __all__ = [
     "DELIVERABLE",
+    "ActivityChange",
     "ActorKind",
     "Agent",
+    "AgentActivity",
     "ArchivedRoom",
     "Attachment",
     "AttachmentContent",
@@ -77,6 +81,7 @@ __all__ = [
     "Enrollment",
     "EnrollmentRefusal",
     "HeldReason",
+    "Host",
     "Kind",
     "Lobby",
     "Message",

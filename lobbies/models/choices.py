@@ -71,6 +71,7 @@ class NoticeKind(models.TextChoices):
     BACKLOG = "backlog"
     BOOTSTRAP = "bootstrap"
     RECEIPTS = "receipts"
+    ACTIVITY = "activity"  # watched agents' activity changes (watch_agents)
 
 
 class Transport(models.TextChoices):
@@ -132,3 +133,13 @@ class AuditAction(models.TextChoices):
     DELIVERY_PAUSED = "delivery_paused"
     DELIVERY_RESUMED = "delivery_resumed"
     OWNER_MESSAGE_SENT = "owner_message_sent"
+
+
+class Host(models.TextChoices):
+    """What runs an agent, as far as the broker can tell (list_agents' `host`)."""
+
+    CLAUDE_CODE = "claude-code"
+    CODEX = "codex"
+    GEMINI = "gemini"
+    SHELL = "shell"
+    MSG = "msg"  # only `pocolobby msg` calls, no bridge reported a host

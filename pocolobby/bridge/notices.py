@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from lobbies.wire import (
     FRAME_DELIVERY,
@@ -27,7 +28,7 @@ from lobbies.wire import (
 from pocolobby.bridge import attachments
 from pocolobby.bridge.host import HostGone
 from pocolobby.bridge.listing import Listing
-from pocolobby.bridge.pane import PaneDelivery, notice_line
+from pocolobby.bridge.pane import PaneDelivery, activity_line, notice_line
 from pocolobby.bridge.state import SendFrame, log
 from pocolobby.bridge.turns import turn_open
 
@@ -118,7 +119,11 @@ class Notices(Listing):
                 # The broker's retry while the pane is busy: one line, typed once it idles.
                 log.info("bootstrap %s already waits for the pane", notice.nonce)
                 return
-            line = notice_line(notice.kind, notice.message_ids, notice.nonce)
+            line = (
+                activity_line(notice.payload.get("activity"))
+                if notice.kind == "activity"
+                else notice_line(notice.kind, notice.message_ids, notice.nonce)
+            )
             # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
             self.spawn(self._type_notice(self.pane, notice, line, send))
             return
@@ -273,3 +278,13 @@ class Notices(Listing):
                 log.info("delivery facts not reported: %s", exc)
 
         self.spawn(report())
+
+    async def report_turn(self, host: str, event: str, at: float) -> None:
+        """A turn seen in the pane (pane.watch_turns), reported as Claude Code's hooks report
+        theirs (POST /v1/turns): the broker keeps it as the agent's activity and a stretch of
+        work. A report that fails is logged and not retried: the next edge corrects the state."""
+        moment = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        body: JSONObject = {"event": event, "at": moment, "host": host}
+        outcome = await self.broker.request("POST", "/v1/turns", body)
+        if not outcome.ok:
+            log.info("turn %s not reported: %s", event, outcome.message or outcome.status)

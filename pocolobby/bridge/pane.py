@@ -91,6 +91,26 @@ class PaneLockUnsafe(PaneError):
     followed, and nothing is typed (says why)."""
 
 
+ACTIVITY_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")  # lobbies.names
+ACTIVITIES = frozenset({"working", "idle", "resting", "away", "not_responding"})
+ACTIVITY_SHOWN = 20
+
+
+def activity_line(changes: object) -> str:
+    """The line typed for watched agents' activity (watch_agents): agent names and states only,
+    each checked against their closed forms, so the line needs no escaping either."""
+    shown = [
+        f"{change['agent_id']} {change['activity']}"
+        for change in (changes if isinstance(changes, list) else [])
+        if isinstance(change, dict)
+        and isinstance(change.get("agent_id"), str)
+        and ACTIVITY_NAME.match(change["agent_id"])
+        and change.get("activity") in ACTIVITIES
+    ][:ACTIVITY_SHOWN]
+    what = ", ".join(shown) or "changes"
+    return f"{MARKER} activity: {what} - a fact for you, no reply needed (list_agents has more)"
+
+
 def notice_line(kind: str, message_ids: list[int], nonce: str | None = None) -> str:
     """The one line typed for a notice: the marker (a shell comment), fixed words, integers and
     a checked nonce, so nothing in it can be interpreted by tmux or a shell, or act on a
@@ -545,3 +565,76 @@ class PaneDelivery:
                 return "its messages were acknowledged"
             await self.pane.type_line(line)
             return None
+
+
+# ---------------------------------------------------------------- turns seen in the pane
+
+TURN_CHECK_SECONDS = 0.5  # how often the bridge reads the pane for turns
+TURN_SETTLE_SECONDS = 2.0  # a state must hold this long to count: a flicker is not a turn
+BUSY_PREFIX = "the agent is busy"
+
+
+def host_of(client_name: str | None, headless: bool = False) -> str:
+    """The host a pane-delivered bridge serves, by its MCP client's name (list_agents' `host`):
+    a `--headless` bridge, or an unknown client, runs beside a shell or REPL."""
+    name = (client_name or "").lower()
+    if headless:
+        return "shell"
+    for word, host in (("codex", "codex"), ("gemini", "gemini"), ("claude", "claude-code")):
+        if word in name:
+            return host
+    return "shell"
+
+
+class TurnEdges:
+    """Busy -> idle -> busy, debounced: a new state counts once it held `settle` seconds, and
+    is dated when it was first seen. Copy mode, an exited program or our own unfinished line
+    say nothing about a turn and change nothing. The bridge starts believing the pane idle."""
+
+    def __init__(self, settle: float = TURN_SETTLE_SECONDS) -> None:
+        self.settle = settle
+        self.busy = False
+        self._seen: bool | None = None
+        self._seen_at = 0.0  # monotonic
+        self._seen_wall = 0.0
+
+    def observe(self, reason: str | None, mono: float, wall: float) -> tuple[str, float] | None:
+        """("start" | "end", the wall time it began) once a change has settled; else None."""
+        if reason is None:
+            busy = False
+        elif reason.startswith(BUSY_PREFIX):
+            busy = True
+        else:
+            return None
+        if busy == self.busy:
+            self._seen = None
+            return None
+        if self._seen != busy:
+            self._seen, self._seen_at, self._seen_wall = busy, mono, wall
+        if mono - self._seen_at < self.settle:
+            return None
+        self.busy, self._seen = busy, None
+        return ("start" if busy else "end", self._seen_wall)
+
+
+async def watch_turns(
+    pane: Pane,
+    report: Callable[[str, float], object],
+    *,
+    every: float = TURN_CHECK_SECONDS,
+    settle: float = TURN_SETTLE_SECONDS,
+) -> None:
+    """Read the pane every `every` seconds and `await report(event, at)` for each settled
+    turn edge; a pane that cannot be read is read again later (the notices say why)."""
+    edges = TurnEdges(settle)
+    while True:
+        try:
+            reason: str | None = await pane.busy_reason()
+        except PaneError:
+            reason = "unreadable"
+        edge = edges.observe(reason, time.monotonic(), time.time())
+        if edge is not None:
+            outcome = report(*edge)
+            if asyncio.iscoroutine(outcome):
+                await outcome
+        await asyncio.sleep(every)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -36,8 +37,15 @@ from pocolobby.bridge.config import runtime_for as derive_runtime
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostPipe
 from pocolobby.bridge.link import Link
-from pocolobby.bridge.pane import HOLD_SECONDS, Pane, PaneDelivery, PaneError
-from pocolobby.bridge.tools import INSTRUCTIONS
+from pocolobby.bridge.pane import (
+    HOLD_SECONDS,
+    Pane,
+    PaneDelivery,
+    PaneError,
+    host_of,
+    watch_turns,
+)
+from pocolobby.bridge.tools import instructions_for
 
 log = logging.getLogger("pocolobby.bridge")
 
@@ -85,7 +93,9 @@ def build_server(bridge: Bridge) -> Server[Any]:
         SERVER_NAME,
         version=bridge_version(),
         title="PocoLobby",
-        instructions=INSTRUCTIONS,
+        instructions=instructions_for(
+            bridge.tmux_delivery, pushes_off=bridge.pane_problem is not None
+        ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -139,6 +149,14 @@ async def serve(
     quit_requested = asyncio.Event()
     bridge.request_catalog()
 
+    async def turns_from_the_pane() -> None:
+        # Claude Code's hooks report its turns; any other host's turns are read off its pane.
+        await connection.initialized.wait()
+        params = connection.client_params
+        host_name = host_of(params.client_info.name if params is not None else None)
+        if pane is not None and host_name != "claude-code":
+            await watch_turns(pane, functools.partial(bridge.report_turn, host_name))
+
     async def link_once_a_session() -> None:
         # Claude Code listens for channel events only once it has the tool list, and a health
         # check lists tools then quits: the agent is claimed (and its bootstrap pushed) only
@@ -168,6 +186,7 @@ async def serve(
                 loop.add_signal_handler(signum, on_signal, signum)
             tasks.start_soon(host.pump, feed)
             tasks.start_soon(link_once_a_session)
+            tasks.start_soon(turns_from_the_pane)
             tasks.start_soon(quit_on_signal, tasks)
             await serve_connection(
                 server,
@@ -212,6 +231,9 @@ async def serve_headless(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, quit_requested.set)
     stream = asyncio.ensure_future(link.run())
+    turns = asyncio.ensure_future(
+        watch_turns(pane, functools.partial(bridge.report_turn, host_of(None, headless=True)))
+    )
     waiter = asyncio.ensure_future(quit_requested.wait())
     try:
         await asyncio.wait({stream, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -219,7 +241,7 @@ async def serve_headless(
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         await link.close(QUIT_CLOSE_SECONDS)
-        for task in (stream, waiter):
+        for task in (stream, turns, waiter):
             task.cancel()
         with contextlib.suppress(Exception):
             await broker.aclose()

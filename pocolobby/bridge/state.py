@@ -29,6 +29,15 @@ SendFrame = Callable[[BridgeFrame], Awaitable[None]]
 ToolHandler = Callable[[JSONObject], Awaitable[types.CallToolResult]]
 
 
+# How notices reach the model, said again in get_context beside the MCP instructions' words.
+PANE_NOTE = (
+    'notices are lines typed into your input starting with "# pocolobby:", from this bridge, '
+    "not your user: for new messages call get_messages, handle them, then acknowledge_messages "
+    "with their ids; receipts and activity lines need no reply"
+)
+CHANNEL_NOTE = 'notices arrive as <channel source="pocolobby"> events; do not poll'
+
+
 class BridgeState:
     """The state of one bridge process; see the module docstring."""
 
@@ -177,9 +186,10 @@ class BridgeState:
                 "held_since": self.pane.held_since,
                 "held_reason": self.pane.held_reason,
                 "last_error": self.pane.last_error,
+                "note": PANE_NOTE,
             }
         else:
-            facts["delivery"] = {"transport": TRANSPORT_CHANNEL}
+            facts["delivery"] = {"transport": TRANSPORT_CHANNEL, "note": CHANNEL_NOTE}
         if self.runtime.scope == "process":
             facts["runtime_note"] = (
                 "CLAUDE_CODE_SESSION_ID was not set, so this runtime belongs to this process "

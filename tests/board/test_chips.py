@@ -7,53 +7,28 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from board.models import WorkStretch
-from board.selectors import Chip, ChipFacts, chip_for
-from lobbies.models import Agent, BrokerProcess, Delivery, Message
+from board.selectors import CHIPS, Chip, chip_for
+from lobbies.activity import Activity, ActivityFacts
+from lobbies.models import Agent, AgentActivity, BrokerProcess, Delivery, Message
 from tests.board.dashboard_helpers import chips, connect, operator_client
 from tests.conftest import AgentClient
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-ALL = ChipFacts(
-    resting=True,
-    online=True,
-    unseen_notified=3,
-    turn_open=True,
-    last_turn_ended_at=None,
-    last_message_at=NOW,
-)
 
 
-def _facts(**changes) -> ChipFacts:
-    base = dict(
-        resting=False,
-        online=True,
-        unseen_notified=0,
-        turn_open=False,
-        last_turn_ended_at=None,
-        last_message_at=NOW - timedelta(minutes=5),
-    )
-    return ChipFacts(**{**base, **changes})
+def test_every_state_has_its_chip_from_the_shared_precedence() -> None:
+    """The table of cases is lobbies.activity's (tests/lobbies/test_activity.py); the chips
+    only name its states, so list_agents and the page cannot disagree."""
+    assert {a.value for a in CHIPS} == {a.value for a in Activity}
+    facts = ActivityFacts(resting=False, connected=True, turn_started_at=NOW)
+    assert chip_for(facts, NOW) is Chip.WORKING
+    assert chip_for(ActivityFacts(resting=True, connected=True), NOW) is Chip.RESTING
 
 
-def test_precedence_resting_then_offline_away_then_not_responding_then_working() -> None:
-    assert chip_for(ALL, NOW) is Chip.RESTING
-    assert chip_for(_facts(online=False, unseen_notified=2, turn_open=True), NOW) is Chip.AWAY
-    assert chip_for(_facts(unseen_notified=1, turn_open=True), NOW) is Chip.NOT_RESPONDING
-    assert chip_for(_facts(turn_open=True, last_message_at=None), NOW) is Chip.WORKING
-
-
-def test_working_lasts_two_minutes_after_the_turn_ends() -> None:
-    just = _facts(last_turn_ended_at=NOW - timedelta(seconds=119))
-    later = _facts(last_turn_ended_at=NOW - timedelta(seconds=121))
-    assert chip_for(just, NOW) is Chip.WORKING
-    assert chip_for(later, NOW) is Chip.IDLE
-
-
-def test_away_after_30_minutes_without_a_message_otherwise_idle() -> None:
-    assert chip_for(_facts(last_message_at=None), NOW) is Chip.AWAY
-    assert chip_for(_facts(last_message_at=NOW - timedelta(minutes=30)), NOW) is Chip.AWAY
-    assert chip_for(_facts(last_message_at=NOW - timedelta(minutes=29)), NOW) is Chip.IDLE
+def _as_bridges() -> None:
+    """The sends here stand for a bridge's: forget that they came without runtime headers
+    (which `pocolobby msg` calls do, and which keep an agent present through msg)."""
+    AgentActivity.objects.update(msg_seen_at=None)
 
 
 # ------------------------------------------------------------ from the store, on the page
@@ -70,6 +45,7 @@ def test_an_offline_bridge_shows_away_though_a_direct_message_just_arrived(
     assert _chips() == {"lead": "Away", "backend": "Away"}
     connect(backend.agent)
     lead.send("backend", "hi", "r1")
+    _as_bridges()
     assert _chips()["backend"] == "Idle"
     Agent.objects.filter(pk=backend.agent.pk).update(runtime_generation=99)  # a newer runtime
     assert _chips()["backend"] == "Away"
@@ -79,6 +55,7 @@ def test_an_offline_bridge_shows_away_though_a_direct_message_just_arrived(
 def test_a_connection_of_a_dead_broker_process_shows_away(lead: AgentClient) -> None:
     connect(lead.agent)
     lead.send("lead", "note to self", "r1")
+    _as_bridges()
     assert _chips()["lead"] == "Idle"
     BrokerProcess.objects.update(last_seen_at=timezone.now() - timedelta(hours=1))
     assert _chips()["lead"] == "Away"
@@ -87,7 +64,7 @@ def test_a_connection_of_a_dead_broker_process_shows_away(lead: AgentClient) -> 
 @pytest.mark.django_db
 def test_resting_wins_over_everything(lead: AgentClient) -> None:
     connect(lead.agent)
-    WorkStretch.objects.create(agent=lead.agent, started_at=timezone.now())
+    _turn(lead, "start")
     Agent.objects.filter(pk=lead.agent.pk).update(resting=True)
     assert _chips()["lead"] == "Resting"
 
@@ -99,7 +76,7 @@ def test_not_responding_when_notified_messages_stay_unacknowledged(
     connect(lead.agent)
     connect(backend.agent)
     lead.send("backend", "please look", "r1")
-    WorkStretch.objects.create(agent=backend.agent, started_at=timezone.now())
+    _turn(backend, "start")
     assert _chips()["backend"] == "Working"
     Delivery.objects.filter(recipient=backend.agent).update(
         notification_attempted_at=timezone.now()
@@ -115,9 +92,14 @@ def test_working_from_the_hooks_turns(lead: AgentClient) -> None:
     assert _chips()["lead"] == "Working"
     _turn(lead, "end")
     assert _chips()["lead"] == "Working"  # under two minutes ago
-    WorkStretch.objects.filter(agent=lead.agent).update(
-        started_at=timezone.now() - timedelta(minutes=10),
-        ended_at=timezone.now() - timedelta(minutes=3),
+    AgentActivity.objects.filter(agent=lead.agent).update(
+        turn_started_at=timezone.now() - timedelta(minutes=10),
+        turn_ended_at=timezone.now() - timedelta(minutes=3),
+    )
+    assert _chips()["lead"] == "Idle"  # a turn ended 3 minutes ago is a sign of life
+    AgentActivity.objects.filter(agent=lead.agent).update(
+        turn_started_at=timezone.now() - timedelta(minutes=40),
+        turn_ended_at=timezone.now() - timedelta(minutes=31),
     )
     assert _chips()["lead"] == "Away"
 
@@ -128,6 +110,7 @@ def test_away_once_the_last_message_is_30_minutes_old(
 ) -> None:
     connect(lead.agent)
     lead.send("backend", "hi", "r1")
+    _as_bridges()
     assert _chips()["lead"] == "Idle"
     Message.objects.update(created_at=timezone.now() - timedelta(minutes=31))
     assert _chips()["lead"] == "Away"

@@ -14,7 +14,7 @@ from board.models import AgentAppearance, NotesSnapshot, NotesSource
 from board.refresh import picture_of
 from lobbies import presence
 from lobbies.actions.runtime import DeliveryReport, report_delivery
-from lobbies.models import Agent, Room
+from lobbies.models import Agent, AgentActivity, Room
 from tests.board.dashboard_helpers import LOCAL_HOST, chips, connect, operator_client, summarize
 from tests.conftest import AgentClient
 
@@ -245,11 +245,18 @@ def test_each_row_names_its_transport_and_a_tmux_bridges_held_notices_escaped(
 def test_an_agent_without_a_bridge_reads_as_away_for_a_reason_not_idle(
     lead: AgentClient, backend: AgentClient
 ) -> None:
-    """Not "Away · idle 0 min · last seen 16 s ago": the row says why it is away and that it
-    was active just now."""
-    backend.send("lead", "sent over HTTP, no bridge", "r-away")
+    """Not "Away · idle 0 min · last seen 16 s ago": the row says why it is away; and an
+    agent busy sending through `pocolobby msg` (no bridge) is present, not Away (issue 41)."""
+    lead.send("backend", "a direct message to a gone session", "r-away")
+    AgentActivity.objects.filter(agent=lead.agent).update(msg_seen_at=None)
     html = operator_client().get("/my-team/parts/agents").content.decode()
     row = re.search(r'data-agent="backend">.*?</li>', html, re.S).group(0)
     assert chips(html)["backend"] == "Away"
     assert "no bridge connected" in row and "active just now" in row
     assert "idle 0 min" not in row
+
+    backend.send("lead", "sent with pocolobby msg, no bridge", "r-msg")
+    html = operator_client().get("/my-team/parts/agents").content.decode()
+    row = re.search(r'data-agent="backend">.*?</li>', html, re.S).group(0)
+    assert chips(html)["backend"] == "Idle"
+    assert "active through msg" in row and "no bridge connected" not in row

@@ -4,7 +4,7 @@ render time in one grouped query through the (lobby, created_at) index."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from board.models import WorkStretch
 from board.selectors import CELLS, message_counts, strip_window
 from lobbies.models import Message
 from tests.board.dashboard_helpers import operator_client
@@ -114,11 +115,32 @@ def test_the_page_query_count_does_not_grow_with_agents(make_agent) -> None:
 
 
 def test_the_strip_is_svg_with_96_classed_cells_each_titled(lead: AgentClient) -> None:
-    lead.send("lead", "note", "r1")
-    html = operator_client().get("/my-team/parts/agents").content.decode()
+    """Cells are stretches of work, not messages: a quarter hour of work with no message is
+    coloured, one with only a message is not (it gets the quieter mark); the active minutes
+    come from the same stretches, and the legend names every mark, the red now included."""
+    noon = datetime(2026, 3, 2, 12, 7, 30, tzinfo=UTC)
+    with time_machine.travel(noon, tick=False):
+        lead.send("lead", "note", "r1")  # in the last quarter hour, no work there
+        worked = noon.replace(minute=0, second=0) - timedelta(hours=2)  # 10:00, no message
+        WorkStretch.objects.create(
+            agent=lead.agent,
+            started_at=worked + timedelta(minutes=1),
+            ended_at=worked + timedelta(minutes=12),
+        )
+        html = operator_client().get("/my-team/parts/agents").content.decode()
     svg = re.search(r'<svg class="strip" viewBox="0 0 96 2".*?</svg>', html, flags=re.S)
     assert svg
-    cells = re.findall(r'<rect [^>]*class="cell([0-3])"><title>[^<]+</title></rect>', svg.group(0))
+    cells = re.findall(
+        r'<rect [^>]*class="cell([0-3])"><title>([^<]+)</title></rect>', svg.group(0)
+    )
     assert len(cells) == 96
-    assert cells[-1] == "3" and cells.count("0") == 95
+    start, _ = strip_window(noon)
+    at_ten = int((worked - start) / timedelta(minutes=15))
+    assert cells[at_ten] == ("3", "10:00 UTC: 11 min of work, 0 messages")
+    assert [level for level, _ in cells].count("0") == 95
+    assert cells[-1] == ("0", "12:00 UTC: no work, 2 messages")  # sent, and received
+    assert svg.group(0).count('class="msg"') == 1 and 'class="now"' in svg.group(0)
+    assert "11 min active today" in html
+    legend = re.search(r'<p class="muted strip-legend">.*?</p>', html, flags=re.S).group(0)
+    assert "minutes of work" in legend and 'class="msg"' in legend and 'class="now"' in legend
     assert "style=" not in svg.group(0) and "fill=" not in svg.group(0)

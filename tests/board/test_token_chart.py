@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from board.actions import SessionDay, store_token_days
+from lobbies.models import AgentActivity
 from tests.board.dashboard_helpers import operator_client
 from tests.conftest import AgentClient
 
@@ -34,3 +35,22 @@ def test_each_agent_gets_fourteen_bars_or_an_empty_state(lead: AgentClient, back
     assert (
         "<svg" not in backend_item and "No token counts from <bdi>backend</bdi> yet" in backend_item
     )
+
+
+def test_the_empty_state_says_what_each_host_can_show(make_agent) -> None:
+    """Claude Code: its Stop hook; Codex: its own session files, not read; Gemini, a shell or
+    msg: no token counts; never "set pocolobby hook as its Stop hook" for those."""
+    hosts = {"claude": "claude-code", "cx": "codex", "gm": "gemini", "sh": "shell", "m": "msg"}
+    for name, host in hosts.items():
+        agent = make_agent(name)
+        AgentActivity.objects.create(agent=agent.agent, host=host)
+    html = operator_client().get("/my-team/tokens").content.decode()
+
+    def item(name: str) -> str:
+        return html.split(f'<li data-agent="{name}">')[1].split("</li>")[0]
+
+    assert "as its Stop hook" in item("claude")
+    assert "Codex" in item("cx") and "session files" in item("cx")
+    for name in ("cx", "gm", "sh", "m"):
+        assert "Stop hook" not in item(name) and "reports no token counts" in item(name), name
+    assert "Gemini CLI" in item("gm") and "shell" in item("sh") and "msg" in item("m")

@@ -303,6 +303,11 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
         assert turn_at is not None and turn_at >= ends_at - 0.3, (turn_at, ends_at)
         held.append(acked_at - sent_at)
 
+    # The bridge read those turns off the pane: the host is named and it shows working.
+    listed = await api(broker.url, lead, "POST", "/v1/tools/list_agents", {})
+    entry = {a["agent_id"]: a for a in listed["agents"]}[host]
+    assert (entry["host"], entry["activity"]) == (host, "working"), entry
+
     # An approval prompt holds a notice until the owner answers it (here: declines).
     before = len(session.records("requests.jsonl"))
     session.type("approve")

@@ -8,12 +8,14 @@ import contextlib
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tomllib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -137,10 +139,14 @@ async def test_notices_are_typed_as_one_line_with_ids_and_never_bodies(
         )
         assert not any("rm -rf" in line for line in lines)
         assert host.events == []  # nothing went to the channel
+        instructions = (host.initialize_result.instructions or "") if host.initialize_result else ""
+        assert '"# pocolobby:"' in instructions and "<channel" not in instructions
+        assert "get_messages" in instructions and "ready with the nonce" in instructions
 
         context = await host.ok("get_context")
         assert context["bridge"]["delivery"]["transport"] == "tmux"
         assert context["bridge"]["delivery"]["pane"] == agent_pane.pane_id
+        assert context["bridge"]["delivery"]["note"].startswith("notices are lines typed")
     finally:
         await host.close()
 
@@ -660,5 +666,113 @@ async def test_the_codex_entry_connect_writes_starts_a_bridge_typing_into_its_pa
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
         assert marked(lines)[0].startswith("# pocolobby: bootstrap: call get_context, then ready")
         assert (await host.ok("get_context"))["bridge"]["delivery"]["pane"] == agent_pane.pane_id
+    finally:
+        await host.close()
+
+
+def _stretches(broker: Broker, lobby: str, agent_id: str) -> list[tuple[str, str | None]]:
+    path = broker.data_dir / "pocolobby.sqlite3"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
+        return db.execute(
+            "SELECT s.started_at, s.ended_at FROM board_workstretch s "
+            "JOIN lobbies_agent a ON a.id = s.agent_id JOIN lobbies_lobby l ON l.id = a.lobby_id "
+            "WHERE l.name = ? AND a.agent_id = ? ORDER BY s.started_at",
+            (lobby, agent_id),
+        ).fetchall()
+
+
+def _at_prompt(pane: AgentPane) -> bool:
+    screen = [line for line in pane.tmux("capture-pane", "-p", "-t", pane.pane_id).splitlines()]
+    shown = [line for line in screen if line.strip()]
+    return bool(shown) and shown[-1].rstrip() == ">"
+
+
+async def _prompt_held(pane: AgentPane, seconds: float, timeout: float = 30.0) -> None:
+    """Until the pane has shown its prompt, unchanged, for `seconds` (read every 0.1 s)."""
+    loop = asyncio.get_running_loop()
+    deadline, since = loop.time() + timeout, None
+    while loop.time() < deadline:
+        if await asyncio.to_thread(_at_prompt, pane):
+            since = since if since is not None else loop.time()
+            if loop.time() - since >= seconds:
+                return
+        else:
+            since = None
+        await asyncio.sleep(0.1)
+    raise AssertionError("the pane never rested at its prompt")
+
+
+async def test_a_pane_busy_then_back_at_its_prompt_is_one_stretch_of_work(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    """A headless bridge reads its pane: busy for 5 s is one turn (start, then end when the
+    prompt returns), reported as the hooks report theirs; the typed bootstrap line and a
+    1.2 s flicker before it are no turn (debounced: a state counts after 2 s)."""
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-turns", ["lead", "shell"], tmp_path
+    )
+    env = clean_env(
+        {"TMUX": f"{agent_pane.socket},0,0", "CLAUDE_CODE_SESSION_ID": str(uuid.uuid4())}
+    )
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "pocolobby", "bridge", "--config", str(configs["shell"].path),
+         "--deliver", "tmux", "--pane", agent_pane.pane_id, "--headless"],
+        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lead = configs["lead"].token
+    try:
+        await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)  # the bootstrap, typed
+        for command in ("busy 1.2", "busy 5"):
+            await _prompt_held(agent_pane, 1.5)  # a bridge reading every 0.5 s sees it idle
+            agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "-l", command)
+            agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
+            await agent_pane.wait_for(lambda ls, c=command: c in ls)
+
+        async def working() -> dict | None:
+            entry = (await agents(module_broker, lead))["shell"]
+            return entry if entry["activity"] == "working" else None
+
+        entry = await until(working)
+        assert entry["host"] == "shell" and entry["transport"] == "tmux"
+
+        async def closed() -> list | None:
+            rows = await asyncio.to_thread(_stretches, module_broker, "pane-turns", "shell")
+            return rows if rows and rows[-1][1] is not None else None
+
+        rows = await until(closed, timeout=30)
+        assert len(rows) == 1, rows  # no stretch for the bootstrap line or the flicker
+        started, ended = (datetime.fromisoformat(t) for t in rows[0])
+        assert timedelta(seconds=3.5) <= ended - started <= timedelta(seconds=8), rows
+        entry = (await agents(module_broker, lead))["shell"]
+        assert entry["activity"] == "working"  # the two minutes after a turn
+        assert entry["activity_since"] is not None
+    finally:
+        bridge.terminate()
+        await asyncio.to_thread(bridge.wait, 20)
+
+
+async def test_a_watching_coordinator_in_tmux_gets_a_typed_activity_line(
+    module_broker: Broker, tmp_path: Path, agent_pane: AgentPane
+):
+    configs = await asyncio.to_thread(
+        module_broker.provision, "pane-watch", ["lead", "backend"], tmp_path
+    )
+    await asyncio.to_thread(
+        module_broker.cli_ok, "agent", "permissions", "pane-watch", "lead", "--manage-rooms", "yes"
+    )
+    backend = configs["backend"].token
+    await api(module_broker.url, backend, "POST", "/v1/tools/list_agents", {})  # msg: present
+    host = await tmux_host(configs["lead"].path, agent_pane, tmp_path).start()
+    try:
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
+        await host.ok("ready", nonce=marked(lines)[0].rsplit("with nonce ", 1)[1])
+        assert (await host.ok("watch_agents"))["every_agent"] is True
+        await api(module_broker.url, backend, "POST", "/v1/turns", {"event": "start"})
+        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
+        assert marked(lines)[1] == (
+            "# pocolobby: activity: backend working - a fact for you, no reply needed "
+            "(list_agents has more)"
+        )
+        assert host.events == []
     finally:
         await host.close()

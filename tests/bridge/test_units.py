@@ -29,9 +29,10 @@ from pocolobby.bridge.config import (
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.host import HostGone
 from pocolobby.bridge.notices import clean_meta
+from pocolobby.bridge.pane import TurnEdges, host_of
 from pocolobby.bridge.results import Stop
 from pocolobby.bridge.server import TerminalSafeFormatter
-from pocolobby.bridge.tools import OWN_TOOLS
+from pocolobby.bridge.tools import OWN_TOOLS, instructions_for
 from tests.server import REPO_ROOT
 
 # ---------------------------------------------------------------- the catalog
@@ -600,3 +601,35 @@ def test_the_bridges_start_errors_show_controls_as_escapes(tmp_path: Path):
     )  # fmt: skip
     assert result.returncode == 1
     assert "no\\x1b[6nconfig.json" in result.stderr and "\x1b" not in result.stderr
+
+
+def test_turn_edges_settle_before_they_count_and_are_dated_when_first_seen() -> None:
+    busy, idle = "the agent is busy (no idle prompt)", None
+    edges = TurnEdges(settle=2.0)
+    assert edges.observe(busy, 10.0, 1000.0) is None  # first seen busy
+    assert edges.observe(idle, 11.0, 1001.0) is None  # a flicker: back at the prompt
+    assert edges.observe(busy, 12.0, 1002.0) is None
+    assert edges.observe("the pane is in copy mode", 13.0, 1003.0) is None  # says nothing
+    assert edges.observe(busy, 14.0, 1004.0) == ("start", 1002.0)  # held 2 s: dated at 12
+    assert edges.observe(busy, 15.0, 1005.0) is None  # no repeat
+    assert edges.observe(idle, 16.0, 1006.0) is None
+    assert edges.observe(idle, 18.5, 1008.5) == ("end", 1006.0)
+    assert [host_of(n) for n in ("codex-mcp-client", "gemini-cli-mcp-client", None)] == [
+        "codex",
+        "gemini",
+        "shell",
+    ]
+    assert host_of("claude-code") == "claude-code" and host_of("codex", headless=True) == "shell"
+
+
+def test_the_instructions_say_how_notices_arrive_in_each_delivery() -> None:
+    channel, pane, off = (
+        instructions_for(False),
+        instructions_for(True),
+        instructions_for(True, pushes_off=True),
+    )
+    assert "<channel" in channel and "# pocolobby:" not in channel
+    assert '"# pocolobby:"' in pane and "<channel" not in pane and "get_messages" in pane
+    assert "nothing arrives by itself" in off and "<channel" not in off
+    for text in (channel, pane, off):
+        assert "attributed input" in text and "acknowledge_messages" in text

@@ -66,8 +66,16 @@ def test_the_owner_reads_the_dashboard(hosted_broker, page: Page, look: str, sho
         row = page.locator(f'#agents [data-agent="{name}"]')
         expect(row.locator(".chip").first).to_be_visible()
         expect(row.locator("svg.strip rect[class^=cell]")).to_have_count(96)
-    # No bridge is connected: every chip says Away, whatever the text above asks for.
-    expect(page.locator('#agents [data-agent="backend"] .chip').first).to_have_text("Away")
+    # No bridge is connected: an agent that made no call is Away, whatever the text above
+    # asks for; one that calls tools without a bridge (as `pocolobby msg`) is present.
+    designer = page.locator('#agents [data-agent="designer"]')
+    expect(designer.locator(".chip").first).to_have_text("Away")
+    expect(designer).to_contain_text("no bridge connected")
+    backend = page.locator('#agents [data-agent="backend"]')
+    expect(backend.locator(".chip").first).to_have_text("Idle")
+    expect(backend).to_contain_text("active through msg")
+    expect(page.locator(".strip-legend")).to_contain_text("minutes of work")
+    expect(page.locator(".strip-legend svg.swatch rect.now")).to_have_count(1)
     expect(page.locator("#accounts")).to_contain_text("max-plan@example.com")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"], "the page scrolls sideways"

@@ -77,6 +77,7 @@ ARGUMENTS: dict[str, Callable[[World], dict[str, Any]]] = {
     "remove_room_members": lambda w: {"room_id": "core", "members": ["backend"]},
     "delete_room": lambda w: {"room_id": "core"},
     "rest_agents": lambda w: {"agent_ids": ["backend"], "rest": True},
+    "watch_agents": lambda w: {"agent_ids": ["backend"]},
     "get_messages": lambda w: {},
     "acknowledge_messages": lambda w: {"message_ids": [w.waiting_id]},
     "list_agents": lambda w: {},

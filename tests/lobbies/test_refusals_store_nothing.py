@@ -108,6 +108,7 @@ VALID: dict[str, dict[str, Any]] = {
     "save_checkpoint": {"expected_revision": 0, "checkpoint": {}, "covers_receipts_through": 0},
     "read_checkpoint": {},
     "ready": {"nonce": "x"},
+    "watch_agents": {"agent_ids": ["backend"]},
 }
 TIME_ARGUMENTS = {
     "send_message": "deliver_at",
