@@ -1,9 +1,10 @@
 """A mixed team on one broker (issue 42): a simulated Claude Code host whose turns come from
 the real `pocolobby hook` command (Claude Code's hook JSON on stdin), real Codex CLI and real
 Gemini CLI in tmux against loopback model stand-ins (tests/bridge/test_hosts.py), bash in a
-pane behind a headless bridge, and an agent that only uses `pocolobby msg`. A coordinator on a
-real bridge watches them all: an `activity` event reaches it within 5 s of each start and end
-of a turn, list_agents says the same, and no watcher is told about itself.
+pane behind a headless bridge, and an agent that only uses `pocolobby msg`. A coordinator on
+a real bridge watches them all: an `activity` event reaches it within 5 s of each start and
+end of a turn, list_agents says the same, and no watcher is told about itself. Codex's bridge
+also sends Codex's token counts, read from its session files after its turns.
 
 The broker runs with the receipt spacing and the working-after-a-turn grace at 1 s
 (POCOLOBBY_RECEIPT_SPACING_SECONDS, POCOLOBBY_WORKING_AFTER_TURN_SECONDS): at their defaults
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.bridge.host import ChannelEvent, Host
-from tests.bridge.test_hosts import Session, _bootstrapped, real_host
+from tests.bridge.test_hosts import Session, _bootstrapped, _until, real_host
 from tests.bridge.test_pane_programs import headless
 from tests.server import REPO_ROOT, Broker, BrokerFactory, clean_env
 from tests.shell_pane import shell_pane
@@ -64,6 +66,16 @@ async def _told(watcher: Host, agent: str, state: str, edge: float, after: int) 
 async def _listed(watcher: Host, agent: str) -> dict[str, Any]:
     listed = await watcher.ok("list_agents")
     return {a["agent_id"]: a for a in listed["agents"]}[agent]
+
+
+def _token_rows(broker: Broker, agent: str) -> list[tuple[int, int]]:
+    with sqlite3.connect(broker.data_dir / "pocolobby.sqlite3") as db:
+        return db.execute(
+            "SELECT s.input_tokens, s.output_tokens FROM board_tokensession s "
+            "JOIN lobbies_agent a ON a.id = s.agent_id WHERE a.agent_id = ? "
+            "AND s.output_tokens > 0",
+            [agent],
+        ).fetchall()
 
 
 def _hook(config: Path, event: dict[str, Any], project: Path) -> None:
@@ -120,6 +132,8 @@ async def test_a_coordinator_is_told_every_turn_of_a_mixed_team(
             scripted = await _listed(lead, "scripted")
             assert (scripted["activity"], scripted["through_msg"]) == ("idle", True), scripted
             await _turns(lead, hosts, pane, configs, tmp_path)
+            # Codex's bridge read Codex's own session files after its turns: counts per day.
+            await _until(lambda: _token_rows(broker, "codex"), 10, "codex's token counts")
 
             # The coordinator's own turn: its watcher hears of it, the coordinator does not.
             before = len(claude.events)
