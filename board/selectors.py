@@ -41,7 +41,7 @@ from board.models import (
 )
 from console import selectors as console_selectors
 from lobbies import question_selectors, usage
-from lobbies.activity import Activity, ActivityFacts, activity_of
+from lobbies.activity import Activity, ActivityFacts, activity_of, working_after
 from lobbies.agent_selectors import (
     AnnotatedAgent,
     activity_facts,
@@ -95,7 +95,7 @@ CHIPS = {
 
 def chip_for(facts: ActivityFacts, now: datetime) -> Chip:
     """The state chip: lobbies.activity's state, named for the page."""
-    return CHIPS[activity_of(facts, now).activity]
+    return CHIPS[activity_of(facts, now, working_after()).activity]
 
 
 # ---------------------------------------------------------------- the strip

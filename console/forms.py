@@ -133,5 +133,9 @@ class DeliveryForm(StrictForm):
     paused: bool
 
 
+class WatchingForm(StrictForm):
+    allowed: bool
+
+
 class CancelMessageForm(StrictForm):
     message_id: Annotated[int, Field(ge=1)]

@@ -25,5 +25,6 @@ urlpatterns = [
     path("settings/agents/cancel-scheduled", views.agent_cancel_scheduled),
     path("settings/agents/permissions", views.agent_permissions),
     path("settings/delivery", views.delivery),
+    path("settings/watching", views.watching),
     path("settings/scheduled/cancel", views.cancel_scheduled),
 ]

@@ -32,6 +32,7 @@ from console.forms import (
     RoomForm,
     RoomMembersForm,
     ViewerForm,
+    WatchingForm,
 )
 from console.models import SessionPlace
 from console.pages import LobbyPage, end_visit, lobby_page
@@ -226,6 +227,15 @@ def delivery(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if form.paused:
         return json_ok(message="delivery is paused: sends queue, nothing is pushed")
     return json_ok(message="delivery resumed: what queued is pushed now")
+
+
+@lobby_page(settings=True)
+def watching(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, WatchingForm)
+    owner_controls.set_agents_may_watch(actor_of(page.visitor), page.lobby.pk, form.allowed)
+    if form.allowed:
+        return json_ok(message="every agent may now watch the others (watch_agents)")
+    return json_ok(message="only agents with manage_rooms may watch the others")
 
 
 @lobby_page(settings=True)

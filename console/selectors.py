@@ -147,6 +147,7 @@ def owner_controls_of(lobby: Lobby) -> dict[str, Any]:
     )
     return {
         "delivery_paused": lobby.delivery_paused,
+        "agents_may_watch": lobby.agents_may_watch,
         "controls": [
             {
                 "agent_id": a.agent_id,
@@ -274,6 +275,10 @@ def _phrase(event: AuditEvent) -> str:
             return "paused all delivery"
         case "delivery_resumed":
             return "resumed delivery"
+        case "watching_allowed":
+            return "let every agent watch the others"
+        case "watching_withdrawn":
+            return "let only agents with manage_rooms watch the others"
         case "notifications_retried":
             return f"retried notifications to {t} now"
         case "scheduled_cancelled":

@@ -5,7 +5,7 @@ From live facts alone (the model never picks a state), the first that holds wins
 1. resting         - the owner or a coordinator rested the agent.
 2. away            - not present: no bridge connected and no `pocolobby msg` call in 30 min.
 3. not_responding  - notified messages it has not acknowledged since (unseen_notified_count).
-4. working         - a turn is open, or the last one ended under 2 minutes ago.
+4. working         - a turn is open, or the last one ended under 2 minutes ago (a bound).
 5. away            - nothing for 30 min: no message sent or direct one received, no turn,
                      no msg call.
 6. idle            - present, recent signs of life, no turn open.
@@ -19,8 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from django.conf import settings
+
 WORKING_AFTER_TURN = timedelta(minutes=2)
 AWAY_AFTER = timedelta(minutes=30)
+
+
+def working_after() -> timedelta:
+    """How long a turn counts as work past its end, as this broker is configured."""
+    return timedelta(seconds=settings.BOUNDS.working_after_turn_seconds)
 
 
 class Activity(StrEnum):
@@ -66,8 +73,11 @@ def _latest(*times: datetime | None) -> datetime | None:
     return max(known) if known else None
 
 
-def activity_of(facts: ActivityFacts, now: datetime) -> State:
-    """The agent's activity by the module's fixed precedence, and since when."""
+def activity_of(
+    facts: ActivityFacts, now: datetime, working_after: timedelta = WORKING_AFTER_TURN
+) -> State:
+    """The agent's activity by the module's fixed precedence, and since when; a turn counts
+    as work for `working_after` past its end (POCOLOBBY_WORKING_AFTER_TURN_SECONDS)."""
     if facts.resting:
         return State(Activity.RESTING, None)
     signs = _latest(facts.last_message_at, facts.turn_ended_at, facts.msg_seen_at)
@@ -78,11 +88,11 @@ def activity_of(facts: ActivityFacts, now: datetime) -> State:
         return State(Activity.NOT_RESPONDING, facts.oldest_unseen_notified_at)
     if facts.turn_open:
         return State(Activity.WORKING, facts.turn_started_at)
-    if facts.turn_ended_at is not None and now - facts.turn_ended_at < WORKING_AFTER_TURN:
+    if facts.turn_ended_at is not None and now - facts.turn_ended_at < working_after:
         return State(Activity.WORKING, facts.turn_started_at)
     if signs is None or now - signs >= AWAY_AFTER:
         return State(Activity.AWAY, None if signs is None else signs + AWAY_AFTER)
     idle_since = signs
     if facts.turn_ended_at is not None and facts.turn_ended_at == signs:
-        idle_since = facts.turn_ended_at + WORKING_AFTER_TURN
+        idle_since = facts.turn_ended_at + working_after
     return State(Activity.IDLE, idle_since)

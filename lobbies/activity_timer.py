@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from lobbies.activity import activity_of
+from lobbies.activity import activity_of, working_after
 from lobbies.agent_selectors import activity_facts, with_last_message_at
 from lobbies.models import ActivityChange, Agent, AgentActivity
 from lobbies.presence import live_connections
@@ -53,7 +53,7 @@ def note_changes(now: datetime, lobby_id: int | None = None) -> None:
             AgentActivity.objects.filter(agent__in=agents).values_list("agent_id", "announced")
         )
         for agent in agents:
-            state = activity_of(activity_facts(agent), now)
+            state = activity_of(activity_facts(agent), now, working_after())
             before = announced.get(agent.pk)
             if before == state.activity.value:
                 continue

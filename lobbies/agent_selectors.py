@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, cast
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 
 from lobbies import question_selectors
-from lobbies.activity import ActivityFacts, activity_of
+from lobbies.activity import ActivityFacts, activity_of, working_after
 from lobbies.answers import (
     AgentEntry,
     AgentList,
@@ -175,7 +175,7 @@ def agent_entry(agent: AnnotatedAgent, now: datetime | None = None) -> AgentEntr
     activity = last_activity_at(agent)
     transport, held = delivery_entry(agent)
     facts = activity_facts(agent)
-    state = activity_of(facts, now)
+    state = activity_of(facts, now, working_after())
     return {
         "agent_id": agent.agent_id,
         "description": agent.description,

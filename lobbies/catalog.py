@@ -487,8 +487,9 @@ TOOLS: dict[str, Tool] = {
             WatchAgents,
             _watch_agents,
             answers.WatchAnswer,
-            permission="manage_rooms",
-            guidance="Needs the manage_rooms permission (a coordinator's).",
+            permission="watch_agents",
+            guidance="Needs the manage_rooms permission (a coordinator's), or the owner's "
+            "setting that lets every agent in the lobby watch.",
         ),
         Tool(
             "get_messages",

@@ -7,16 +7,24 @@ from typing import Literal
 from lobbies.errors import forbidden
 from lobbies.models import Agent
 
-Permission = Literal["broadcast", "manage_rooms"]
+# watch_agents: manage_rooms, or the owner's lobby setting that lets every agent watch.
+Permission = Literal["broadcast", "manage_rooms", "watch_agents"]
 
 
 def has_permission(agent: Agent, permission: Permission | None) -> bool:
     if permission is None:
         return True
+    if permission == "watch_agents":
+        return bool(agent.manage_rooms or agent.lobby.agents_may_watch)
     return bool(agent.broadcast if permission == "broadcast" else agent.manage_rooms)
 
 
 def require_permission(agent: Agent, permission: Permission | None, operation: str) -> None:
     """Refuse `operation` (a tool's name) when the agent lacks the permission it needs."""
     if not has_permission(agent, permission):
-        raise forbidden("permission_required", f"{operation} needs the {permission} permission")
+        needed = (
+            "the manage_rooms permission or the owner's setting that lets agents watch"
+            if permission == "watch_agents"
+            else f"the {permission} permission"
+        )
+        raise forbidden("permission_required", f"{operation} needs {needed}")

@@ -147,24 +147,30 @@ def record_progress(agent_pk: int, now: datetime) -> None:
 
 
 def locked_agent(agent_pk: int) -> Agent | None:
-    """The agent's row locked (not its lobby's), its `lobby` holding only the name and
-    whether delivery is paused (the rest deferred). Every bridge's connect, fence and push
-    reads this, and the ORM compiling it was a large part of a reconnect storm
-    (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine (2026-12-02): before and after,
-    one window")."""
+    """The agent's row locked (not its lobby's), its `lobby` holding only the name, whether
+    delivery is paused and whether agents may watch (the rest deferred). Every bridge's
+    connect, fence and push reads this, and the ORM compiling it was a large part of a
+    reconnect storm (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine (2026-12-02):
+    before and after, one window")."""
     agent = store.select(
         Agent,
         "t.id = %s",
         [agent_pk],
         join="JOIN lobbies_lobby l ON l.id = t.lobby_id",
-        annotations={"lobby_name": "l.name", "delivery_paused": "l.delivery_paused"},
+        annotations={
+            "lobby_name": "l.name",
+            "delivery_paused": "l.delivery_paused",
+            "agents_may_watch": "l.agents_may_watch",
+        },
         for_update=True,
     )
     if agent is None:
         return None
-    lobby = agent.__dict__.pop("lobby_name"), agent.__dict__.pop("delivery_paused")
+    lobby = [agent.__dict__.pop(f) for f in ("lobby_name", "delivery_paused", "agents_may_watch")]
     agent.lobby = Lobby.from_db(
-        connection.alias, ["id", "name", "delivery_paused"], [agent.lobby_id, *lobby]
+        connection.alias,
+        ["id", "name", "delivery_paused", "agents_may_watch"],
+        [agent.lobby_id, *lobby],
     )
     return agent
 

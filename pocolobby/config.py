@@ -82,6 +82,8 @@ class Bounds:
     receipt_wait_seconds: float = 2
     receipt_spacing_seconds: float = 30
     receipts_per_event: int = 20
+    # An agent shows working this long after its turn ended (a pause between turns is work).
+    working_after_turn_seconds: int = 120
     # Capacity guards (issue 16): refused before anything is stored.
     disk_reserve_bytes: int = 256 * 1024 * 1024
     lobby_messages: int = 500_000
@@ -149,6 +151,12 @@ class Bounds:
                 "POCOLOBBY_UPLOAD_GRACE_SECONDS", cls.upload_grace_seconds
             ),
             notices_per_minute=_int_env("POCOLOBBY_NOTICES_PER_MINUTE", cls.notices_per_minute),
+            working_after_turn_seconds=_int_env(
+                "POCOLOBBY_WORKING_AFTER_TURN_SECONDS", cls.working_after_turn_seconds
+            ),
+            receipt_spacing_seconds=_int_env(
+                "POCOLOBBY_RECEIPT_SPACING_SECONDS", int(cls.receipt_spacing_seconds)
+            ),
             header_seconds=_int_env("POCOLOBBY_HEADER_SECONDS", cls.header_seconds),
             header_bytes=_int_env("POCOLOBBY_HEADER_BYTES", cls.header_bytes),
             body_stall_seconds=_int_env("POCOLOBBY_BODY_STALL_SECONDS", cls.body_stall_seconds),

@@ -69,6 +69,14 @@ def set_delivery_paused(actor: Actor, lobby_id: int, paused: bool) -> bool:
         )
 
 
+def set_agents_may_watch(actor: Actor, lobby_id: int, allowed: bool) -> bool:
+    with transaction.atomic():
+        lobby = owned(actor, lobby_id)
+        return owner.set_agents_may_watch(
+            lobby.name, allowed, actor_kind=actor.kind, account=actor.email
+        )
+
+
 def cancel_scheduled_message(actor: Actor, lobby_id: int, message_id: int) -> dict[str, Any]:
     with transaction.atomic():
         lobby = owned(actor, lobby_id)

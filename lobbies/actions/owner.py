@@ -15,10 +15,11 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import agent_named, lobby_named
 from lobbies.actions.schedules import cancel_scheduled
 from lobbies.errors import not_found
-from lobbies.events import wake_recipients_on_commit
+from lobbies.events import announce_catalog_on_commit, wake_recipients_on_commit
 from lobbies.models import (
     ActorKind,
     Agent,
+    AgentActivity,
     AuditAction,
     Lobby,
     Message,
@@ -109,3 +110,22 @@ def set_delivery_paused(
         action = AuditAction.DELIVERY_PAUSED if paused else AuditAction.DELIVERY_RESUMED
         _audit(actor_kind, account, action, lobby_name)
     return paused
+
+
+def set_agents_may_watch(
+    lobby_name: str, allowed: bool, *, actor_kind: ActorKind = OPERATOR, account: str = ""
+) -> bool:
+    """The owner's setting: every agent may call watch_agents (not only manage_rooms). Each
+    agent's bridges reload the tools; withdrawn, those without manage_rooms stop watching."""
+    with transaction.atomic():
+        lobby = lobby_named(lobby_name)
+        Lobby.objects.filter(pk=lobby.pk).update(agents_may_watch=allowed)
+        if not allowed:
+            AgentActivity.objects.filter(
+                agent__lobby=lobby, agent__manage_rooms=False, watching__isnull=False
+            ).update(watching=None)
+        for pk in Agent.objects.filter(lobby=lobby).values_list("pk", flat=True):
+            announce_catalog_on_commit(pk)
+        action = AuditAction.WATCHING_ALLOWED if allowed else AuditAction.WATCHING_WITHDRAWN
+        _audit(actor_kind, account, action, lobby_name)
+    return allowed

@@ -15,6 +15,8 @@ class Lobby(models.Model):
     message_sequence = models.BigIntegerField(default=0)
     # Maintenance: the owner paused all pushes in this lobby; sends are still accepted.
     delivery_paused = models.BooleanField(default=False)
+    # The owner's setting: any agent may call watch_agents, not only those with manage_rooms.
+    agents_may_watch = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "lobbies"

@@ -132,6 +132,8 @@ class AuditAction(models.TextChoices):
     SCHEDULED_CANCELLED = "scheduled_cancelled"
     DELIVERY_PAUSED = "delivery_paused"
     DELIVERY_RESUMED = "delivery_resumed"
+    WATCHING_ALLOWED = "watching_allowed"
+    WATCHING_WITHDRAWN = "watching_withdrawn"
     OWNER_MESSAGE_SENT = "owner_message_sent"
 
 

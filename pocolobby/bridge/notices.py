@@ -8,6 +8,7 @@ process also reports its delivery facts (held or not, and why) to the broker.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from lobbies.wire import (
     load_json,
 )
 from pocolobby.bridge import attachments
+from pocolobby.bridge.codex_tokens import codex_home, token_reports
 from pocolobby.bridge.host import HostGone
 from pocolobby.bridge.listing import Listing
 from pocolobby.bridge.pane import PaneDelivery, activity_line, notice_line
@@ -288,3 +290,16 @@ class Notices(Listing):
         outcome = await self.broker.request("POST", "/v1/turns", body)
         if not outcome.ok:
             log.info("turn %s not reported: %s", event, outcome.message or outcome.status)
+        if host == "codex" and event == "end":
+            await self.report_codex_tokens()
+
+    async def report_codex_tokens(self) -> None:
+        """After a Codex turn, its sessions' token counts from Codex's own files, as the Stop
+        hook sends Claude Code's (PUT /v1/tokens); a failure waits for the next turn."""
+        home = codex_home(os.environ)
+        bodies = await asyncio.to_thread(token_reports, home, os.getcwd())
+        for tokens in bodies:
+            sent = await self.broker.request("PUT", "/v1/tokens", tokens)
+            if not sent.ok:
+                log.info("token counts not reported: %s", sent.message or sent.status)
+                return

@@ -38,8 +38,8 @@ def test_each_agent_gets_fourteen_bars_or_an_empty_state(lead: AgentClient, back
 
 
 def test_the_empty_state_says_what_each_host_can_show(make_agent) -> None:
-    """Claude Code: its Stop hook; Codex: its own session files, not read; Gemini, a shell or
-    msg: no token counts; never "set pocolobby hook as its Stop hook" for those."""
+    """Claude Code: its Stop hook; Codex: its own session files, read by the bridge; Gemini, a
+    shell or msg: no token counts; never "set pocolobby hook as its Stop hook" for those."""
     hosts = {"claude": "claude-code", "cx": "codex", "gm": "gemini", "sh": "shell", "m": "msg"}
     for name, host in hosts.items():
         agent = make_agent(name)
@@ -50,7 +50,8 @@ def test_the_empty_state_says_what_each_host_can_show(make_agent) -> None:
         return html.split(f'<li data-agent="{name}">')[1].split("</li>")[0]
 
     assert "as its Stop hook" in item("claude")
-    assert "Codex" in item("cx") and "session files" in item("cx")
-    for name in ("cx", "gm", "sh", "m"):
+    assert "Codex" in item("cx") and "session files the bridge reads" in item("cx")
+    assert "Stop hook" not in item("cx") and "reports no token counts" not in item("cx")
+    for name in ("gm", "sh", "m"):
         assert "Stop hook" not in item(name) and "reports no token counts" in item(name), name
     assert "Gemini CLI" in item("gm") and "shell" in item("sh") and "msg" in item("m")

@@ -154,14 +154,12 @@ def _gemini_approvals(project: Path) -> None:
     path.write_text(json.dumps(data, indent=2))
 
 
-@pytest.fixture
-def host_session(
-    request: pytest.FixtureRequest, module_broker: Broker, tmp_path: Path
-) -> Iterator[tuple[Session, dict[str, Any]]]:
-    host = request.param
+@contextlib.contextmanager
+def real_host(host: str, config: Path) -> Iterator[tuple[Session, list[int]]]:
+    """`host` ("codex" or "gemini") in a pane of its own tmux server, offline against its own
+    stand-in model, its MCP entry the one `pocolobby connect` writes for `config`: the
+    session, and the pane pids (a respawned pane appends its own) whose trees are ended."""
     executable = npm_host(host)
-    lobby = f"hosts-{host}"
-    configs = module_broker.provision(lobby, ["lead", host], tmp_path / "agents")
     root = Path(f"/tmp/pl-{uuid.uuid4().hex[:8]}")  # short: socket paths have a length limit
     home, project, model_log = root / "home", root / "project", root / "model"
     for folder in (home, project):
@@ -178,8 +176,7 @@ def host_session(
         else _gemini_config(home, project, port)
     )
     connect = subprocess.run(
-        [sys.executable, "-m", "pocolobby", "connect", "--config", str(configs[host].path),
-         "--host", host],
+        [sys.executable, "-m", "pocolobby", "connect", "--config", str(config), "--host", host],
         cwd=project, env=clean_env({**env, "PYTHONPATH": str(REPO_ROOT)}), capture_output=True,
         text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -197,7 +194,7 @@ def host_session(
     session.pane = session.tmux("list-panes", "-F", "#{pane_id}").strip()
     pids = [int(session.tmux("display-message", "-p", "-t", session.pane, "#{pane_pid}"))]
     try:
-        yield session, {"broker": module_broker, "configs": configs, "host": host, "pids": pids}
+        yield session, pids
     finally:
         # The hosts outlive a closed terminal (Gemini CLI ignores SIGHUP): end the pane's tree.
         tree = [p for pane_pid in pids for p in (pane_pid, *_descendants(pane_pid))]
@@ -212,6 +209,16 @@ def host_session(
         standin.kill()
         standin.wait(10)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def host_session(
+    request: pytest.FixtureRequest, module_broker: Broker, tmp_path: Path
+) -> Iterator[tuple[Session, dict[str, Any]]]:
+    host = request.param
+    configs = module_broker.provision(f"hosts-{host}", ["lead", host], tmp_path / "agents")
+    with real_host(host, configs[host].path) as (session, pids):
+        yield session, {"broker": module_broker, "configs": configs, "host": host, "pids": pids}
 
 
 async def _until(probe, timeout: float, what: str):  # type: ignore[no-untyped-def]

@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from console.models import DashboardViewer, LobbyOwner
-from lobbies.models import Agent, AuditEvent, Delivery, Lobby, Message, Schedule
+from lobbies.catalog import catalog_for
+from lobbies.models import Agent, AgentActivity, AuditEvent, Delivery, Lobby, Message, Schedule
 from tests.console.conftest import post_json
 from tests.console.test_local_operator import operator_browser
 from tests.console.test_settings import signed_in_on
@@ -120,6 +121,27 @@ def test_the_owner_pauses_and_resumes_the_lobbys_delivery(owner_browser, lobby):
     audited("delivery_resumed")
 
 
+def test_the_owner_lets_every_agent_watch_and_withdraws_it(owner_browser, lobby, backend):
+    def tools() -> set[str]:
+        agent = Agent.objects.select_related("lobby").get(pk=backend.agent.pk)
+        return {tool["name"] for tool in catalog_for(agent)["tools"]}
+
+    assert Agent.objects.get(pk=backend.agent.pk).manage_rooms is False
+    assert "watch_agents" not in tools()
+    body = ok(owner_browser, "/settings/watching", {"allowed": True})
+    assert body["message"] == "every agent may now watch the others (watch_agents)"
+    assert Lobby.objects.get(pk=lobby.pk).agents_may_watch is True
+    audited("watching_allowed")
+    assert 'data-watching="every agent"' in owner_browser.get("/settings").content.decode()
+    assert "watch_agents" in tools()
+    AgentActivity.objects.update_or_create(agent=backend.agent, defaults={"watching": []})
+
+    ok(owner_browser, "/settings/watching", {"allowed": False})
+    audited("watching_withdrawn")
+    assert "watch_agents" not in tools()
+    assert AgentActivity.objects.get(agent=backend.agent).watching is None  # stopped watching
+
+
 def test_the_local_operator_has_the_same_controls(lobby, lead, backend):
     client = operator_browser()
     answer = post_json(client, "/my-team/settings/agents/rest", {"agent": "backend", "rest": True})
@@ -137,6 +159,7 @@ def test_the_local_operator_has_the_same_controls(lobby, lead, backend):
         ("/settings/agents/permissions", {"agent": "backend", "broadcast": True}, 400, None),
         ("/settings/scheduled/cancel", {"message_id": 999999}, 404, "unknown_message"),
         ("/settings/delivery", {"paused": True, "extra": 1}, 400, "invalid_field"),
+        ("/settings/watching", {"allowed": "yes"}, 400, "invalid_field"),
     ],
 )
 def test_bad_requests_are_refused_and_change_nothing(owner_browser, path, body, status, code):
