@@ -67,6 +67,7 @@ class Bridge(Notices):
         generation = frame["generation"]
         if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
             log.info("admitted: this conversation now holds the agent")
+            self.admitted_mid_turn = self.tool_calls_refused > 0
             self.spawn(self._tools_work_now())
         if frame["runtime_id"] not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
@@ -139,6 +140,7 @@ class Bridge(Notices):
                 return failure("arguments: must be an object of named arguments")
             self.tool_called.set()
             if self.stop is not None:
+                self.tool_calls_refused += 1
                 return failure(self.stopped_sentence(), self.bridge_facts())
             self.tool_calls_started += 1
             self.tool_calls_running += 1

@@ -181,7 +181,10 @@ class Notices(Listing):
                 return  # the broker sent it again: the schedule already runs
             self._repeater.cancel()
         self._repeater_nonce = nonce
-        calls = self.tool_calls_started  # counted now: the task starts later
+        # Counted now (the task starts later), or after the first pause for the bootstrap of
+        # an admission: the refused turn's calls in flight are no sign of work on it.
+        calls = None if self.admitted_mid_turn else self.tool_calls_started
+        self.admitted_mid_turn = False
         self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params, calls))
 
     def _bootstrap_answered(self, nonce: str) -> bool:
@@ -201,15 +204,22 @@ class Notices(Listing):
             return "its hooks say a turn is running"
         return None
 
-    async def _repeat_bootstrap(self, nonce: str, params: JSONObject, calls: int) -> None:
+    async def _repeat_bootstrap(self, nonce: str, params: JSONObject, calls: int | None) -> None:
         """Quick repeats for a host that lost the first write or a model that missed it;
         none once the session is working, since Claude holds channel events while a tool
         runs and then shows every copy, each a turn. A working session that still needs it
-        gets the broker's own retry, at its schedule's longest delay (300 s by default)."""
+        gets the broker's own retry, at its schedule's longest delay (300 s by default).
+
+        `calls` None: this bootstrap followed a hand over to a session whose turn was calling
+        tools while refused. That turn's last calls reach the bridge after the write and
+        Claude Code starts no turn for an event that lands mid-turn, so tool calls count from
+        the first pause on (a running call or an open turn still counts at once)."""
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)
             if self._bootstrap_answered(nonce):
                 return
+            if calls is None:
+                calls = self.tool_calls_started
             working = self.working_since(calls)
             if working is not None:
                 self.quiet_nonces.add(nonce)

@@ -68,6 +68,10 @@ class BridgeState:
         # Tool calls the host started, and those still running: signs the session is working.
         self.tool_calls_started = 0
         self.tool_calls_running = 0
+        # Tool calls refused while this process waited for a hand over, and whether it was
+        # admitted after some: that refused turn's calls may still arrive (notices.py).
+        self.tool_calls_refused = 0
+        self.admitted_mid_turn = False
         # Bootstraps the session showed work on: no quick repeat of them (notices.py).
         self.quiet_nonces: set[str] = set()
         self.started_at = time.time()  # the hooks' clock (pocolobby/bridge/turns.py)

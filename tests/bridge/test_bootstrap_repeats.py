@@ -23,6 +23,7 @@ from pocolobby import agent_reports
 from pocolobby.bridge import notices
 from pocolobby.bridge.config import Runtime, derive_runtime_id, load_config
 from pocolobby.bridge.core import Bridge
+from pocolobby.bridge.results import Stop
 from pocolobby.bridge.turns import record_turn
 from tests.bridge.host import Host
 from tests.bridge.test_bridge import host_for, provision, session_id
@@ -41,6 +42,11 @@ def quick_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def offer(bridge: Bridge, frames: Frames, nonce: str = "n1", notice_id: str = "boot") -> None:
     await bridge.on_notice(notice(notice_id, "bootstrap", [], {"nonce": nonce}), frames)
+
+
+async def copies_written(host: FakeHost, count: int) -> None:
+    while len(host.channel()) < count:
+        await asyncio.sleep(0.005)
 
 
 async def schedule_ended(bridge: Bridge) -> None:
@@ -143,6 +149,26 @@ async def test_the_brokers_retry_of_a_quiet_bootstrap_is_written_and_starts_no_r
     assert frames.kinds("boot-again") == ["received", "host_written"]
     assert bridge._repeater is first_schedule  # no new schedule
     assert len(host.channel()) == 2
+
+
+@pytest.mark.asyncio
+async def test_after_a_hand_over_the_refused_turns_last_call_does_not_quiet_the_bootstrap():
+    """A refused session's turn keeps calling tools (get_context, to learn why); the call in
+    flight when the owner hands over reaches the bridge after the bootstrap was written, from a
+    turn that never read it (Claude Code shows an event that lands mid-turn and starts no turn
+    for it). That call is no sign of work on the bootstrap: the quick repeats go on, and the
+    session's own calls after the first pause still stop them."""
+    bridge, host, _ = make_bridge()
+    await bridge.on_stop(Stop("runtime_conflict", 409, "another conversation holds beta"))
+    assert (await bridge.call_tool("get_context", {})).is_error  # the refused turn
+    welcome(bridge)  # handed over
+    await offer(bridge, Frames())
+    assert not (await bridge.call_tool("get_context", {})).is_error  # the turn's last call
+    await asyncio.wait_for(copies_written(host, 3), 5)  # the refusal, the bootstrap, a repeat
+    assert not (await bridge.call_tool("get_context", {})).is_error  # now acting on it
+    await schedule_ended(bridge)
+    assert "n1" in bridge.quiet_nonces
+    assert len(host.channel()) < 2 + REPEATS
 
 
 class BusyPane:
