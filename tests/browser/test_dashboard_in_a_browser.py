@@ -87,6 +87,39 @@ def test_the_owner_reads_the_dashboard(hosted_broker, page: Page, look: str, sho
     expect(rows).to_have_count(3)
 
 
+def test_chips_follow_turns_live_and_work_without_messages_fills_the_strip(
+    hosted_broker, page: Page, look: str, shoot
+):
+    """Issue 42: an agent's chip changes as its turns go, without a reload, and a stretch of
+    work in which it sent no message colours its strip."""
+    lobby, owner = f"turns-{look}", f"turns-{look}@example.com"
+    tokens = _seed(hosted_broker, lobby, owner)
+    sign_in_through_lobby(page, hosted_broker, lobby, owner, "/")
+    designer = page.locator('#agents [data-agent="designer"]')
+    chip = designer.locator(".chip").first
+    expect(chip).to_have_text("Away")
+    expect(designer.locator("svg.strip rect.cell0")).to_have_count(96)
+    # Present as a `pocolobby msg` agent is (no bridge): a call of its own, no message sent.
+    hosted_broker.agent_call(tokens["designer"], "POST", "/me/owner-requests", {"count": 0})
+    expect(chip).to_have_text("Idle", timeout=20_000)
+
+    now = time.time()
+    hosted_broker.agent_call(
+        tokens["designer"], "POST", "/turns", {"event": "start", "at": int(now - 20 * 60)}
+    )
+    expect(chip).to_have_text("Working", timeout=20_000)  # the agents part refreshes itself
+    hosted_broker.agent_call(
+        tokens["designer"], "POST", "/turns", {"event": "end", "at": int(now - 5 * 60)}
+    )
+    expect(chip).to_have_text("Idle", timeout=20_000)
+    worked = designer.locator("svg.strip rect[class^=cell]:not(.cell0)")
+    expect(worked.first).to_be_attached()
+    assert worked.count() >= 1
+    assert designer.locator("svg.strip rect.msg").count() == 0, "the designer sent nothing"
+    expect(worked.first.locator("title")).to_contain_text("0 messages")
+    shoot(page, "turns")
+
+
 def test_a_public_dashboard_needs_no_sign_in_and_shows_no_email(
     hosted_broker, page: Page, look: str, shoot
 ):
