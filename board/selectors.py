@@ -532,7 +532,17 @@ def agent_rows(lobby: Lobby, now: datetime, picture: Picture | None = None) -> l
         facts = activity_facts(agent, connected=bool(agent.online))
         summary = summaries.get(agent.agent_id)
         look = looks.get(agent.pk)
-        activity = last_activity_at(agent)
+        # The row's "last active" counts its turns and msg calls too, not only its messages.
+        activity = max(
+            (
+                t
+                for t in (last_activity_at(agent), facts.turn_ended_at, facts.msg_seen_at)
+                if t is not None
+            ),
+            default=facts.turn_started_at,
+        )
+        if facts.turn_open:
+            activity = now
         rows.append(
             AgentRow(
                 agent_id=agent.agent_id,
