@@ -7,8 +7,11 @@ from typing import Literal
 from lobbies.errors import forbidden
 from lobbies.models import Agent
 
-# watch_agents: manage_rooms, or the owner's lobby setting that lets every agent watch.
-Permission = Literal["broadcast", "manage_rooms", "watch_agents"]
+# What the operator grants an agent (a flag on its row; a team manifest lists these).
+Grant = Literal["broadcast", "manage_rooms"]
+# What a tool needs: a grant, or watch_agents (manage_rooms, or the owner's lobby setting that
+# lets every agent watch), which is never granted on its own.
+Permission = Literal[Grant, "watch_agents"]
 
 
 def has_permission(agent: Agent, permission: Permission | None) -> bool:

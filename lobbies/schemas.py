@@ -22,7 +22,7 @@ from pydantic import (
 
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
-from lobbies.permissions import Permission
+from lobbies.permissions import Grant
 from lobbies.wire import MAX_ATTACHMENTS, MAX_JSON_DEPTH, is_document, is_image, media_type_of
 
 
@@ -553,7 +553,7 @@ class TeamAgent(Operation):
 
     description: Annotated[str, bounded_text(200)] = ""
     role: Annotated[str, bounded_text(32_768)] = ""
-    permissions: Annotated[list[Permission], Field(max_length=10)] = Field(default_factory=list)
+    permissions: Annotated[list[Grant], Field(max_length=10)] = Field(default_factory=list)
 
 
 class TeamRoom(Operation):

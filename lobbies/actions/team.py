@@ -30,10 +30,10 @@ from lobbies.operator_answers import (
     TeamEnrollment,
     TeamSubject,
 )
-from lobbies.permissions import Permission
+from lobbies.permissions import Grant
 from lobbies.schemas import TeamAgent, TeamManifest
 
-PERMISSIONS: tuple[Permission, ...] = ("broadcast", "manage_rooms")
+PERMISSIONS: tuple[Grant, ...] = ("broadcast", "manage_rooms")
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,11 @@ def _at_key(key: str, check: Callable[[], object]) -> None:
         raise
 
 
-def _permissions(spec: TeamAgent) -> list[Permission]:
+def _permissions(spec: TeamAgent) -> list[Grant]:
     return [p for p in PERMISSIONS if p in spec.permissions]
 
 
-def _listed(names: list[str] | list[Permission]) -> str:
+def _listed(names: list[str] | list[Grant]) -> str:
     return ", ".join(names) or "none"
 
 
