@@ -10,7 +10,7 @@ minute; this measures only the work a send gives the database thread, in this pr
    it, and keeps its store.
 2. Sets the settings a `serve` would (the store's data directory, lifted send and queue
    bounds) and a running event loop for the wakes, then serves `POST /v1/messages` through
-   the fast lane's own functions (`pocolobby.asgi._serve_api` alone, `_serve_together` for
+   the fast lane's own functions (`lobbies.fastlane.lane._serve_api` alone, `_serve_together` for
    shared commits) on the process's connection, as the database thread does.
 3. Counts the thread's CPU time around each call only (`time.thread_time`). Every 200 sends
    the recipients' queues are marked seen and the sends moved out of the rate window,
@@ -96,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         from django.core.handlers.asgi import ASGIRequest
         from django.db import connection
 
-        from lobbies import events
-        from pocolobby import asgi
+        from lobbies.fastlane import lane
+        from lobbies.push import events
+        from pocolobby import asgi  # noqa: F401  # sets Django's ASGI handler up
         from tests.fast_lane import agent_post
 
         # Wakes go to a running loop, as under `serve` (else each would start one of its own).
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     drain()
                 batch = [request() for _ in range(size)]
                 began = time.thread_time()
-                answers = [asgi._serve_api(batch[0])] if size == 1 else asgi._serve_together(batch)
+                answers = [lane._serve_api(batch[0])] if size == 1 else lane._serve_together(batch)
                 if done >= 0:
                     spent += time.thread_time() - began
                     counted += size

@@ -23,8 +23,8 @@ from console import local
 from console.actions.sign_in import end_session
 from console.models import Account, DashboardViewer, LobbyOwner, SessionPlace, WebSession
 from console.web import clear_host_cookie, digest, host_cookie
+from lobbies.access.hosts import hosted
 from lobbies.admin import CREDENTIAL_ISSUER
-from lobbies.hosts import hosted
 from lobbies.models import Lobby
 
 OPERATOR_COOKIE = "pocolobby-operator"

@@ -2,7 +2,7 @@
 
 Each refusal names the setting that bounds it. Previously accepted work is kept: a guard
 only stops new sends. Each check is cheap: a statvfs at most once a second, and counts read
-in the send's sequence bump (lobbies/queries.py `open_send`).
+in the send's sequence bump (lobbies/fastlane/queries.py `open_send`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from board import api as board_api
 from console import operator_api
-from lobbies import answers
-from lobbies.errors import method_not_allowed
-from lobbies.http import (
+from lobbies.api import answers
+from lobbies.api.http import (
     Documented,
     JsonAnswer,
     api_view,
@@ -25,7 +24,8 @@ from lobbies.http import (
     handle_bad_request,
     handle_not_found,
 )
-from lobbies.openapi import document
+from lobbies.api.openapi import document
+from lobbies.errors import method_not_allowed
 from pocolobby import readiness
 
 HEALTH_METHODS = ("GET", "HEAD")

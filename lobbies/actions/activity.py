@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from lobbies.actions.rooms import _admitted
 from lobbies.actions.runtime import RuntimeCaller, fence
-from lobbies.activity_timer import note_changes
-from lobbies.events import wake_dispatcher_on_commit
 from lobbies.models import Agent, AgentActivity, Host
+from lobbies.push.activity_timer import note_changes
+from lobbies.push.events import wake_dispatcher_on_commit
 
 # A msg call refreshes the agent's presence at most this often: one write per 30 s, not per call.
 MSG_SEEN_EVERY = timedelta(seconds=30)

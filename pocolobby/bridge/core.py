@@ -15,7 +15,8 @@ import contextlib
 
 import mcp_types as types
 
-from lobbies.wire import JSONObject, JSONValue, WelcomeFrame
+from lobbies.wire.frames import WelcomeFrame
+from lobbies.wire.jsontext import JSONObject, JSONValue
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide

@@ -13,19 +13,17 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from lobbies.wire import (
+from lobbies.wire.frames import (
     FRAME_DELIVERY,
     FRAME_HOST_WRITTEN,
     FRAME_RECEIVED,
     HELD_REASON_CHARS,
-    PARSE_DEPTH,
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
     DeliveryFrame,
-    JSONObject,
     NoticeFrame,
-    load_json,
 )
+from lobbies.wire.jsontext import PARSE_DEPTH, JSONObject, load_json
 from pocolobby.bridge import attachments
 from pocolobby.bridge.codex_tokens import codex_home, token_reports
 from pocolobby.bridge.host import HostGone
@@ -69,7 +67,7 @@ def _payload(content: str) -> JSONObject:
 
 @dataclass(frozen=True)
 class Notice:
-    """One notice frame as the bridge reads it (lobbies/push.py builds it)."""
+    """One notice frame as the bridge reads it (lobbies/push/frames.py builds it)."""
 
     notice_id: str
     kind: str  # bootstrap, messages, hint, ...

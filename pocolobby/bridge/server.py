@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 
-from lobbies.wire import for_terminal
+from lobbies.wire.terminal import for_terminal
 from pocolobby.bridge import SERVER_NAME, bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config, loosely_protected

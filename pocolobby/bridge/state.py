@@ -14,7 +14,8 @@ from typing import Any
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX, BridgeFrame, JSONObject
+from lobbies.wire.frames import EVENT_VERSION, TRANSPORT_CHANNEL, TRANSPORT_TMUX, BridgeFrame
+from lobbies.wire.jsontext import JSONObject
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.catalog import Catalog

@@ -11,8 +11,8 @@ from urllib.parse import quote, urlsplit
 
 import segno
 
-from lobbies.wire import JSONObject, JSONValue
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.jsontext import JSONObject, JSONValue
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby import config
 from pocolobby.bridge.config import is_loopback
 from pocolobby.cli.admin_client import (
