@@ -172,8 +172,7 @@ else:
                     "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
                     # A shared commit's savepoint journal (and RETURNING's table) in memory:
                     # on disk it spilled to a new temporary file each commit
-                    # (docs/PERFORMANCE.md, "Issue 18's CPU bar, sixth pass (2026-12-02,
-                    # fifth session)").
+                    # (docs/PERFORMANCE.md, "Figures from code comments").
                     "PRAGMA temp_store=MEMORY;"
                     # A backstop: `pocolobby serve` checkpoints on a thread of its own
                     # (lobbies/fastlane/sqlite/checkpoints.py); 10x the default otherwise.

@@ -44,7 +44,7 @@ PASS_THROUGH = {
     ("console/web.py", "refusal_response"),
     ("pocolobby/msg.py", "failure_json"),  # prints the broker's code (or the client's) as is
     ("lobbies/api/openapi.py", "_error_schema"),  # the error shape's JSON Schema, not an answer
-    ("lobbies/wire/", "parse_error"),  # reads the broker's error frame, answers nothing
+    ("lobbies/wire/frames.py", "parse_error"),  # reads the broker's error frame, answers nothing
 }
 # A table row whose first cell is an HTTP status, a WebSocket close code or "frame".
 STATUS_ROW = re.compile(r"^\|\s*(?:\d{3,4}|frame)\s*\|\s*([^|]+)\|")
