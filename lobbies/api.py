@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from pydantic import Field
 
 from lobbies import agent_selectors, attachment_selectors, blobs, operator_answers
 from lobbies.actions import activity as activity_actions
@@ -179,7 +180,9 @@ def attachment_meta(request: HttpRequest, key: str) -> JsonAnswer:
 
 
 class Join(Operation):
-    code: Annotated[str, bounded_text(64)]
+    code: Annotated[str, bounded_text(64)] = Field(
+        description="The enrolment code; case and separators do not matter"
+    )
 
 
 @api_view(
