@@ -173,10 +173,31 @@ class MessagesPage(TypedDict):
 
 @with_config(ANSWER_CONFIG)
 class AcknowledgeAnswer(TypedDict):
-    acknowledged: list[int]
-    unknown_message_ids: list[int]
-    held_message_ids: list[int]
-    receipt_sequence: int
+    acknowledged: Annotated[
+        list[int],
+        Field(
+            description="Your deliveries among the ids that are not held, newly seen or seen "
+            "before: a repeated call returns the same ids and records nothing new"
+        ),
+    ]
+    unknown_message_ids: Annotated[
+        list[int],
+        Field(
+            description="Ids of no stored message (never existed, or deleted): nothing is "
+            "recorded for them, and they are no error"
+        ),
+    ]
+    held_message_ids: Annotated[
+        list[int],
+        Field(
+            description="Your deliveries that are held (recipient_disabled ones stay held after "
+            "re-enabling): not acknowledged, never in the inbox"
+        ),
+    ]
+    receipt_sequence: Annotated[
+        int,
+        Field(description="Your highest receipt-event number after the call, 0 when none"),
+    ]
 
 
 # ------------------------------------------------------------------ agents

@@ -27,10 +27,12 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lobbies.names import NAME_PATTERN
 
 API_MD = Path(__file__).resolve().parent.parent / "docs" / "API.md"
 WRITE_COMMAND = ".venv/bin/python -m pocolobby.api_docs --write"
@@ -122,6 +124,11 @@ def _code(value: object) -> str:
     return f"`{text}`"
 
 
+def _default(value: object) -> str:
+    """A default as the JSON a caller would send: `"info"`, `""`, `false`, `null`."""
+    return f"`{json.dumps(value, ensure_ascii=False)}`"
+
+
 def _span(low: object, high: object, unit: str) -> str:
     if low not in (None, 0) and high is not None:
         return f" ({_number(low)}-{_number(high)} {unit})"
@@ -160,6 +167,8 @@ def _type(document: Node, node: Node) -> str:
         if node.get("format") == "binary":
             return "bytes"
         length = _span(node.get("minLength"), node.get("maxLength"), "characters")
+        if node.get("pattern") == NAME_PATTERN:
+            return "string (name rule)"
         pattern = f" matching `{node['pattern']}`" if "pattern" in node else ""
         return f"string{length}{pattern}"
     if kind == "integer" or kind == "number":
@@ -195,10 +204,10 @@ def _description(node: Node) -> str:
     return str(text)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table; a last column with nothing in it (no descriptions yet) is left out."""
     if header[-1] == "description" and not any(row[-1] for row in rows):
-        header, rows = header[:-1], [row[:-1] for row in rows]
+        header, rows = header[:-1], [tuple(row)[:-1] for row in rows]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -206,9 +215,9 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 def _argument_rows(document: Node, schema: Node) -> list[tuple[str, ...]]:
     required = set(schema.get("required", []))
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for name, node in schema.get("properties", {}).items():
-        default = _code(node["default"]) if "default" in node else ""
+        default = _default(node["default"]) if "default" in node else ""
         rows.append(
             (
                 f"`{name}`",
@@ -229,6 +238,18 @@ NO_ARGUMENTS = "It takes no arguments.\n"
 # ------------------------------------------------------------------ the kinds of table
 
 
+def _parameter_row(document: Node, parameter: Node) -> tuple[str, ...]:
+    """A query parameter's row: its schema never holds a null default (lobbies/openapi.py)."""
+    spec = parameter["schema"]
+    return (
+        f"`{parameter['name']}`",
+        _type(document, spec),
+        "required" if parameter["required"] else "",
+        _default(spec["default"]) if "default" in spec else "",
+        parameter.get("description", ""),
+    )
+
+
 def arguments(document: Node, subject: str) -> str:
     """An operation's arguments: its JSON body's properties, or its query parameters."""
     _method, _path, operation = _operation(document, subject)
@@ -237,13 +258,7 @@ def arguments(document: Node, subject: str) -> str:
         rows = _argument_rows(document, schema)
     else:
         rows = [
-            (
-                f"`{parameter['name']}`",
-                _type(document, parameter["schema"]),
-                "required" if parameter["required"] else "",
-                _code(parameter["schema"]["default"]) if "default" in parameter["schema"] else "",
-                parameter.get("description", ""),
-            )
+            _parameter_row(document, parameter)
             for parameter in operation.get("parameters", [])
             if parameter["in"] == "query"
         ]
@@ -307,42 +322,57 @@ def _request_schemas(document: Node) -> Iterator[Node]:
             pending.append(_schemas(document)[ref])
 
 
-def _names(document: Node, schema_node: Node | None) -> str:
-    if schema_node is None:
-        return ""
-    required = set(schema_node.get("required", []))
-    names = [
-        f"`{name}`" if name in required else f"`{name}`?"
-        for name in schema_node.get("properties", {})
-    ]
-    return ", ".join(names)
+def _names(names: list[str], required: set[str]) -> str:
+    return ", ".join(f"`{name}`" if name in required else f"`{name}`?" for name in names)
+
+
+def _argument_names(document: Node, operation: Node) -> str:
+    body = _body_schema(document, operation)
+    if body is not None:
+        return _names(list(body.get("properties", {})), set(body.get("required", [])))
+    query = [p for p in operation.get("parameters", []) if p["in"] == "query"]
+    return _names([p["name"] for p in query], {p["name"] for p in query if p["required"]})
+
+
+def _operations_in(document: Node, subject: str) -> Iterator[tuple[str, str, Node]]:
+    """The operations under a path prefix (`/v1/admin`), or the tools named (`a b c`)."""
+    if subject.startswith("/"):
+        for path, item in document["paths"].items():
+            if path.startswith(subject):
+                for method, operation in item.items():
+                    yield method.upper(), path, operation
+    else:
+        for name in subject.split():
+            yield _operation(document, name)
 
 
 def operations(document: Node, subject: str) -> str:
-    """Every operation under a path prefix: its arguments and answer keys in one row each.
+    """One row per operation: its arguments and answer keys by name, and what it does.
 
-    An argument or key marked `?` may be left out; the kind tables above give their types.
+    An argument or key marked `?` may be left out. Tools are named by their tool name, other
+    operations by method and path.
     """
-    rows = []
-    for path, item in document["paths"].items():
-        if not path.startswith(subject):
-            continue
-        for method, operation in item.items():
-            found = _answer_schema(document, operation)
-            status, answer_schema = found if found is not None else ("", None)
-            answers = _names(document, answer_schema)
-            if status and status != "200":
+    rows: list[tuple[str, ...]] = []
+    for method, path, operation in _operations_in(document, subject):
+        found = _answer_schema(document, operation)
+        answers = ""
+        if found is not None:
+            status, answer_schema = found
+            keys = list(answer_schema.get("properties", {}))
+            answers = _names(keys, set(answer_schema.get("required", [])))
+            if status != "200":
                 answers = f"{status}: {answers}"
-            rows.append(
-                (
-                    f"`{method.upper()} {path}`",
-                    _names(document, _body_schema(document, operation)),
-                    answers,
-                    operation["description"].split(". ")[0].rstrip("."),
-                )
+        tool = path.removeprefix("/v1/tools/") if path.startswith("/v1/tools/") else ""
+        rows.append(
+            (
+                f"`{tool}`" if tool else f"`{method} {path}`",
+                _argument_names(document, operation),
+                answers,
+                operation["description"].split(". ")[0].rstrip("."),
             )
+        )
     if not rows:
-        raise UnknownSection(f"the OpenAPI document has no path under {subject}")
+        raise UnknownSection(f"the OpenAPI document has no operation under {subject}")
     return _table(("operation", "arguments", "answer", "what it does"), rows)
 
 
