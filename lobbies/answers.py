@@ -79,11 +79,31 @@ class DeliveryFacts(TypedDict):
     """A copy's delivery facts."""
 
     delivery_state: DeliveryStateName
-    held_reason: HeldReasonName | None
-    delivered_at: Time | None
-    adapter_received_at: Time | None
-    notification_attempted_at: Time | None
-    agent_seen_at: Time | None
+    held_reason: Annotated[
+        HeldReasonName | None, Field(description="Why it is held; null exactly when not held")
+    ]
+    delivered_at: Annotated[
+        Time | None,
+        Field(
+            description="When the copy became pending: created_at for a message sent now, the "
+            "delivery time for a scheduled one, null while it is held as scheduled"
+        ),
+    ]
+    adapter_received_at: Annotated[
+        Time | None,
+        Field(
+            description="When the recipient's bridge confirmed it received the push (a receipt "
+            "frame); null with no bridge connected"
+        ),
+    ]
+    notification_attempted_at: Annotated[
+        Time | None,
+        Field(
+            description="When the broker last pushed the message to the recipient's bridge; "
+            "null with no bridge connected"
+        ),
+    ]
+    agent_seen_at: Annotated[Time | None, Field(description="When the recipient acknowledged it")]
 
 
 @with_config(ANSWER_CONFIG)
@@ -124,8 +144,14 @@ class SendAnswer(TypedDict):
     message_id: int
     sequence: int
     created_at: Time
-    duplicate: bool
-    recipients: list[RecipientFacts]
+    duplicate: Annotated[
+        bool,
+        Field(description="true when a retry found the original: this is its answer, as of now"),
+    ]
+    recipients: Annotated[
+        list[RecipientFacts],
+        Field(description="One entry per recipient, with its delivery facts as they are now"),
+    ]
     attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
 
 

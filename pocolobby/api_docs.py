@@ -163,7 +163,7 @@ def _type(document: Node, node: Node) -> str:
         return f"array of {items}{count}"
     if kind == "string":
         if node.get("format") == "date-time":
-            return "time (ISO 8601 with a zone)"
+            return "time (ISO 8601)"
         if node.get("format") == "binary":
             return "bytes"
         length = _span(node.get("minLength"), node.get("maxLength"), "characters")
