@@ -10,9 +10,10 @@ marker comments naming what it shows:
 The kinds (`SECTIONS`): `arguments OP` and `answer OP` (an operation's arguments and its
 success answer), `schema NAME` (one shape of the document's components, for an object an
 argument or answer nests) and `operations PREFIX` (one row per operation under a path, such
-as the operator's /v1/admin). OP is a tool's name (its `POST /v1/tools/<name>` operation) or
-`METHOD /path` as the document spells the path. Everything a table says comes from the
-document `lobbies.openapi` generates from the pydantic models and TypedDicts: to change a
+as the operator's /v1/admin, or per tool of a list: `operations list_rooms create_room`).
+OP is a tool's name (its `POST /v1/tools/<name>` operation) or `METHOD /path` as the
+document spells the path. Everything a table says comes from the document `lobbies.openapi`
+generates from the pydantic models and TypedDicts: to change a
 table, change the model (a `Field` description, a bound) and run
 
     .venv/bin/python -m pocolobby.api_docs --write
