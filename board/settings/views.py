@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from board import actions, selectors
-from board.alert_settings import preferences_of, set_viewers_get_notifications
+from board.notifications.preferences import preferences_of, set_viewers_get_notifications
 from board.settings.forms import (
     AppearanceForm,
     NotesSourceForm,

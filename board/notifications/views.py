@@ -17,8 +17,8 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import Field
 
-from board import alert_settings as actions
-from board.vapid import public_key
+from board.notifications import preferences as actions
+from board.notifications.vapid import public_key
 from board.views import dashboard_page
 from console.pages import LobbyPage
 from console.web import PageRefusal, StrictForm, parse_json_post, site_of
