@@ -71,7 +71,7 @@ POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS"
 POCOLOBBY_ADMIN_PASSWORD_RECOVERY = os.environ.get("POCOLOBBY_ADMIN_PASSWORD_RECOVERY") == "1"
 
 # Push endpoints admitted although their host is private or loopback (`host:port`, commas):
-# for tests and private push services (board/push_endpoints.py).
+# for tests and private push services (board/notifications/webpush_endpoints.py).
 POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
     item.strip().lower()
     for item in os.environ.get("POCOLOBBY_PUSH_ENDPOINT_ALLOW", "").split(",")
