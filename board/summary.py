@@ -55,10 +55,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUMMARY_INTERVAL = timedelta(minutes=10)
+# Ten minutes by default (POCOLOBBY_SUMMARY_INTERVAL_SECONDS).
+SUMMARY_INTERVAL = timedelta(seconds=settings.POCOLOBBY_SUMMARY_INTERVAL_SECONDS)
 # A reservation older than this is a broker that died mid-attempt: one attempt takes at most
-# the two-minute request timeout, so five minutes leaves a wide margin.
-CLAIM_EXPIRES = timedelta(minutes=5)
+# the two-minute request timeout, so five minutes (the default,
+# POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS) leaves a wide margin.
+CLAIM_EXPIRES = timedelta(seconds=settings.POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS)
 DAILY_CEILING_USD = Decimal(5)
 REQUEST_TIMEOUT_SECONDS = 120
 MESSAGES_IN_INPUT = 40
@@ -76,6 +78,7 @@ CEILING_REACHED = (
     f"Summaries paused: this lobby reached its ${DAILY_CEILING_USD} daily ceiling; the last good "
     "picture stays."
 )
+CEILING_LOGGED = "summaries of lobby %s paused: its attempts reached the $%s daily ceiling"
 UNSAVED_ATTEMPT = (
     "A summary attempt could not be recorded; summaries wait until its cost is stored."
 )
@@ -462,6 +465,8 @@ def _maybe(lobby_id: int) -> SummaryStatus:
         claim = _claim(lobby_id, built, retry=attempt_number == 2)
         if not isinstance(claim, Claim):
             if claim == "ceiling":
+                if memory.paused_at is None:
+                    log.warning(CEILING_LOGGED, lobby_id, DAILY_CEILING_USD)
                 memory.paused_at = timezone.now()
             elif claim == "gone":
                 forget(lobby_id)
