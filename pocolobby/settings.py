@@ -102,7 +102,7 @@ GITHUB_API_URL = os.environ.get("POCOLOBBY_GITHUB_API_URL", "https://api.github.
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("POCOLOBBY_ANTHROPIC_BASE_URL") or None
 # A lobby's summaries: at most one attempt per interval, and a claimed attempt whose broker
-# died holds the lobby until it expires (board/summary.py). Shorter only for tests.
+# died holds the lobby until it expires (board/summaries/attempts.py). Shorter only for tests.
 POCOLOBBY_SUMMARY_INTERVAL_SECONDS = float(
     os.environ.get("POCOLOBBY_SUMMARY_INTERVAL_SECONDS", "600")
 )

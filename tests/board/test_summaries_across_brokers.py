@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 INTERVAL = 3.0  # POCOLOBBY_SUMMARY_INTERVAL_SECONDS
 EXPIRES = 8.0  # POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS
-CEILING = Decimal(5)  # board/summary.py's DAILY_CEILING_USD
+CEILING = Decimal(5)  # board/summaries/prices.py, DAILY_CEILING_USD
 NAMES = ("a", "b", "c")
 LOBBY = "summary-race"
 CEILING_LOGGED = "paused: its attempts reached the $5 daily ceiling"
@@ -195,10 +195,10 @@ def test_three_brokers_make_one_request_per_interval_and_stay_under_the_ceiling(
         earlier = CEILING - spent - reservation.cost * Decimal("2.5")
         with trio.connect() as conn:
             conn.execute(
-                "INSERT INTO board_summaryattempt (lobby_id, model, effort, input_hash, outcome, "
-                "error, input_tokens, output_tokens, cost_usd, started_at, finished_at) VALUES "
-                "(%s, 'claude-haiku-5-5', 'low', '', 'failed', 'earlier today', 0, 0, %s, "
-                "now() - interval '1 hour', now() - interval '1 hour')",
+                "INSERT INTO board_summaryattempt (lobby_id, model, effort, input_hash, base_hash, "
+                "message_ids, outcome, error, input_tokens, output_tokens, cost_usd, started_at, "
+                "finished_at) VALUES (%s, 'claude-haiku-5-5', 'low', '', '', '[]', 'failed', "
+                "'earlier today', 0, 0, %s, now() - interval '1 hour', now() - interval '1 hour')",
                 [lobby_id, earlier],
             )
         trio.stand_in.release()
