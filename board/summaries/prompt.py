@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from board.models import (
     AgentAppearance,
@@ -28,6 +28,45 @@ MESSAGE_CHARS = 4_000  # one message's share of the input; a longer one is cut a
 # max_tokens bounds what one attempt can cost (it enters the cost estimate before the call).
 MAX_TOKENS: dict[str, int] = {Effort.LOW: 4_000, Effort.MEDIUM: 6_000, Effort.HIGH: 8_000}
 EffortName = Literal["low", "medium", "high"]
+
+
+# The input document the user message carries, JSON-encoded (its keys are the prompt's words).
+class AgentEntry(TypedDict):
+    agent_id: str
+    name: str
+
+
+class NoteFile(TypedDict):
+    path: str
+    content: str
+    truncated: bool
+
+
+class NotesEntry(TypedDict):
+    room: str
+    repository: str
+    files: list[NoteFile]
+
+
+MessageEntry = TypedDict(
+    "MessageEntry",
+    {
+        "id": int,  # the message's sequence in the lobby
+        "from": str,
+        "to": list[str],
+        "kind": str,
+        "sent_at": str,
+        "content": str,
+        "content_truncated": bool,
+    },
+)
+
+
+class InputDocument(TypedDict):
+    agents: list[AgentEntry]
+    notes: list[NotesEntry]
+    messages: list[MessageEntry]
+
 
 SYSTEM_PROMPT = (
     "You write the dashboard of a team of coding agents for its owner. The user message is a "
@@ -134,9 +173,8 @@ def build_request(lobby_id: int) -> BuiltRequest | None:
     agents = _visible_agents(lobby_id)
     notes, sources, notes_cut = _notes(lobby_id)
     messages = _messages(lobby_id)
-    document = {"agents": agents, "notes": notes, "messages": messages}
-    request = _request(model, effort, document)
-    base = _request(model, effort, {**document, "messages": []})
+    request = _request(model, effort, InputDocument(agents=agents, notes=notes, messages=messages))
+    base = _request(model, effort, InputDocument(agents=agents, notes=notes, messages=[]))
     return BuiltRequest(
         request=request,
         input_hash=_sha256(request.arguments()),
@@ -148,7 +186,7 @@ def build_request(lobby_id: int) -> BuiltRequest | None:
     )
 
 
-def _request(model: str, effort: EffortName, document: dict[str, Any]) -> SummaryRequest:
+def _request(model: str, effort: EffortName, document: InputDocument) -> SummaryRequest:
     return SummaryRequest(
         model=model,
         max_tokens=MAX_TOKENS.get(effort, MAX_TOKENS[Effort.LOW]),
@@ -166,7 +204,7 @@ def visible_agent_ids(lobby_id: int) -> set[str]:
     return {agent["agent_id"] for agent in _visible_agents(lobby_id)}
 
 
-def _visible_agents(lobby_id: int) -> list[dict[str, str]]:
+def _visible_agents(lobby_id: int) -> list[AgentEntry]:
     hidden = AgentAppearance.objects.filter(agent__lobby_id=lobby_id, hidden=True).values("agent")
     rows = (
         Agent.objects.filter(lobby_id=lobby_id, enabled=True)
@@ -175,12 +213,15 @@ def _visible_agents(lobby_id: int) -> list[dict[str, str]]:
         .order_by("agent_id")
     )
     return [
-        {"agent_id": a.agent_id, "name": shown_name(getattr(a, "appearance", None), a.agent_id)}
+        AgentEntry(
+            agent_id=a.agent_id,
+            name=shown_name(getattr(a, "appearance", None), a.agent_id),  # none until set
+        )
         for a in rows
     ]
 
 
-def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], bool]:
+def _notes(lobby_id: int) -> tuple[list[NotesEntry], list[dict[str, str]], bool]:
     """Each source's files at its snapshot, in room order, cut at the lobby's notes cap."""
     snapshots = (
         NotesSnapshot.objects.filter(source__room__lobby_id=lobby_id)
@@ -188,11 +229,11 @@ def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], b
         .order_by("source__room__room_id")
     )
     budget = LOBBY_CHARS
-    notes: list[dict[str, Any]] = []
+    notes: list[NotesEntry] = []
     sources: list[dict[str, str]] = []
     cut = False
     for snapshot in snapshots:
-        files = []
+        files: list[NoteFile] = []
         for entry in snapshot.files if isinstance(snapshot.files, list) else []:
             if not isinstance(entry, dict):
                 continue
@@ -202,14 +243,14 @@ def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], b
                 content, truncated, cut = content[:budget], True, True
             budget -= len(content)
             files.append(
-                {"path": str(entry.get("path", "")), "content": content, "truncated": truncated}
+                NoteFile(path=str(entry.get("path", "")), content=content, truncated=truncated)
             )
         notes.append(
-            {
-                "room": snapshot.source.live_room.room_id,
-                "repository": snapshot.source.repository,
-                "files": files,
-            }
+            NotesEntry(
+                room=snapshot.source.live_room.room_id,
+                repository=snapshot.source.repository,
+                files=files,
+            )
         )
         sources.append(
             {
@@ -221,7 +262,7 @@ def _notes(lobby_id: int) -> tuple[list[dict[str, Any]], list[dict[str, str]], b
     return notes, sources, cut
 
 
-def _messages(lobby_id: int) -> list[dict[str, Any]]:
+def _messages(lobby_id: int) -> list[MessageEntry]:
     """The newest report and assignment messages that reached their recipients, oldest first.
 
     Whatever their age: a message leaves the input only when it expires, so an old one
@@ -244,7 +285,7 @@ def _messages(lobby_id: int) -> list[dict[str, Any]]:
         .values_list("message_id", "recipient__agent_id")
     ):
         recipients.setdefault(message_id, []).append(agent_id)
-    messages = []
+    messages: list[MessageEntry] = []
     for message in rows:
         if message.scope == Scope.DIRECT:
             to = recipients.get(message.pk, [])
@@ -258,7 +299,7 @@ def _messages(lobby_id: int) -> list[dict[str, Any]]:
                 "id": message.sequence,
                 "from": message.sender_name,
                 "to": to,
-                "kind": message.kind,
+                "kind": message.kind or "",  # report or assignment, as filtered
                 "sent_at": (message.delivered_at or message.created_at).isoformat(),
                 "content": content[:MESSAGE_CHARS],
                 "content_truncated": len(content) > MESSAGE_CHARS,
