@@ -562,3 +562,22 @@ def test_notes_are_cut_at_the_lobby_cap_visibly(
     assert sum(len(f["content"]) for f in contents) == notes.LOBBY_CHARS
     assert built.notes_cut and contents[-1]["truncated"]
     assert any("200,000 characters" in p for p in refresh.picture_of(team).problems)
+
+
+def test_an_answer_without_the_messages_api_fields_settles_as_unusable(
+    team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
+) -> None:
+    summarized_then_changed(team, backend, clock)
+    claude.answers.append(
+        lambda body: httpx.Response(
+            200,
+            headers={"request-id": "req_011CTest", "content-type": "application/json"},
+            json={"id": "msg_01Bare", "type": "message", "role": "assistant", "content": []},
+        )
+    )
+
+    assert runs.maybe_summarize(team) == "failed"
+
+    _, bare = attempts(team)
+    assert (bare.outcome, bare.cost_usd) == (AttemptOutcome.FAILED, Decimal(0))
+    assert bare.error.startswith("the Anthropic API's answer was unusable (")
