@@ -5,8 +5,8 @@ the store (one upsert, at most every NOTE_EVERY per lobby and process). Every br
 loop (pocolobby/loops.py) takes the due openings (`take_due`, a conditional update, so one
 broker starts a lobby's work however many see the opening) and runs `run_refresh` on its own
 threads, one at a time per lobby in a process. `picture_of` reads only the store (and what
-this process remembers of the summarizer: the daily ceiling, an attempt whose record waits
-to be stored).
+this process remembers of the summarizer: that the ceiling stopped its last try, an attempt
+whose record waits to be stored).
 """
 
 from __future__ import annotations
@@ -134,8 +134,8 @@ def picture_of(lobby: Lobby) -> Picture:
         problems.append(
             f"The last summary attempt failed ({reason}) at {_when(last.finished_at)}; {shown}"
         )
-    problems.extend(runs.problems_in_memory(lobby.pk))
     cost = runs.cost_since(lobby.pk, timezone.now() - timedelta(hours=24))
+    problems.extend(runs.problems(lobby.pk, cost))
     if last_good is None or not isinstance(last_good.summary, dict):
         return Picture(problems=problems, sources=sources, cost_last_day_usd=cost)
     visible = prompt.visible_agent_ids(lobby.pk)

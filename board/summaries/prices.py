@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from board.models import SummaryModel
-from board.summaries.prompt import BuiltRequest, canonical
+from board.models import BoardConfig, Effort, SummaryModel
+from board.summaries.prompt import MAX_TOKENS, BuiltRequest, canonical
 
 DAILY_CEILING_USD = Decimal(5)
 # Characters per token measured on one lobby's notes; used only to estimate a request's cost.
@@ -57,3 +57,12 @@ def estimated_cost(built: BuiltRequest) -> Decimal:
     request = built.request
     input_tokens = math.ceil(len(canonical(request.arguments())) / CHARS_PER_TOKEN)
     return cost_of(request.model, input_tokens, request.max_tokens)
+
+
+def least_cost(lobby_id: int) -> Decimal:
+    """What any attempt of this lobby is estimated at, at least: its whole max_tokens out at
+    the configured model and effort (the input's share comes on top)."""
+    config = BoardConfig.objects.filter(lobby_id=lobby_id).first()
+    model = config.summary_model if config else SummaryModel.HAIKU
+    effort = config.summary_effort if config else Effort.LOW
+    return cost_of(model, 0, MAX_TOKENS.get(effort, MAX_TOKENS[Effort.LOW]))

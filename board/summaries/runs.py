@@ -4,9 +4,11 @@ work (board/refresh.py), and what one process remembers between dashboard opens.
 Every rule that decides whether the lobby pays is the store's (board/summaries/attempts.py).
 What this process keeps is either a shortcut that can only skip work (`unchanged_until`: an
 input found unchanged is not built again for a notes interval, unless this process stored
-new notes) or what only it can know: that the ceiling stopped its last try (for the page),
+new notes) or what only it can know: that the ceiling stopped its last try (the page also
+says so on every broker once the store's spend leaves no room for the cheapest attempt),
 and a paid attempt whose record could not be stored yet (it waits here, its reservation
-holds its estimate in the store, and this process pays for nothing more until it is stored).
+holds its estimate in the store, and this process pays for nothing more until it is stored:
+only what it cost beyond that estimate is unknown to the other brokers).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from board.models import AttemptOutcome, SummaryAttempt
 from board.notes import NOTES_INTERVAL
 from board.summaries import answer, attempts, client
 from board.summaries.attempts import Claim, Settlement
-from board.summaries.prices import DAILY_CEILING_USD
+from board.summaries.prices import DAILY_CEILING_USD, least_cost
 from board.summaries.prompt import BuiltRequest, build_request
 from lobbies.models import Lobby
 
@@ -97,17 +99,18 @@ def notes_changed(lobby_id: int) -> None:
     _memory_of(lobby_id).unchanged_until = None
 
 
-def problems_in_memory(lobby_id: int) -> list[str]:
-    """The page's plain problems only this process knows: the ceiling, an unstored cost."""
+def problems(lobby_id: int, spent_last_day: Decimal) -> list[str]:
+    """The page's plain problems of the summarizer: an attempt's cost this process could not
+    store, and the ceiling: the last try here was stopped by it, or (the same on every
+    broker) the day's spend leaves no room for even the answer of the cheapest request."""
     memory = _memory.get(lobby_id)
-    if memory is None:
-        return []
-    problems = []
-    if memory.unsaved:
-        problems.append(UNSAVED_ATTEMPT)
-    if memory.paused_at is not None:
-        problems.append(CEILING_REACHED)
-    return problems
+    found = []
+    if memory is not None and memory.unsaved:
+        found.append(UNSAVED_ATTEMPT)
+    paused = memory is not None and memory.paused_at is not None
+    if paused or spent_last_day + least_cost(lobby_id) > DAILY_CEILING_USD:
+        found.append(CEILING_REACHED)
+    return found
 
 
 def cost_since(lobby_id: int, since: datetime) -> Decimal:

@@ -376,6 +376,8 @@ def test_the_daily_ceiling_stops_paid_attempts_before_any_request(
     assert claude.route.call_count == 0
     assert len(attempts(team)) == 1
     assert runs.CEILING_REACHED in refresh.picture_of(team).problems
+    runs.forget()  # another broker's page: the store's spend tells it too
+    assert runs.CEILING_REACHED in refresh.picture_of(team).problems
 
 
 def test_attempts_older_than_a_day_do_not_count_toward_the_ceiling(
