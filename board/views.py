@@ -19,7 +19,7 @@ from board import selectors
 from board.history import contents_shown_to
 from board.notifications.preferences import may_get_pushes, preferences_of
 from board.refresh import Picture, dashboard_opened, picture_of
-from board.summary import DAILY_CEILING_USD
+from board.summaries.prices import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
 from console.pages import LobbyPage, lobby_page
 

@@ -292,7 +292,7 @@ async def run_dashboard_work() -> None:
 
     In every process (no leadership lock): openings are noted in the store, and whichever
     broker claims a lobby's start runs its work (a summary is claimed in the store again,
-    board/summary.py). The work runs on threads of its own, so a slow GitHub or Anthropic
+    board/summaries/attempts.py). The work runs on threads of its own, so a slow GitHub or Anthropic
     never holds up requests or the other loops.
     """
     workers = concurrent.futures.ThreadPoolExecutor(

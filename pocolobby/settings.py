@@ -101,6 +101,14 @@ GITHUB_TOKEN = os.environ.get("POCOLOBBY_GITHUB_TOKEN", "")
 GITHUB_API_URL = os.environ.get("POCOLOBBY_GITHUB_API_URL", "https://api.github.com")
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("POCOLOBBY_ANTHROPIC_BASE_URL") or None
+# A lobby's summaries: at most one attempt per interval, and a claimed attempt whose broker
+# died holds the lobby until it expires (board/summaries/attempts.py). Shorter only for tests.
+POCOLOBBY_SUMMARY_INTERVAL_SECONDS = float(
+    os.environ.get("POCOLOBBY_SUMMARY_INTERVAL_SECONDS", "600")
+)
+POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS = float(
+    os.environ.get("POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS", "300")
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
