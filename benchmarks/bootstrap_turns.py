@@ -33,8 +33,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from lobbies import wire  # noqa: E402
-from lobbies.wire import JSONObject  # noqa: E402
+from lobbies.wire import frames as wire_frames  # noqa: E402
+from lobbies.wire.jsontext import JSONObject  # noqa: E402
 from pocolobby import agent_reports  # noqa: E402
 from pocolobby.bridge import notices  # noqa: E402
 from pocolobby.bridge.broker import Outcome  # noqa: E402
@@ -104,7 +104,7 @@ class Broker:
 def bootstrap_frame() -> dict[str, Any]:
     return {
         "type": "notice",
-        "event_version": wire.EVENT_VERSION,
+        "event_version": wire_frames.EVENT_VERSION,
         "notice_id": "boot",
         "notice_kind": "bootstrap",
         "generation": 1,
@@ -133,7 +133,7 @@ async def session(kind: type[Bridge], config_path: Path, scenario: str, scale: f
     bridge.on_welcome(
         {
             "type": "welcome",
-            "event_version": wire.EVENT_VERSION,
+            "event_version": wire_frames.EVENT_VERSION,
             "generation": 1,
             "bootstrap": True,
             "agent_id": "beta",
@@ -150,7 +150,7 @@ async def session(kind: type[Bridge], config_path: Path, scenario: str, scale: f
 
     if scenario == "mid-tool-run":
         hook("UserPromptSubmit")  # the turn that runs the long tool
-        await bridge.notices.on_notice(wire.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         await wait(120)  # the tool run: Claude holds every copy meanwhile
         hook("Stop")
         hook("UserPromptSubmit")  # the bootstrap's turn
@@ -158,14 +158,14 @@ async def session(kind: type[Bridge], config_path: Path, scenario: str, scale: f
         await wait(5)
         await bridge.call_tool("ready", {"nonce": "n1"})
     elif scenario == "get_context at 1 s":
-        await bridge.notices.on_notice(wire.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         hook("UserPromptSubmit")  # the bootstrap's turn
         await wait(1)
         await bridge.call_tool("get_context", {})
         await wait(60)  # reconciliation: reads, checks, notes
         await bridge.call_tool("ready", {"nonce": "n1"})
     else:
-        await bridge.notices.on_notice(wire.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         await wait(sum(OLD_DELAYS) + 10)
     if bridge.notices._repeater is not None:
         bridge.notices._repeater.cancel()

@@ -71,7 +71,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from lobbies.wire import (  # noqa: E402
+from lobbies.wire.frames import (  # noqa: E402
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
     GENERATION_HEADER,

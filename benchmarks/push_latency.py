@@ -48,7 +48,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, RUNTIME_HEADER  # noqa: E402
+from lobbies.wire.frames import EVENT_VERSION, EVENT_VERSION_HEADER, RUNTIME_HEADER  # noqa: E402
 from tests.server import Broker  # noqa: E402
 
 TARGET_P99_MS = 50.0

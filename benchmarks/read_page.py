@@ -132,7 +132,8 @@ def _before(selectors: Any) -> Any:
 
     from lobbies.models import Delivery, DeliveryState, Message, Scope
     from lobbies.names import OWNER_SENDER
-    from lobbies.wire import addressing_facts, delivery_facts, encode_cursor, iso
+    from lobbies.wire.cursors import encode_cursor
+    from lobbies.wire.facts import addressing_facts, delivery_facts, iso
 
     def message_for(viewer: Any, message: Any, deliveries: list[Any]) -> dict[str, Any]:
         body: dict[str, Any] = {

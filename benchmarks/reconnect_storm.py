@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from push_latency import percentile, provision, start_broker, stream_uri  # a sibling script
 
-from lobbies.wire import (
+from lobbies.wire.frames import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
     GENERATION_HEADER,

@@ -94,8 +94,8 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from lobbies import timers
     from lobbies.actions.retention import sweep
+    from lobbies.push import timers
     from pocolobby import loops
 
     def timed(fn: object) -> tuple[list[float], list[str]]:

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/shared_commit.py [--sends 1000] [--threads 8] [--rounds 3]
 
-The shared commit (pocolobby/asgi.py, `_serve_together`) is why a /v1 view may run twice (a
+The shared commit (lobbies/fastlane/lane.py, `_serve_together`) is why a /v1 view may run twice (a
 batch with one failing request is served again, each request in a savepoint), so every
 action must obey "an action may run twice". This measures whether it still pays.
 

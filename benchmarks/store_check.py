@@ -6,7 +6,7 @@
 Makes a store of this release with the real `pocolobby init` (SQLite in a temporary data
 directory; PostgreSQL in a scratch database when the server answers), then on that same store:
 
-- the check alone, in this process: `lobbies.storage.diagnose` (SQLite) and
+- the check alone, in this process: `lobbies.storage.discipline.diagnose` (SQLite) and
   `diagnose_postgres` of the commit `--before` (its source loaded from git: names only on
   SQLite, identity and steps only on PostgreSQL) and of this tree (the whole shape);
 - a start without the server: `python -m pocolobby init` opening the existing store (the
@@ -65,12 +65,12 @@ def _export(commit: str, into: Path) -> Path:
 
 def _old_storage(commit: str) -> types.ModuleType:
     source = subprocess.run(
-        ["git", "show", f"{commit}:lobbies/storage.py"],
+        ["git", "show", f"{commit}:lobbies/storage/discipline.py"],
         cwd=REPO_ROOT, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     module = types.ModuleType("old_storage")
     sys.modules["old_storage"] = module  # its dataclasses look their module up
-    exec(compile(source, f"{commit}:lobbies/storage.py", "exec"), module.__dict__)  # noqa: S102
+    exec(compile(source, f"{commit}:lobbies/storage/discipline.py", "exec"), module.__dict__)  # noqa: S102
     return module
 
 
@@ -135,7 +135,7 @@ def main() -> None:
             import django
 
             django.setup()
-            from lobbies import storage
+            from lobbies.storage import discipline
 
             old = _old_storage(args.before)
             store = data / "pocolobby.sqlite3"
@@ -143,7 +143,7 @@ def main() -> None:
                 (
                     "SQLite check (diagnose), ms",
                     _median_ms(lambda: old.diagnose(store), args.runs * 4),
-                    _median_ms(lambda: storage.diagnose(store), args.runs * 4),
+                    _median_ms(lambda: discipline.diagnose(store), args.runs * 4),
                 )
             )
             if pg_env is not None:
@@ -151,7 +151,7 @@ def main() -> None:
                     (
                         "PostgreSQL check (diagnose_postgres), ms",
                         _median_ms(old.diagnose_postgres, args.runs * 4),
-                        _median_ms(storage.diagnose_postgres, args.runs * 4),
+                        _median_ms(discipline.diagnose_postgres, args.runs * 4),
                     )
                 )
             # A start on the existing store, alternately before and after.

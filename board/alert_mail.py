@@ -25,7 +25,7 @@ from board.alert_settings import unsubscribe_token
 from board.alerts import in_quiet_hours
 from board.models import AlertPreferences, AlertReason, OwnerAlert
 from console.models import LobbyOwner
-from lobbies.hosts import lobby_origin
+from lobbies.access.hosts import lobby_origin
 
 log = logging.getLogger("pocolobby.alerts")
 

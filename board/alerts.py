@@ -47,10 +47,11 @@ from board.models import (
 from board.push_endpoints import EndpointRefused, check_endpoint
 from board.push_transport import PinnedSession, PushUnanswered
 from console.models import DashboardViewer, LobbyOwner
-from lobbies import presence, question_selectors
-from lobbies.hosts import account_origin, hosted, public_origin
+from lobbies import question_selectors
+from lobbies.access.hosts import account_origin, hosted, public_origin
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
+from lobbies.push import presence
 from lobbies.question_selectors import asks_owner
 
 log = logging.getLogger("pocolobby.alerts")

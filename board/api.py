@@ -15,13 +15,14 @@ from django.utils import timezone
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from board.actions import SessionDay, record_turn, store_token_days
-from lobbies import answers, usage
-from lobbies.catalog import parse_arguments
+from lobbies import usage
+from lobbies.access.tokens import agent_for_token
+from lobbies.api import answers
+from lobbies.api.catalog import parse_arguments
+from lobbies.api.http import Documented, api_view, bearer_token, json_body
+from lobbies.api.schemas import Operation
 from lobbies.errors import bad_request
-from lobbies.http import Documented, api_view, bearer_token, json_body
-from lobbies.schemas import Operation
-from lobbies.tokens import agent_for_token
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 # A hook's own clock may run a little ahead of ours; more than this is a wrong clock.
 CLOCK_SLACK = timedelta(minutes=5)

@@ -50,7 +50,7 @@ from lobbies.agent_selectors import (
     with_last_message_at,
 )
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority, Scope
-from lobbies.presence import (
+from lobbies.push.presence import (
     WAITING_FRESH,
     conversation_key,
     live_connections,

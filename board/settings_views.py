@@ -20,8 +20,8 @@ from console.forms import (
 from console.lobby_views import actor_of
 from console.pages import LobbyPage, lobby_page
 from console.web import json_ok, parse_json_post
+from lobbies.access.hosts import hosted
 from lobbies.attachment_selectors import lobby_attachments
-from lobbies.hosts import hosted
 
 VIEWER_WARNING = (
     "Adding a viewer, or making the dashboard public, shares what the summaries paraphrase "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from board import hand_over, message_views, push_views, replies, settings_views, views
-from lobbies.http import handle_bad_request, handle_not_found
+from lobbies.api.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
 handler404 = handle_not_found

@@ -18,7 +18,7 @@ from django.utils import timezone
 from py_vapid import Vapid02  # type: ignore[import-untyped]
 
 from board.models import VapidKey
-from lobbies.secret_files import VAPID_KEY_FILE, read_secret, write_secret_file
+from lobbies.access.secret_files import VAPID_KEY_FILE, read_secret, write_secret_file
 
 KEY_FILE = VAPID_KEY_FILE
 

@@ -21,12 +21,12 @@ from django.utils.html import format_html
 from console.actions import accounts
 from console.actions.lobby_settings import Actor, add_viewer
 from console.models import Account, ApprovedRepository, DashboardViewer, LobbyOwner
+from lobbies.access.hosts import hosted, lobby_origin
 from lobbies.actions import operator
 from lobbies.admin import AuditedAdmin, admin_actor
 from lobbies.errors import BrokerError
-from lobbies.hosts import hosted, lobby_origin
 from lobbies.models import Agent, Delivery, DeliveryState, Lobby, Message, Priority
-from lobbies.presence import live_connections
+from lobbies.push.presence import live_connections
 
 
 def _count_per_lobby(rows: QuerySet[Any], lobby_path: str, counted: str = "pk") -> Coalesce:

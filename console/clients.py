@@ -1,4 +1,4 @@
-"""The sign-in's view of its clients: lobbies/clients.py tells which client a request comes
+"""The sign-in's view of its clients: lobbies/access/clients.py tells which client a request comes
 from; this says once when X-Forwarded-For arrives and no proxy is trusted."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 
 from django.http import HttpRequest
 
-from lobbies.clients import client_address, client_bucket, trusted_hops
+from lobbies.access.clients import client_address, client_bucket, trusted_hops
 
 log = logging.getLogger("pocolobby.sign_in")
 _said_forwarded = False

@@ -94,7 +94,7 @@ class ReplyForm(StrictForm):
 
 class HandOverForm(StrictForm):
     """The dashboard's Hand over button: which agent goes to which waiting conversation (the
-    one the page showed, as `lobbies.presence.conversation_key` names it)."""
+    one the page showed, as `lobbies.push.presence.conversation_key` names it)."""
 
     agent: Name
     conversation: Annotated[str, Field(min_length=1, max_length=64)]

@@ -14,7 +14,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from lobbies import question_selectors
 from lobbies.models import Agent, Lobby, Message
 from lobbies.names import OWNER_SENDER
-from lobbies.presence import live_connections
+from lobbies.push.presence import live_connections
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from console.web import (
     set_host_cookie,
     site_of,
 )
-from lobbies.hosts import account_origin, hosted
+from lobbies.access.hosts import account_origin, hosted
 from lobbies.models import ActorKind
 
 VERIFIER_SECONDS = 15 * 60

@@ -1,6 +1,6 @@
 """The operator's console routes under /v1/admin: accounts, owners, repositories, tickets.
 
-Authenticated by the admin token like the lobby routes (lobbies/operator_api.py); composed
+Authenticated by the admin token like the lobby routes (lobbies/api/operator_api.py); composed
 under /v1 by pocolobby/urls_api.py.
 """
 
@@ -13,13 +13,13 @@ from django.http import HttpRequest, JsonResponse
 from console import local
 from console.actions import accounts as account_actions
 from console.models import Account
-from lobbies import operator_answers
-from lobbies.catalog import parse_arguments
+from lobbies.access.hosts import hosted, public_origin
+from lobbies.api import operator_answers
+from lobbies.api.catalog import parse_arguments
+from lobbies.api.http import api_view, json_body
+from lobbies.api.operator_api import admin, require_operator
+from lobbies.api.schemas import Operation, bounded_text
 from lobbies.errors import BrokerError
-from lobbies.hosts import hosted, public_origin
-from lobbies.http import api_view, json_body
-from lobbies.operator_api import admin, require_operator
-from lobbies.schemas import Operation, bounded_text
 
 
 class SaveAccount(Operation):

@@ -25,8 +25,8 @@ from console.access import (
 from console.actions.sign_in import end_session
 from console.models import Account, SessionPlace
 from console.web import PageRefusal, clear_host_cookie, host_cookie, refusal_response, site_of
+from lobbies.access.hosts import hosted
 from lobbies.errors import BrokerError
-from lobbies.hosts import hosted
 from lobbies.models import Lobby
 
 

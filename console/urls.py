@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.urls import path
 
 from console import views
-from lobbies.http import handle_bad_request, handle_not_found
+from lobbies.api.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
 handler404 = handle_not_found

@@ -32,8 +32,8 @@ from console.web import (
     parse_json_post,
     set_host_cookie,
 )
+from lobbies.access.hosts import hosted, lobby_origin
 from lobbies.actions import operator
-from lobbies.hosts import hosted, lobby_origin
 
 ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
 # Names the browser that asked for a sign-in code; the code is bound to it.

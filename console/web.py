@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from lobbies.hosts import Site, page_origin
-from lobbies.tokens import hash_token
-from lobbies.wire import JsonTooDeep, load_json
+from lobbies.access.hosts import Site, page_origin
+from lobbies.access.tokens import hash_token
+from lobbies.wire.jsontext import JsonTooDeep, load_json
 
 MAX_FORM_BYTES = 16 * 1024
 

@@ -13,7 +13,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, 
 
 from lobbies import question_selectors
 from lobbies.activity import ActivityFacts, activity_of, working_after
-from lobbies.answers import (
+from lobbies.api.answers import (
     AgentEntry,
     AgentList,
     HostName,
@@ -21,6 +21,13 @@ from lobbies.answers import (
     Standing,
     TransportName,
     at,
+)
+from lobbies.api.operator_answers import (
+    Lobbies,
+    LobbyEntry,
+    OperatorAgentEntry,
+    OwnerQuestionEntry,
+    WaitingConversation,
 )
 from lobbies.models import (
     Agent,
@@ -34,16 +41,9 @@ from lobbies.models import (
     Transport,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.operator_answers import (
-    Lobbies,
-    LobbyEntry,
-    OperatorAgentEntry,
-    OwnerQuestionEntry,
-    WaitingConversation,
-)
-from lobbies.presence import live_connections, waiting_runtime
+from lobbies.push.presence import live_connections, waiting_runtime
 from lobbies.usage import readings_for, usage_entry
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 if TYPE_CHECKING:
 

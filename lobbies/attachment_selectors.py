@@ -8,9 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from lobbies import queries
-from lobbies.answers import AttachmentDescriptor, at
+from lobbies.api.answers import AttachmentDescriptor, at
+from lobbies.api.operator_answers import LobbyAttachments
 from lobbies.errors import BrokerError, not_found
+from lobbies.fastlane import queries
 from lobbies.models import (
     Agent,
     Attachment,
@@ -19,8 +20,7 @@ from lobbies.models import (
     Lobby,
     PendingUpload,
 )
-from lobbies.operator_answers import LobbyAttachments
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 
 def lobby_usage_bytes(lobby_pk: int) -> int:
@@ -34,7 +34,7 @@ def descriptor(attachment: Attachment) -> AttachmentDescriptor:
     return {"id": a.pk, "name": a.name, "media_type": a.media_type, "size": a.size}
 
 
-# A message's descriptors as the frames take them (lobbies/push.py, wire.messages_content);
+# A message's descriptors as the frames take them (lobbies/push/frames.py, wire.messages_content);
 # the answers read them as `list[AttachmentDescriptor]`, the same keys.
 Described = dict[int, list[dict[str, Any]]]
 
@@ -42,7 +42,8 @@ Described = dict[int, list[dict[str, Any]]]
 def descriptors_for(message_ids: Iterable[int]) -> Described:
     """Each message's attachment descriptors, in the order sent, in one query.
 
-    Hand-written (lobbies/queries.py): every push and every page asks, and most messages have
+    Hand-written (lobbies/fastlane/queries.py): every push and every page asks, and most messages
+    have
     no files, so compiling the ORM's join cost more than the answer (profiled).
     """
     ids = list(message_ids)

@@ -11,8 +11,7 @@ from typing import Literal, NamedTuple, cast
 from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
-from lobbies import queries, store, wire
-from lobbies.answers import (
+from lobbies.api.answers import (
     AttachmentDescriptor,
     BrokerIdentity,
     CheckpointEntry,
@@ -34,6 +33,8 @@ from lobbies.answers import (
 )
 from lobbies.attachment_selectors import descriptors_for
 from lobbies.errors import bad_request
+from lobbies.fastlane import queries, store
+from lobbies.fastlane.queries import Copy
 from lobbies.models import (
     Agent,
     BrokerState,
@@ -49,22 +50,18 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.presence import PROCESS_ID
-from lobbies.queries import Copy
-from lobbies.wire import (
-    EVENT_VERSION,
-    JSONObject,
-    addressing_facts,
-    delivery_facts,
-    encode_cursor,
-    iso,
-)
+from lobbies.push.presence import PROCESS_ID
+from lobbies.wire import cursors
+from lobbies.wire.cursors import encode_cursor
+from lobbies.wire.facts import addressing_facts, delivery_facts, iso
+from lobbies.wire.frames import EVENT_VERSION
+from lobbies.wire.jsontext import JSONObject
 
 
 def decode_cursor(view: str, cursor: str) -> int:
     try:
-        return wire.decode_cursor(view, cursor)
-    except wire.CursorError as error:
+        return cursors.decode_cursor(view, cursor)
+    except cursors.CursorError as error:
         raise bad_request(str(error), code="invalid_cursor") from None
 
 
@@ -101,7 +98,7 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     """The queryset's rows as `Shown`, its SQL run directly and converted here.
 
     Building 200 model instances and running the ORM's per-value converters took most of a
-    page's time (docs/PERFORMANCE.md, "Inbox and history pages (`benchmarks/read_page.py`)");
+    page's time (docs/PERFORMANCE.md, "Reads");
     the filters stay the ORM's, so the rows are the same ones.
     """
     sql, params = messages.values_list(*_SHOWN).query.sql_with_params()
@@ -206,7 +203,7 @@ def message_for(
 
 
 def _attached(message_ids: Iterable[int]) -> dict[int, list[AttachmentDescriptor]]:
-    # `Described` is the frames' type (lobbies/push.py): the same keys.
+    # `Described` is the frames' type (lobbies/push/frames.py): the same keys.
     return cast("dict[int, list[AttachmentDescriptor]]", descriptors_for(message_ids))
 
 
@@ -337,7 +334,7 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
     folds case for all of Unicode. Its matches are read newest first (rowid descending) in
     windows, and each window's messages filtered and cut at the page: a query most
     of the day's messages match stops after a page's worth instead of collecting every
-    match first (benchmarks/search.py, docs/PERFORMANCE.md). Exact
+    match first (benchmarks/search.py, docs/PERFORMANCE.md, "Reads"). Exact
     because a lobby's message ids and sequences grow together (both are taken in the send's
     transaction, under the lobby's sequence bump).
     PostgreSQL (and queries under 3 characters): `icontains`, which on PostgreSQL compares

@@ -4,32 +4,32 @@ from __future__ import annotations
 
 from django.urls import path
 
-from lobbies import api, operator_api
-from lobbies.http import by_method
+from lobbies.api import operator_api, views
+from lobbies.api.http import by_method
 
 urlpatterns = [
-    path("tools", api.tools),
-    path("join", api.join),
-    path("tools/<str:name>", api.call_tool),
+    path("tools", views.tools),
+    path("join", views.join),
+    path("tools/<str:name>", views.call_tool),
     path(
         "messages",
         by_method(
-            GET=api.operation_route("get_messages", "GET"),
-            POST=api.operation_route("send_message", "POST"),
+            GET=views.operation_route("get_messages", "GET"),
+            POST=views.operation_route("send_message", "POST"),
         ),
     ),
-    path("messages/acknowledge", api.operation_route("acknowledge_messages", "POST")),
-    path("agents", api.operation_route("list_agents", "GET")),
-    path("me", api.me),
-    path("me/status", api.operation_route("set_status", "POST")),
-    path("me/owner-requests", api.operation_route("set_owner_requests", "POST")),
-    path("me/ready", api.operation_route("ready", "POST")),
+    path("messages/acknowledge", views.operation_route("acknowledge_messages", "POST")),
+    path("agents", views.operation_route("list_agents", "GET")),
+    path("me", views.me),
+    path("me/status", views.operation_route("set_status", "POST")),
+    path("me/owner-requests", views.operation_route("set_owner_requests", "POST")),
+    path("me/ready", views.operation_route("ready", "POST")),
     # One path: PUT /v1/attachments/<sha256> uploads, GET /v1/attachments/<id> downloads.
     path(
         "attachments/<str:key>",
-        by_method(GET=api.download_attachment, PUT=api.upload_attachment),
+        by_method(GET=views.download_attachment, PUT=views.upload_attachment),
     ),
-    path("attachments/<str:key>/meta", api.attachment_meta),
+    path("attachments/<str:key>/meta", views.attachment_meta),
     path("admin/lobbies", operator_api.lobbies),
     path("admin/lobbies/<str:lobby>", operator_api.lobby),
     path("admin/lobbies/<str:lobby>/delivery", operator_api.lobby_delivery),

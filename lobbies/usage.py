@@ -25,9 +25,9 @@ from pydantic import (
     field_validator,
 )
 
-from lobbies.answers import UsageEntry, UsageWindow
+from lobbies.api.answers import UsageEntry, UsageWindow
+from lobbies.api.schemas import Operation, in_utc
 from lobbies.models import UsageReading
-from lobbies.schemas import Operation, in_utc
 
 WEEK = timedelta(days=7)
 FIVE_HOURS = timedelta(hours=5)

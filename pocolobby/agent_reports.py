@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lobbies.wire import PARSE_DEPTH, JSONObject, JSONValue, load_json
+from lobbies.wire.jsontext import PARSE_DEPTH, JSONObject, JSONValue, load_json
 from pocolobby.bridge.config import AgentConfig, ConfigError, load_config
 from pocolobby.bridge.turns import record_turn
 

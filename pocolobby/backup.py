@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lobbies.blobs import SHA256_PATTERN, digest_of_file
-from lobbies.secret_files import VAPID_KEY_FILE, read_secret, write_secret_file
-from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from lobbies.access.secret_files import VAPID_KEY_FILE, read_secret, write_secret_file
+from lobbies.storage.blobs import SHA256_PATTERN, digest_of_file
+from lobbies.storage.discipline import APPLICATION_ID, FORMAT_VERSION
 from pocolobby import config
 
 STORE_NAME = "pocolobby.sqlite3"
@@ -344,7 +344,7 @@ def copy_attachments(data_dir: Path, temp: Path) -> int:
 
 def copy_vapid_key(key: Path, target: Path) -> None:
     """Copy the broker's Web Push key file (SQLite; if made yet) to `target`, as the broker
-    writes it (lobbies/secret_files.py: 0600, fsynced, never over an existing file)."""
+    writes it (lobbies/access/secret_files.py: 0600, fsynced, never over an existing file)."""
     if pem := read_secret(key):
         write_secret_file(target, pem)
 
@@ -355,7 +355,8 @@ def merge_attachments(source: Path, target: Path) -> tuple[int, list[str]]:
 
     A file is named by its content's SHA-256, so one already there is the same file and the
     live directory's other files stay (rows restored later may name them). Each is written
-    under a temporary name, fsynced, checked and renamed, as an upload is (lobbies/blobs.py).
+    under a temporary name, fsynced, checked and renamed, as an upload is
+    (lobbies/storage/blobs.py).
     """
     target.mkdir(mode=0o700, parents=True, exist_ok=True)
     added, damaged = 0, []

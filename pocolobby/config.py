@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from lobbies.wire import MAX_PUSH_CONTENT_BYTES, MAX_PUSH_FRAME_BYTES
+from lobbies.wire.frames import MAX_PUSH_CONTENT_BYTES, MAX_PUSH_FRAME_BYTES
 
 DEFAULT_PORT = 8787
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -101,7 +101,7 @@ class Bounds:
     # Message notices pushed to one agent per minute; the excess waits and goes as one.
     notices_per_minute: int = 60
 
-    # A connection's request headers must all arrive within this (pocolobby/server.py), and
+    # A connection's request headers must all arrive within this (lobbies/fastlane/server.py), and
     # be at most this large (431 past it).
     header_seconds: int = 10
     header_bytes: int = 64 * 1024

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import platformdirs
 
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby.bridge.config import is_loopback
 from pocolobby.bridge.connect import ConnectError, connect
 from pocolobby.cli.admin_client import ConfigFile

@@ -2,7 +2,7 @@
 owner's alerts (Web Push and still-waiting mail, board/alerts.py) and the dashboard's
 background work (notes checks and summaries, board/refresh.py).
 
-The dispatcher runs the lobby timers (lobbies/timers.py) with the console's expiry sweep
+The dispatcher runs the lobby timers (lobbies/push/timers.py) with the console's expiry sweep
 composed in, in one process at a time (Leadership); presence vouches for this process's
 sockets. Both start on the server's event loop once its sockets listen.
 """
@@ -25,13 +25,15 @@ from django.utils import timezone
 from board import alert_mail, alert_senders, alerts, refresh
 from board.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
-from lobbies import http, timers
 from lobbies.actions.restore import access_closed
-from lobbies.consumers import LOCAL
-from lobbies.events import DISPATCH_GROUP, SERVER_LOOP
-from lobbies.presence import heartbeat
-from lobbies.timers import Sweep, TickResult
-from pocolobby import server, store_lock
+from lobbies.api import http
+from lobbies.fastlane import server
+from lobbies.push import timers
+from lobbies.push.consumers import LOCAL
+from lobbies.push.events import DISPATCH_GROUP, SERVER_LOOP
+from lobbies.push.presence import heartbeat
+from lobbies.push.timers import Sweep, TickResult
+from pocolobby import store_lock
 
 log = logging.getLogger("pocolobby.dispatch")
 

@@ -27,10 +27,9 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from console.clients import note_forwarded_for
 from console.web import PageRefusal, refusal_response
-from lobbies.clients import forwarded_headers, from_trusted_proxy
-from lobbies.errors import BrokerError, nul_refused
-from lobbies.hosts import HostRefused, hosted, public_host, public_origin, site_for
-from lobbies.http import (
+from lobbies.access.clients import forwarded_headers, from_trusted_proxy
+from lobbies.access.hosts import HostRefused, hosted, public_host, public_origin, site_for
+from lobbies.api.http import (
     READS,
     WRITE_CHECKS,
     error_response,
@@ -38,7 +37,8 @@ from lobbies.http import (
     store_failed,
     text_refusal,
 )
-from lobbies.wire import NUL, load_json, may_hold_nul, nul_at
+from lobbies.errors import BrokerError, nul_refused
+from lobbies.wire.jsontext import NUL, load_json, may_hold_nul, nul_at
 
 log = logging.getLogger("pocolobby.pages")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -114,7 +114,7 @@ def oversized_page_post(request: HttpRequest) -> HttpResponse | None:
 
     Django refuses these only where the body is first read (a view, or the CSRF check), as a
     400 with the traceback logged; here it is one log line and a plain page. /v1 answers its
-    own 413 in JSON (lobbies/http.py).
+    own 413 in JSON (lobbies/api/http.py).
     """
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return None
@@ -185,7 +185,7 @@ def local_page_refusal(request: HttpRequest, host: str) -> HttpResponse | None:
 
 
 class HostRouting:
-    """Send each request to its place's URLs (lobbies/hosts.py) or refuse a foreign Host,
+    """Send each request to its place's URLs (lobbies/access/hosts.py) or refuse a foreign Host,
     and a page POST too large to read (`oversized_page_post`).
 
     A local lobby's pages keep the paths they have on a lobby host: `/team/settings` is
@@ -229,7 +229,8 @@ class HostRouting:
                 return refused_body
         if hosted():
             note_forwarded_for(request)
-        # django-stubs types request.site as django.contrib.sites' Site; ours is lobbies.hosts'.
+        # django-stubs types request.site as django.contrib.sites' Site; ours is
+        # lobbies.access.hosts'.
         request.site = site  # type: ignore[assignment]
         request.urlconf = self.URLCONFS[site.place]
         if site.base:
@@ -250,7 +251,7 @@ class RefuseNul:
     """400 for a NUL character (U+0000) in a request's path, query string, or form or JSON
     body, before any view reads it: PostgreSQL's text cannot hold one (a 500 there) and
     SQLite would store it, so neither store is handed one. The fast lane (pocolobby.asgi)
-    checks /v1 paths the same way, and lobbies.http.json_body every /v1 body.
+    checks /v1 paths the same way, and lobbies.api.http.json_body every /v1 body.
     """
 
     sync_capable = True
@@ -331,7 +332,7 @@ class StoreFailures:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, *args: object) -> HttpResponse | None:
-        """A page's write, while the store's lock is not held (lobbies.http.WRITE_CHECKS)."""
+        """A page's write, while the store's lock is not held (lobbies.api.http.WRITE_CHECKS)."""
         if not WRITE_CHECKS or request.method in READS:
             return None
         try:

@@ -22,11 +22,12 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
-from lobbies.wire import JSONObject, json_for_terminal
+from lobbies.wire.jsontext import JSONObject
 
 # Every field of an answer is another party's text (a peer's message and name, an operator's
 # role, a broker's error echoing input): printed through these, never raw (issue 28).
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
+from lobbies.wire.terminal import json_for_terminal
 from pocolobby.agent_reports import config_path
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient, Outcome

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lobbies.storage import APPLICATION_ID, IDENTITY_TABLE, RESTORE_PENDING_TABLE
+from lobbies.storage.discipline import APPLICATION_ID, IDENTITY_TABLE, RESTORE_PENDING_TABLE
 from pocolobby import backup, store_lock
 from pocolobby.backup import BackupFailed
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 
 from lobbies.models import BrokerState
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 # PostgreSQL's bound on the health read; a SQLite read in WAL mode never waits for writers.
 STATEMENT_TIMEOUT_MS = 2000

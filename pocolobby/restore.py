@@ -11,7 +11,8 @@ restore mode and every replacement configuration is written. The swap itself is 
 marker file (pocolobby/backup.py).
 
 PostgreSQL: the live store is first copied aside (pg_dump, `pocolobby-pre-restore-<time>`),
-then a marker table (lobbies/storage.py, RESTORE_PENDING_TABLE) is made, pg_restore replaces
+then a marker table (lobbies/storage/discipline.py, RESTORE_PENDING_TABLE) is made, pg_restore
+replaces
 the store in one transaction, the schema steps run, and one transaction enters restore mode,
 writes the configurations and drops the marker. A crash in between leaves the marker, and every
 broker refuses the store until a restore finishes.
@@ -182,7 +183,7 @@ def _restore_holding_the_lock(raw_source: str, configs_dir: Path, url: str) -> R
     from django.conf import settings
     from django.db import connection
 
-    from lobbies.storage import IncompatibleStore, diagnose, prepare_store
+    from lobbies.storage.discipline import IncompatibleStore, diagnose, prepare_store
 
     source = _source(raw_source, url, "sqlite")
     try:
@@ -270,7 +271,7 @@ def _restore_postgres_holding_the_lock(
     from django.conf import settings
     from django.db import connection, transaction
 
-    from lobbies.storage import (
+    from lobbies.storage.discipline import (
         RESTORE_PENDING_TABLE,
         IncompatibleStore,
         diagnose_postgres,

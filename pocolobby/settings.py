@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 import dj_database_url
 from csp.constants import NONCE, SELF
 
-from lobbies.secret_files import read_or_create_secret
+from lobbies.access.secret_files import read_or_create_secret
+from lobbies.fastlane.sqlite.checkpoints import BACKSTOP_PAGES
 from pocolobby import config
-from pocolobby.sqlite.checkpoints import BACKSTOP_PAGES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The pages' templates/ and static/: inside this package when installed from a wheel (setup.py
@@ -34,7 +34,7 @@ ALLOWED_HOSTS = [
 ]
 
 # Hosted mode: the account area at this domain (it may carry a port), lobbies at
-# <lobby>.<domain>, the API on API hosts. Without it the broker is local (lobbies/hosts.py).
+# <lobby>.<domain>, the API on API hosts. Without it the broker is local (lobbies/access/hosts.py).
 POCOLOBBY_DOMAIN = os.environ.get("POCOLOBBY_DOMAIN", "").strip().lower().rstrip(".")
 POCOLOBBY_API_HOSTS = frozenset(
     h.strip().lower()
@@ -52,7 +52,7 @@ if POCOLOBBY_DOMAIN:
 # One person's broker behind a tunnel or proxy with an https name (Tailscale Serve, Cloudflare
 # Tunnel, Caddy on a home server): the local layout (lobbies under paths) answers at this
 # origin too, only through the proxy, which connects from POCOLOBBY_TRUSTED_PROXIES and is
-# the only peer whose X-Forwarded-* headers count (lobbies/hosts.py, docs/OPERATIONS.md).
+# the only peer whose X-Forwarded-* headers count (lobbies/access/hosts.py, docs/OPERATIONS.md).
 POCOLOBBY_PUBLIC_ORIGIN = config.public_origin_from_env()
 POCOLOBBY_TRUSTED_PROXIES = config.trusted_proxies_from_env()
 if POCOLOBBY_PUBLIC_ORIGIN:
@@ -62,7 +62,7 @@ if POCOLOBBY_PUBLIC_ORIGIN:
     CSRF_TRUSTED_ORIGINS = [POCOLOBBY_PUBLIC_ORIGIN]
 
 # Sign-in: answers take at least this long (known and unknown addresses alike); per-client
-# limits read X-Forwarded-For only behind this many trusted proxies (lobbies/clients.py).
+# limits read X-Forwarded-For only behind this many trusted proxies (lobbies/access/clients.py).
 POCOLOBBY_SIGN_IN_FLOOR_SECONDS = float(os.environ.get("POCOLOBBY_SIGN_IN_FLOOR_SECONDS", "1.0"))
 POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS", "0"))
 # Hosted: operators sign in to the Django admin with the console's email code (accounts marked
@@ -161,7 +161,7 @@ if _database_url:
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "pocolobby.sqlite",
+            "ENGINE": "lobbies.fastlane.sqlite",
             "NAME": str(SQLITE_PATH),
             # Reopening costs the PRAGMAs, and closing the last connection checkpoints the WAL.
             "CONN_MAX_AGE": None,
@@ -172,11 +172,10 @@ else:
                     "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
                     # A shared commit's savepoint journal (and RETURNING's table) in memory:
                     # on disk it spilled to a new temporary file each commit
-                    # (docs/PERFORMANCE.md, "Issue 18's CPU bar, sixth pass (2026-12-02,
-                    # fifth session)").
+                    # (docs/PERFORMANCE.md, "Figures from code comments").
                     "PRAGMA temp_store=MEMORY;"
                     # A backstop: `pocolobby serve` checkpoints on a thread of its own
-                    # (pocolobby/sqlite/checkpoints.py); 10x the default otherwise.
+                    # (lobbies/fastlane/sqlite/checkpoints.py); 10x the default otherwise.
                     f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES};"
                 ),
             },
@@ -203,7 +202,7 @@ CHANNEL_LAYERS = (
         }
     }
     if os.environ.get("REDIS_URL")
-    else {"default": {"BACKEND": "lobbies.events.InMemoryChannelLayer"}}
+    else {"default": {"BACKEND": "lobbies.fastlane.channel_layer.InMemoryChannelLayer"}}
 )
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
@@ -256,7 +255,7 @@ LOGGING = {
 # The admin's static files come from the installed packages; no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = BOUNDS.request_bytes
-# /v1 views run on worker threads (lobbies/http.py); 0 keeps them on the caller's thread.
+# /v1 views run on worker threads (lobbies/api/http.py); 0 keeps them on the caller's thread.
 API_THREADS = os.environ.get("POCOLOBBY_API_THREADS", "1") != "0"
 # /v1 writes queued together on the embedded store share one commit (pocolobby/asgi.py);
 # 0 gives each its own, for benchmarks/shared_commit.py to measure what sharing buys.

@@ -14,9 +14,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from board import api as board_api
 from console import operator_api
-from lobbies import answers
-from lobbies.errors import method_not_allowed
-from lobbies.http import (
+from lobbies.api import answers
+from lobbies.api.http import (
     Documented,
     JsonAnswer,
     api_view,
@@ -25,7 +24,8 @@ from lobbies.http import (
     handle_bad_request,
     handle_not_found,
 )
-from lobbies.openapi import document
+from lobbies.api.openapi import document
+from lobbies.errors import method_not_allowed
 from pocolobby import readiness
 
 HEALTH_METHODS = ("GET", "HEAD")
@@ -68,7 +68,7 @@ def openapi(request: HttpRequest) -> JsonAnswer:
     """This API's OpenAPI 3.1 document, generated from the schemas that validate requests.
 
     Served without a token, like /v1/health: it describes the code, which is public, and no
-    lobby, agent or setting of this broker (docs/DECISIONS.md).
+    lobby, agent or setting of this broker (docs/DECISIONS.md, "The published contract").
     """
     return JsonAnswer(document(__name__))
 

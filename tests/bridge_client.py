@@ -16,7 +16,12 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire.frames import (
+    EVENT_VERSION,
+    EVENT_VERSION_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 
 FRAME_TIMEOUT = 5.0
 

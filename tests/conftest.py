@@ -101,7 +101,7 @@ def _fresh_process_memory() -> None:
     # local: a conftest loads before pytest-django sets Django up; these read the settings
     from board import refresh
     from board.selectors import SETTLED
-    from lobbies import consumers
+    from lobbies.push import consumers
 
     SETTLED.forget()
     refresh.forget()

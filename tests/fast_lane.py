@@ -1,4 +1,5 @@
-"""A /v1 request as `pocolobby.asgi` builds one from its ASGI scope, for the tests and
+"""A /v1 request as the /v1 lane (lobbies/fastlane/lane.py) builds one from its ASGI scope, for
+the tests and
 benchmarks that call the fast lane's functions (`_serve_api`, `_serve_together`) directly."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The private Django, Channels, uvicorn (and WhiteNoise) names we lean on: one list.
 
-tests/test_private_apis.py checks each against the installed libraries (so an upgrade fails
-there, by name) and that docs/PRIVATE_APIS.md's table is this list's rendering
+tests/lobbies/test_fastlane_private_apis.py checks each against the installed libraries (so an
+upgrade fails there, by name) and that lobbies/fastlane/README.md's table is this list's rendering
 (`python -m tests.private_apis` prints it).
 
 `kind` says what is checked:
@@ -22,11 +22,11 @@ HTTPTOOLS = "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol"
 CYCLE = "uvicorn.protocols.http.httptools_impl.RequestResponseCycle"
 LAYER = "channels.layers.InMemoryChannelLayer"
 
-STORE = "lobbies/store.py"
-BACKEND = "pocolobby/sqlite/base.py"
-SERVER = "pocolobby/server.py"
-EVENTS = "lobbies/events.py"
-ASGI = "pocolobby/asgi.py"
+STORE = "lobbies/fastlane/store.py"
+BACKEND = "lobbies/fastlane/sqlite/base.py"
+SERVER = "lobbies/fastlane/server.py"
+LAYER_FILE = "lobbies/fastlane/channel_layer.py"
+LANE = "lobbies/fastlane/lane.py"
 
 NO_RECORD_OF_TRANSACTION = (
     "our write lock or savepoint stack is never released or cleared: every later write "
@@ -50,7 +50,7 @@ class PrivateName:
 
 
 PRIVATE_NAMES: tuple[PrivateName, ...] = (
-    # ---------------------------------------------------------------- lobbies/store.py
+    # ---------------------------------------------------------------- lobbies/fastlane/store.py
     PrivateName(
         "django.db.backends.sqlite3.base",
         "FORMAT_QMARK_REGEX",
@@ -65,8 +65,8 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "django.db.backends.sqlite3.base.SQLiteCursorWrapper",
         "convert_query",
         "method",
-        "tests/test_private_apis.py",
-        "the rule `lobbies/store.py`'s `_qmark` copies; the test holds the two equal",
+        "tests/lobbies/test_fastlane_private_apis.py",
+        "the rule `lobbies/fastlane/store.py`'s `_qmark` copies; the test holds the two equal",
         "nothing at run time; the equality test can no longer compare",
         ("query", "param_names"),
     ),
@@ -215,7 +215,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "django-stubs' own type of one SQL parameter: the store's `Params`",
         "mypy fails (types only; nothing at run time)",
     ),
-    # ---------------------------------------------------------------- pocolobby/sqlite/
+    # ---------------------------------------------------------------- lobbies/fastlane/sqlite/
     PrivateName(
         SQLITE,
         "_start_transaction_under_autocommit",
@@ -303,7 +303,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "the configured `BEGIN IMMEDIATE`, run on the driver by our BEGIN",
         "BEGIN without IMMEDIATE: deadlocks between readers that turn writers",
     ),
-    # ---------------------------------------------------------------- pocolobby/server.py
+    # ---------------------------------------------------------------- lobbies/fastlane/server.py
     PrivateName(
         HTTPTOOLS,
         "connection_made",
@@ -470,12 +470,12 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "the dispatcher never starts: no retries, schedules or retention",
         ("sockets",),
     ),
-    # ---------------------------------------------------------------- lobbies/events.py
+    # ------------------------------------------------------- lobbies/fastlane/channel_layer.py
     PrivateName(
         LAYER,
         "_clean_expired",
         "method",
-        EVENTS,
+        LAYER_FILE,
         "our subclass sweeps expired messages and memberships at most once a second",
         "every receive and group_send walks every channel again (1,000 sockets: slow wakes)",
     ),
@@ -483,7 +483,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         LAYER,
         "groups",
         "assigned",
-        EVENTS,
+        LAYER_FILE,
         "our `group_send` reads the group's members (group -> channel -> joined at)",
         "every wake of an agent fails",
     ),
@@ -491,7 +491,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         LAYER,
         "group_send",
         "method",
-        EVENTS,
+        LAYER_FILE,
         "overridden: members sent to in turn, without a task per member",
         "our override drifts from the stock layer's semantics (its checks, full channels)",
         ("group", "message"),
@@ -500,7 +500,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "channels.consumer.AsyncConsumer",
         "dispatch",
         "method",
-        "lobbies/consumers.py",
+        "lobbies/push/consumers.py",
         "overridden without channels' `aclose_old_connections()` hop before every handler",
         "if channels moves work into dispatch, the stream's consumer silently skips it",
         ("message",),
@@ -509,7 +509,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "channels.consumer",
         "get_handler_name",
         "attribute",
-        "lobbies/consumers.py",
+        "lobbies/push/consumers.py",
         "our `dispatch` finds the handler as channels' does",
         "ImportError at startup",
     ),
@@ -518,7 +518,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "django.core.handlers.asgi.ASGIRequest",
         "__init__",
         "method",
-        f"{ASGI}, tests/fast_lane.py",
+        f"{LANE}, tests/fast_lane.py",
         "the /v1 lane builds Django's request from the ASGI scope itself and calls the view "
         "beside Django's handler (no middleware, no request signals: `in_worker_thread` "
         "closes stale connections instead)",
@@ -529,7 +529,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "django.http.HttpRequest",
         "_pocolobby_upload",
         "ours",
-        "lobbies/api.py",
+        "lobbies/api/views.py",
         "our own attribute on Django's request (an upload's body read once); it must NOT "
         "exist on Django's class",
         "a Django attribute of that name would be overwritten",
@@ -575,7 +575,7 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "django.db.backends.base.schema.BaseDatabaseSchemaEditor",
         "_create_index_name",
         "method",
-        "lobbies/storage.py, lobbies/migrations/0018_fewer_indexes_per_send.py",
+        "lobbies/storage/discipline.py, lobbies/migrations/0018_fewer_indexes_per_send.py",
         "the store's shape check (and migration 0018) names indexes as migrations do",
         "`pocolobby doctor`/startup report a healthy store as the wrong shape",
         ("table_name", "column_names", "suffix"),
@@ -585,14 +585,14 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
 # Names a subclass of ours adds to a third-party class: none may be one of the base's own
 # (else ours silently replaces Django's, uvicorn's or channels' attribute).
 OUR_SUBCLASSES: tuple[tuple[str, str], ...] = (
-    ("pocolobby.sqlite.base.DatabaseWrapper", SQLITE),
-    ("pocolobby.server.HeaderDeadline", HTTPTOOLS),
-    ("lobbies.events.InMemoryChannelLayer", LAYER),
+    ("lobbies.fastlane.sqlite.base.DatabaseWrapper", SQLITE),
+    ("lobbies.fastlane.server.HeaderDeadline", HTTPTOOLS),
+    ("lobbies.fastlane.channel_layer.InMemoryChannelLayer", LAYER),
 )
 
 
 def render() -> str:
-    """The table docs/PRIVATE_APIS.md holds, from PRIVATE_NAMES."""
+    """The table lobbies/fastlane/README.md holds, from PRIVATE_NAMES."""
     lines = ["| private name | used in | why | what breaks if it changes |", "|---|---|---|---|"]
     for entry in PRIVATE_NAMES:
         shape = f"({', '.join(entry.params)})" if entry.kind == "method" else ""

@@ -35,7 +35,7 @@ from console.models import (
     WebSession,
 )
 from console.web import PageRefusal, digest
-from lobbies.secret_files import admin_token
+from lobbies.access.secret_files import admin_token
 
 CODE_LIFETIME = timedelta(minutes=10)
 TRIES_PER_CODE = 5
@@ -119,7 +119,7 @@ def request_code(email: str, client: str, browser: str) -> None:
     """Count the request, store a fresh code for the address (replacing any before it) bound to
     this browser, and mail it if the address may sign in.
 
-    `client` is the client's network (lobbies/clients.py), `browser` the random value of the
+    `client` is the client's network (lobbies/access/clients.py), `browser` the random value of the
     asking browser's sign-in cookie. Refusals read the same for every address.
     """
     problem = mail.mail_problem()

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from lobbies.actions.rooms import _admitted
 from lobbies.actions.runtime import RuntimeCaller, fence
-from lobbies.activity_timer import note_changes
-from lobbies.events import wake_dispatcher_on_commit
 from lobbies.models import Agent, AgentActivity, Host
+from lobbies.push.activity_timer import note_changes
+from lobbies.push.events import wake_dispatcher_on_commit
 
 # A msg call refreshes the agent's presence at most this often: one write per 30 s, not per call.
 MSG_SEEN_EVERY = timedelta(seconds=30)
@@ -44,8 +44,8 @@ def record_turn(
 
 # agent pk -> the msg presence this process last stored or read, so a burst of msg calls (a
 # send each) reads nothing more: one ORM read per send cost a third of a send's CPU
-# (docs/PERFORMANCE.md, "Issue 42: turn edges, activity events and msg presence
-# (2026-12-05)"). Another process reads the store once, then keeps its own.
+# (docs/PERFORMANCE.md, "Figures from code comments"). Another process reads the store once,
+# then keeps its own.
 _known: dict[int, datetime] = {}
 
 

@@ -6,8 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.runtime import RuntimeCaller, check_fence
+from lobbies.api.schemas import SetOwnerRequests, SetStatus
 from lobbies.models import Agent
-from lobbies.schemas import SetOwnerRequests, SetStatus
 
 
 def set_status(agent: Agent, args: SetStatus, runtime: RuntimeCaller | None = None) -> Agent:

@@ -1,6 +1,7 @@
 """Attachments: uploads proving possession, claims by sends and schedules, and collection.
 
-The bridge describes each file by SHA-256; the broker stores the bytes once (lobbies/blobs.py)
+The bridge describes each file by SHA-256; the broker stores the bytes once
+(lobbies/storage/blobs.py)
 and records who proved possession (a pending upload) until a stored send names them (an
 attachment, linked to its message or schedule). A send that is refused stores nothing, and
 its uploads stay pending until the grace period (POCOLOBBY_UPLOAD_GRACE_SECONDS) removes them.
@@ -21,7 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from lobbies import blobs
+from lobbies.api.schemas import AttachmentDescription, attachment_limit, check_media_type
 from lobbies.attachment_selectors import lobby_usage_bytes
 from lobbies.errors import BrokerError, bad_request, conflict
 from lobbies.models import (
@@ -33,8 +34,8 @@ from lobbies.models import (
     ScheduleAttachment,
     ScheduleStatus,
 )
-from lobbies.schemas import AttachmentDescription, attachment_limit, check_media_type
-from lobbies.wire import is_image
+from lobbies.storage import blobs
+from lobbies.wire.media import is_image
 
 # Content is kept a day after its last message (the messages' day: actions/retention.py).
 KEPT_FOR = timedelta(days=1)

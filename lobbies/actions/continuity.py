@@ -9,9 +9,9 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import agent_named
 from lobbies.actions.receipts import AcknowledgeOutcome, acknowledge_in_transaction
 from lobbies.actions.runtime import RuntimeCaller, check_fence
+from lobbies.api.schemas import SaveCheckpoint
 from lobbies.errors import BrokerError, bad_request, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint
-from lobbies.schemas import SaveCheckpoint
 
 MAX_ROLE_CHARS = 32_768
 

@@ -11,12 +11,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from lobbies import capacity, hooks, queries, store
+from lobbies import capacity, hooks
+from lobbies.access.permissions import require_permission
 from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, fence
+from lobbies.api.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
-from lobbies.events import wake_recipients_on_commit
+from lobbies.fastlane import queries, store
 from lobbies.models import (
     DELIVERABLE,
     Agent,
@@ -32,8 +34,7 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.permissions import require_permission
-from lobbies.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
+from lobbies.push.events import wake_recipients_on_commit
 
 NO_REPLY_KINDS = frozenset({Kind.NOTICE, Kind.REPORT})
 MAX_SCHEDULE_AHEAD = timedelta(days=30)

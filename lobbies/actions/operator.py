@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from lobbies.access.tokens import new_token
 from lobbies.actions import attachments
 from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
-from lobbies.events import announce_catalog_on_commit, close_sockets_on_commit
 from lobbies.models import (
     DELIVERABLE,
     ActorKind,
@@ -26,8 +26,8 @@ from lobbies.models import (
     RetiredRuntime,
 )
 from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
-from lobbies.presence import conversation_key, waiting_runtime
-from lobbies.tokens import new_token
+from lobbies.push.events import announce_catalog_on_commit, close_sockets_on_commit
+from lobbies.push.presence import conversation_key, waiting_runtime
 
 OPERATOR = ActorKind.OPERATOR
 

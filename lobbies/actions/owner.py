@@ -15,7 +15,6 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import agent_named, lobby_named
 from lobbies.actions.schedules import cancel_scheduled
 from lobbies.errors import not_found
-from lobbies.events import announce_catalog_on_commit, wake_recipients_on_commit
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -26,6 +25,7 @@ from lobbies.models import (
     Schedule,
     ScheduleStatus,
 )
+from lobbies.push.events import announce_catalog_on_commit, wake_recipients_on_commit
 
 OPERATOR = ActorKind.OPERATOR
 

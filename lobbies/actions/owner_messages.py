@@ -23,7 +23,8 @@ from lobbies.actions.messages import (
     send,
 )
 from lobbies.actions.receipts import acknowledge_in_transaction
-from lobbies.catalog import parse_arguments
+from lobbies.api.catalog import parse_arguments
+from lobbies.api.schemas import Broadcast, SendMessage
 from lobbies.errors import conflict, not_found
 from lobbies.models import (
     ActorKind,
@@ -36,7 +37,6 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.schemas import Broadcast, SendMessage
 
 
 def owner_sender(lobby: Lobby) -> Agent:

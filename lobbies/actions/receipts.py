@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.errors import conflict
-from lobbies.events import wake_dispatcher_on_commit
 from lobbies.models import (
     Agent,
     Delivery,
@@ -22,6 +21,7 @@ from lobbies.models import (
     ReceiptEvent,
     SeenReceipt,
 )
+from lobbies.push.events import wake_dispatcher_on_commit
 
 
 def _owe_seen_receipts(agent: Agent, message_ids: list[int], now: datetime) -> None:

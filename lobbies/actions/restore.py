@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import uuid
 
-from lobbies.answers import Restored
+from lobbies.api.answers import Restored
+from lobbies.api.operator_answers import BrokerState as StateEntry
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, BrokerState, DeliveryState, UncertainWork
-from lobbies.operator_answers import BrokerState as StateEntry
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 # This process's last reading: True once the store was seen open. A store only enters restore
 # mode while no broker serves it (the restore command refuses otherwise), so an open reading

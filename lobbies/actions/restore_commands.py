@@ -35,7 +35,7 @@ from lobbies.models import (
     Enrollment,
     UncertainWork,
 )
-from lobbies.wire import iso
+from lobbies.wire.facts import iso
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.messages import MAX_SCHEDULE_AHEAD
 from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.errors import bad_request, conflict, not_found
-from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
     DELIVERABLE,
     ActorKind,
@@ -32,6 +31,7 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER, check_name
+from lobbies.push.events import wake_recipients_on_commit
 
 
 def room_of(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:

@@ -21,10 +21,10 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from lobbies import queries
 from lobbies.actions.audit import record_audit
 from lobbies.actions.restore import settle_uncertain
 from lobbies.errors import BrokerError, bad_request, conflict
+from lobbies.fastlane import queries
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -35,8 +35,9 @@ from lobbies.models import (
     Lobby,
     Transport,
 )
-from lobbies.presence import WAITING_CONFIRMED, WAITING_FRESH, live_connections
-from lobbies.wire import HELD_REASON_CHARS, iso
+from lobbies.push.presence import WAITING_CONFIRMED, WAITING_FRESH, live_connections
+from lobbies.wire.facts import iso
+from lobbies.wire.frames import HELD_REASON_CHARS
 
 RUNTIME_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -107,7 +108,8 @@ def check_runtime_id(runtime_id: str) -> str:
 
 
 def _locked_with_lobby(agent_pk: int) -> Agent:
-    """The agent's row locked, with its lobby's name (lobbies/queries.py `locked_agent`)."""
+    """The agent's row locked, with its lobby's name (lobbies/fastlane/queries.py
+    `locked_agent`)."""
     agent = queries.locked_agent(agent_pk)
     if agent is None:
         raise Agent.DoesNotExist(f"agent {agent_pk} was removed")
@@ -335,7 +337,7 @@ def new_nonce() -> str:
 def fence(agent: Agent, caller: RuntimeCaller | None) -> None:
     """Inside a write's transaction: lock the agent's row, then refuse a superseded runtime.
 
-    Hand-written (lobbies/queries.py): every send of a bridge runs it.
+    Hand-written (lobbies/fastlane/queries.py): every send of a bridge runs it.
     """
     if caller is not None:
         check_fence(_locked_with_lobby(agent.pk), caller)

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lobbies import slots
+from lobbies.access.permissions import require_permission
 from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.messages import (
@@ -22,8 +23,14 @@ from lobbies.actions.messages import (
     send,
 )
 from lobbies.actions.runtime import RuntimeCaller, fence
+from lobbies.api.schemas import (
+    Broadcast,
+    ScheduleMessage,
+    SendMessage,
+    SendRoomMessage,
+    UpdateScheduled,
+)
 from lobbies.errors import BrokerError, bad_request, conflict, not_found
-from lobbies.events import wake_recipients_on_commit
 from lobbies.models import (
     Agent,
     Delivery,
@@ -37,14 +44,7 @@ from lobbies.models import (
     Scope,
 )
 from lobbies.names import OWNER_SENDER
-from lobbies.permissions import require_permission
-from lobbies.schemas import (
-    Broadcast,
-    ScheduleMessage,
-    SendMessage,
-    SendRoomMessage,
-    UpdateScheduled,
-)
+from lobbies.push.events import wake_recipients_on_commit
 
 log = logging.getLogger("pocolobby.schedules")
 

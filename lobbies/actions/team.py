@@ -17,21 +17,21 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from lobbies.access.permissions import Grant
 from lobbies.actions import continuity, enrollment, operator
 from lobbies.actions import rooms as room_actions
-from lobbies.answers import at
-from lobbies.errors import BrokerError, bad_request
-from lobbies.models import Agent, ArchivedRoom, Lobby, Room, RoomMember
-from lobbies.names import OWNER_SENDER, check_agent_name, check_name
-from lobbies.operator_answers import (
+from lobbies.api.answers import at
+from lobbies.api.operator_answers import (
     TeamApplied,
     TeamChange,
     TeamChangeKind,
     TeamEnrollment,
     TeamSubject,
 )
-from lobbies.permissions import Grant
-from lobbies.schemas import TeamAgent, TeamManifest
+from lobbies.api.schemas import TeamAgent, TeamManifest
+from lobbies.errors import BrokerError, bad_request
+from lobbies.models import Agent, ArchivedRoom, Lobby, Room, RoomMember
+from lobbies.names import OWNER_SENDER, check_agent_name, check_name
 
 PERMISSIONS: tuple[Grant, ...] = ("broadcast", "manage_rooms")
 

@@ -12,7 +12,7 @@ from lobbies.models.messages import Message, Schedule
 class AttachmentContent(models.Model):
     """One stored file per SHA-256, shared by every attachment with those bytes.
 
-    The bytes live in `<attachments dir>/<sha256>` (lobbies/blobs.py); the row says they are
+    The bytes live in `<attachments dir>/<sha256>` (lobbies/storage/blobs.py); the row says they are
     complete and verified. It goes when no live attachment and no pending upload names it.
     """
 

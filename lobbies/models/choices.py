@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from lobbies import wire
+from lobbies.wire import frames
 
 
 def closed_set(field: str, choices: type[models.TextChoices], *, nullable: bool = False) -> Q:
@@ -54,7 +54,7 @@ class HeldReason(models.TextChoices):
 
 # Copies not yet seen that may still reach their recipient: pending, or waiting for their
 # delivery time. Every other hold is final. (The send path's capacity count says the same in
-# SQL: lobbies/queries.py `QUEUED`.)
+# SQL: lobbies/fastlane/queries.py `QUEUED`.)
 DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
     state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
 )
@@ -77,8 +77,8 @@ class NoticeKind(models.TextChoices):
 class Transport(models.TextChoices):
     """How a bridge puts pushes in front of its agent (`pocolobby bridge --deliver`)."""
 
-    CHANNEL = wire.TRANSPORT_CHANNEL  # Claude Code Channels: notifications/claude/channel
-    TMUX = wire.TRANSPORT_TMUX  # one line typed into the agent's tmux pane
+    CHANNEL = frames.TRANSPORT_CHANNEL  # Claude Code Channels: notifications/claude/channel
+    TMUX = frames.TRANSPORT_TMUX  # one line typed into the agent's tmux pane
 
 
 class ActorKind(models.TextChoices):

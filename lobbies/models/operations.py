@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from lobbies import wire
 from lobbies.models.agents import Agent
 from lobbies.models.choices import ActorKind, AuditAction, Transport, closed_set
 from lobbies.models.messages import Message
+from lobbies.wire import frames
 
 
 class BrokerProcess(models.Model):
@@ -34,7 +34,7 @@ class Connection(models.Model):
     transport = models.CharField(max_length=16, choices=Transport.choices, default="channel")
     # Set while a tmux bridge holds notices (the pane is busy, gone, or locked): since when, why.
     held_since = models.DateTimeField(null=True, blank=True)
-    held_reason = models.CharField(max_length=wire.HELD_REASON_CHARS, blank=True, default="")
+    held_reason = models.CharField(max_length=frames.HELD_REASON_CHARS, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -21,7 +21,8 @@ from typing import TypeGuard
 
 import mcp_types as types
 
-from lobbies.wire import MAX_ATTACHMENTS, JSONObject, JSONValue
+from lobbies.wire.jsontext import JSONObject, JSONValue
+from lobbies.wire.media import MAX_ATTACHMENTS
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
 from pocolobby.bridge.files import (
     IMAGE_LIMIT,

@@ -14,14 +14,9 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from lobbies.wire import (
-    ATTACHMENT_NAME_HEADER,
-    ATTACHMENT_ROUTE,
-    ATTACHMENT_SHA256_HEADER,
-    GENERATION_HEADER,
-    RUNTIME_HEADER,
-    JSONObject,
-)
+from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire.jsontext import JSONObject
+from lobbies.wire.media import ATTACHMENT_NAME_HEADER, ATTACHMENT_ROUTE, ATTACHMENT_SHA256_HEADER
 from pocolobby.bridge import bridge_version
 
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)

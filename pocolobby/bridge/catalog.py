@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lobbies.wire import JSONObject, JSONValue
+from lobbies.wire.jsontext import JSONObject, JSONValue
 
 TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MAX_TOOLS = 200

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lobbies.wire import JSONObject
+from lobbies.wire.jsontext import JSONObject
 
 RECENT_SECONDS = 2 * 86400
 FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lobbies.wire import PARSE_DEPTH, load_json
+from lobbies.wire.jsontext import PARSE_DEPTH, load_json
 from pocolobby.bridge.files import FileIdentity
 
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"

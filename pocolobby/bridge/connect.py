@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lobbies.wire import PARSE_DEPTH, load_json
+from lobbies.wire.jsontext import PARSE_DEPTH, load_json
 from pocolobby.bridge.config import ConfigError, load_config
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from lobbies.wire import JSONObject, JSONValue
+from lobbies.wire.jsontext import JSONObject, JSONValue
 
 
 @dataclass

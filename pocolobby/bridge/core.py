@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, JSONObject, JSONValue, WelcomeFrame
+from lobbies.wire.frames import EVENT_VERSION, WelcomeFrame
+from lobbies.wire.jsontext import JSONObject, JSONValue
 from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide

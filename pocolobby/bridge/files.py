@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from lobbies.wire import IMAGE_MEDIA_TYPES, JSONObject, JsonTooDeep, load_json, scalar_members
+from lobbies.wire.jsontext import JSONObject, JsonTooDeep, load_json, scalar_members
+from lobbies.wire.media import IMAGE_MEDIA_TYPES
 
 MIB = 1024 * 1024
 IMAGE_LIMIT = 10 * MIB
@@ -103,7 +104,7 @@ CREDENTIAL_CONTENT: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitHub token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
     ("an Anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{8,}")),
     ("a Slack token", re.compile(r"\bxox[abps]-[A-Za-z0-9-]{8,}")),
-    # An agent token (lobbies/tokens.py) or the admin token (lobbies/secret_files.py).
+    # An agent token (lobbies/access/tokens.py) or the admin token (lobbies/access/secret_files.py).
     ("a PocoLobby token", re.compile(r"\bpl[at]_[A-Za-z0-9_-]{32,}")),
 )
 
@@ -115,7 +116,7 @@ _GUARDED_WORDS = (
     r"|(?:api|secret|private|access|auth|signing|encryption|master)[-_]?key)"
 )
 # Matched in text lowered (ASCII only, so offsets stay): case-insensitive matching was
-# slower (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
+# slower (docs/PERFORMANCE.md, "Figures from code comments").
 SECRET_ASSIGNMENT = re.compile(
     r"(?=[tspaem])(?P<word>" + _GUARDED_WORDS + r")" + r"""["']?[ \t]*(?::=|=>|=|:)(?!=)[ \t]*"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`|[^\s,;#}\])]+)"""

@@ -35,7 +35,13 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
-from lobbies.wire import MAX_JSON_DEPTH, JSONObject, JsonTooDeep, check_json_nesting, scalar_members
+from lobbies.wire.jsontext import (
+    MAX_JSON_DEPTH,
+    JSONObject,
+    JsonTooDeep,
+    check_json_nesting,
+    scalar_members,
+)
 
 log = logging.getLogger("pocolobby.bridge.host")
 

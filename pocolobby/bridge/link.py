@@ -25,7 +25,7 @@ from typing import Generic, Protocol, TypeVar
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from lobbies.wire import (
+from lobbies.wire.frames import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
     FRAME_CATALOG,
@@ -36,7 +36,6 @@ from lobbies.wire import (
     FRAME_WELCOME,
     GENERATION_HEADER,
     MAX_PUSH_FRAME_BYTES,
-    PARSE_DEPTH,
     RUNTIME_HEADER,
     BridgeFrame,
     CatalogFrame,
@@ -46,14 +45,14 @@ from lobbies.wire import (
     NoticeFrame,
     ReleaseFrame,
     WelcomeFrame,
-    for_terminal,
-    load_json,
     parse_catalog,
     parse_error,
     parse_heartbeat,
     parse_notice,
     parse_welcome,
 )
+from lobbies.wire.jsontext import PARSE_DEPTH, load_json
+from lobbies.wire.terminal import for_terminal
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.results import Stop

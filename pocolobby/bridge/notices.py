@@ -11,19 +11,17 @@ import asyncio
 import re
 from dataclasses import dataclass
 
-from lobbies.wire import (
+from lobbies.wire.frames import (
     FRAME_DELIVERY,
     FRAME_HOST_WRITTEN,
     FRAME_RECEIVED,
     HELD_REASON_CHARS,
-    PARSE_DEPTH,
     TRANSPORT_CHANNEL,
     TRANSPORT_TMUX,
     DeliveryFrame,
-    JSONObject,
     NoticeFrame,
-    load_json,
 )
+from lobbies.wire.jsontext import PARSE_DEPTH, JSONObject, load_json
 from pocolobby.bridge import attachments
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.config import AgentConfig, Runtime
@@ -76,7 +74,7 @@ def _payload(content: str) -> JSONObject:
 
 @dataclass(frozen=True)
 class Notice:
-    """One notice frame as the bridge reads it (lobbies/push.py builds it)."""
+    """One notice frame as the bridge reads it (lobbies/push/frames.py builds it)."""
 
     notice_id: str
     kind: str  # bootstrap, messages, hint, ...

@@ -8,7 +8,7 @@ import asyncio
 import os
 from datetime import UTC, datetime
 
-from lobbies.wire import JSONObject
+from lobbies.wire.jsontext import JSONObject
 from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.codex_tokens import codex_home, token_reports
 from pocolobby.bridge.stream import log

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-from lobbies.wire import EVENT_VERSION, JSONObject, JSONValue
+from lobbies.wire.frames import EVENT_VERSION
+from lobbies.wire.jsontext import JSONObject, JSONValue
 from pocolobby.bridge.broker import Outcome
 
 

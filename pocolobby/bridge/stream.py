@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lobbies.wire import BridgeFrame, WelcomeFrame
+from lobbies.wire.frames import BridgeFrame, WelcomeFrame
 from pocolobby.bridge.results import Stop, stopped_text
 
 log = logging.getLogger("pocolobby.bridge")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lobbies.wire import JSONObject
+from lobbies.wire.jsontext import JSONObject
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby.cli import agent_side, broker, maintenance, messages, operator, team
 from pocolobby.cli.common import CliError, Parser, StoreRefused
 

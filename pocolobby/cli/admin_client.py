@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby import config
 from pocolobby.bridge.config import is_loopback
 from pocolobby.cli.common import CliError

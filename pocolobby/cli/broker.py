@@ -50,7 +50,7 @@ def _prepare(command: str, refused: str, detail: str = "") -> str:
     new behind.
     """
     # local: the bridge shares this CLI and must load nothing of the broker but its wire
-    from lobbies import secret_files
+    from lobbies.access import secret_files
 
     os.umask(0o077)
     directory = config.data_dir()
@@ -61,7 +61,7 @@ def _prepare(command: str, refused: str, detail: str = "") -> str:
     from django.db import connection
 
     from lobbies.actions.restore import access_closed, broker_state
-    from lobbies.storage import IncompatibleStore, diagnose_configured, prepare_store
+    from lobbies.storage.discipline import IncompatibleStore, diagnose_configured, prepare_store
     from pocolobby.backup import complete_swap
 
     def take_back() -> None:
@@ -175,14 +175,14 @@ def serve(args: argparse.Namespace) -> int:
             "docs/OPERATIONS.md), or add --insecure-http if only a trusted network (a TLS "
             "proxy's private network) reaches this address"
         )
-    # Local pages answer only at this loopback address and port (lobbies/hosts.py).
+    # Local pages answer only at this loopback address and port (lobbies/access/hosts.py).
     os.environ["POCOLOBBY_PORT"] = str(args.port)
     url = f"http://{args.host}:{args.port}"
     done = _prepare("serve", "start", f"on {url}")
     # local: these read the models and settings, usable only after _prepare set Django up
-    from lobbies.presence import register_process
+    from lobbies.fastlane import server
+    from lobbies.push.presence import register_process
     from pocolobby import loops as serve_loops
-    from pocolobby import server
     from pocolobby.asgi import application
 
     register_process()

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby.cli.common import Subparsers
 
 

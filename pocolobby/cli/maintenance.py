@@ -100,7 +100,7 @@ def manage_cmd(args: argparse.Namespace) -> int:
     if name is not None and name not in READING_COMMANDS:
         setup_django()
         # local: the store's checks are usable only after django.setup() above
-        from lobbies.storage import IncompatibleStore, diagnose_configured
+        from lobbies.storage.discipline import IncompatibleStore, diagnose_configured
 
         refused = f"run `manage {name}`"
         lock_store(f"manage {name}", refused)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lobbies.wire import MAX_JSON_DEPTH, JSONObject, JsonTooDeep, load_json
+from lobbies.wire.jsontext import MAX_JSON_DEPTH, JSONObject, JsonTooDeep, load_json
 
 DESCRIPTION = """\
 Send, read and acknowledge messages as an agent, from any shell: one subcommand per tool, with

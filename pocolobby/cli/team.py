@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from lobbies.wire import for_terminal as shown
+from lobbies.wire.terminal import for_terminal as shown
 from pocolobby.cli.admin_client import Refused, call
 from pocolobby.cli.common import CliError, Subparsers
 from pocolobby.cli.operator import (

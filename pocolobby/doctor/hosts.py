@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lobbies.wire import PARSE_DEPTH, load_json
+from lobbies.wire.jsontext import PARSE_DEPTH, load_json
 from pocolobby.bridge.connect import (
     HOSTS,
     claude_project_key,

@@ -12,8 +12,8 @@ from django.utils import timezone
 from board.models import AttemptOutcome, SummaryAttempt
 from console import local
 from console.access import OPERATOR_COOKIE
-from lobbies import presence
 from lobbies.models import Agent, Lobby
+from lobbies.push import presence
 
 LOCAL_HOST = "127.0.0.1:8787"
 

@@ -12,9 +12,9 @@ from django.utils.html import escape
 
 from board.models import AgentAppearance, NotesSnapshot, NotesSource
 from board.refresh import picture_of
-from lobbies import presence
 from lobbies.actions.runtime import DeliveryReport, report_delivery
 from lobbies.models import Agent, AgentActivity, Room
+from lobbies.push import presence
 from tests.board.dashboard_helpers import LOCAL_HOST, chips, connect, operator_client, summarize
 from tests.conftest import AgentClient
 

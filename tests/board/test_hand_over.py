@@ -16,7 +16,7 @@ from django.utils import timezone
 from board.models import BoardConfig, Visibility
 from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
 from lobbies.models import Agent, AuditEvent, RetiredRuntime
-from lobbies.presence import conversation_key
+from lobbies.push.presence import conversation_key
 from tests.board.dashboard_helpers import LOCAL_HOST, connect, operator_client
 from tests.board.test_replies import ORIGIN, _browser
 from tests.conftest import AgentClient

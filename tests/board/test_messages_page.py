@@ -207,8 +207,8 @@ def test_a_bidi_override_in_a_message_is_isolated_to_that_message(lobby, lead, b
 def test_each_copy_says_how_far_it_got(lobby, lead: AgentClient, backend: AgentClient, make_agent):
     """Stored, sent to the bridge, at the bridge, pushed into the session or typed into the
     pane: from the delivery's own transport facts, instead of "pending" for all."""
-    from lobbies import presence
     from lobbies.models import Agent, Connection, Delivery
+    from lobbies.push import presence
 
     make_agent("designer")
     make_agent("tester")

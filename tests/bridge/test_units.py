@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from lobbies import wire
+from lobbies.wire import frames
 from pocolobby.bridge import core, link, listing, notices
 from pocolobby.bridge.broker import Outcome
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
@@ -185,7 +185,7 @@ def notice(
     body = payload if payload is not None else {"messages": [{"message_id": i} for i in ids]}
     return {
         "type": "notice",
-        "event_version": wire.EVENT_VERSION,
+        "event_version": frames.EVENT_VERSION,
         "notice_id": notice_id,
         "notice_kind": kind,
         "generation": 1,
@@ -204,7 +204,7 @@ def welcome(bridge: Bridge, generation: int = 1, bootstrap: bool = True) -> None
     bridge.on_welcome(
         {
             "type": "welcome",
-            "event_version": wire.EVENT_VERSION,
+            "event_version": frames.EVENT_VERSION,
             "generation": generation,
             "bootstrap": bootstrap,
             "agent_id": "beta",
@@ -433,7 +433,7 @@ async def test_the_link_reconnects_with_its_generation_and_stops_on_a_refusal(mo
         return json.dumps(
             {
                 "type": "welcome",
-                "event_version": wire.EVENT_VERSION,
+                "event_version": frames.EVENT_VERSION,
                 "generation": 7,
                 "bootstrap": bootstrap,
                 "agent_id": "beta",
@@ -499,7 +499,7 @@ async def test_a_push_over_72_kib_is_refused_with_a_log_line_and_the_link_keeps_
             json.dumps(
                 {
                     "type": "welcome",
-                    "event_version": wire.EVENT_VERSION,
+                    "event_version": frames.EVENT_VERSION,
                     "generation": 1,
                     "bootstrap": False,
                     "agent_id": "beta",

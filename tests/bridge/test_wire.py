@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lobbies import consumers, credentials, presentation, push, selectors, wire
+from lobbies import selectors
+from lobbies.access import credentials
+from lobbies.push import consumers, frames, presentation
+from lobbies.wire import frames as wire_frames
 from pocolobby.bridge import broker, link, notices, results, state
 from tests.server import REPO_ROOT
 
@@ -37,18 +40,24 @@ SHARED = (
 
 
 def test_both_sides_hold_the_wire_modules_own_objects():
-    for module in (consumers, push, selectors, state, link, results):
-        assert module.EVENT_VERSION is wire.EVENT_VERSION, module.__name__
+    for module in (consumers, frames, selectors, state, link, results):
+        assert module.EVENT_VERSION is wire_frames.EVENT_VERSION, module.__name__
     for module in (link, broker):
-        assert module.RUNTIME_HEADER is wire.RUNTIME_HEADER
-        assert module.GENERATION_HEADER is wire.GENERATION_HEADER
-    assert link.EVENT_VERSION_HEADER is wire.EVENT_VERSION_HEADER
-    frames = ("FRAME_WELCOME", "FRAME_NOTICE", "FRAME_ERROR", "FRAME_HEARTBEAT", "FRAME_CATALOG")
-    for name in frames:
-        assert getattr(link, name) is getattr(wire, name)
-    assert consumers.FRAME_CATALOG is wire.FRAME_CATALOG
-    assert notices.FRAME_RECEIVED is wire.FRAME_RECEIVED
-    assert notices.FRAME_HOST_WRITTEN is wire.FRAME_HOST_WRITTEN
+        assert module.RUNTIME_HEADER is wire_frames.RUNTIME_HEADER
+        assert module.GENERATION_HEADER is wire_frames.GENERATION_HEADER
+    assert link.EVENT_VERSION_HEADER is wire_frames.EVENT_VERSION_HEADER
+    frame_names = (
+        "FRAME_WELCOME",
+        "FRAME_NOTICE",
+        "FRAME_ERROR",
+        "FRAME_HEARTBEAT",
+        "FRAME_CATALOG",
+    )
+    for name in frame_names:
+        assert getattr(link, name) is getattr(wire_frames, name)
+    assert consumers.FRAME_CATALOG is wire_frames.FRAME_CATALOG
+    assert notices.FRAME_RECEIVED is wire_frames.FRAME_RECEIVED
+    assert notices.FRAME_HOST_WRITTEN is wire_frames.FRAME_HOST_WRITTEN
 
 
 def _assigned_names(path: Path) -> set[str]:
@@ -77,9 +86,9 @@ def test_no_module_defines_its_own_copy_of_a_wire_name():
 
 def test_the_broker_reads_the_headers_the_wire_names():
     """The broker parses these headers by the wire's own names, not strings of its own."""
-    assert credentials.RUNTIME_HEADER is wire.RUNTIME_HEADER
-    assert credentials.GENERATION_HEADER is wire.GENERATION_HEADER
-    assert consumers.EVENT_VERSION_HEADER is wire.EVENT_VERSION_HEADER
+    assert credentials.RUNTIME_HEADER is wire_frames.RUNTIME_HEADER
+    assert credentials.GENERATION_HEADER is wire_frames.GENERATION_HEADER
+    assert consumers.EVENT_VERSION_HEADER is wire_frames.EVENT_VERSION_HEADER
 
 
 def test_the_wire_module_imports_nothing_of_django_or_the_apps():
@@ -104,20 +113,20 @@ class _Told:
     """A stand-in for the bridge: what the link handed it, frame by frame."""
 
     def __init__(self) -> None:
-        self.notices: list[wire.NoticeFrame] = []
-        self.welcomes: list[wire.WelcomeFrame] = []
+        self.notices: list[wire_frames.NoticeFrame] = []
+        self.welcomes: list[wire_frames.WelcomeFrame] = []
 
-    async def on_notice(self, frame: wire.NoticeFrame, send: object) -> None:
+    async def on_notice(self, frame: wire_frames.NoticeFrame, send: object) -> None:
         self.notices.append(frame)
 
-    def on_welcome(self, frame: wire.WelcomeFrame) -> None:
+    def on_welcome(self, frame: wire_frames.WelcomeFrame) -> None:
         self.welcomes.append(frame)
 
     def report_delivery(self) -> None:
         pass
 
 
-async def _unused_send(frame: wire.BridgeFrame) -> None:
+async def _unused_send(frame: wire_frames.BridgeFrame) -> None:
     raise AssertionError("nothing is sent back for these frames")
 
 
@@ -125,8 +134,8 @@ def _reader(told: _Told) -> link._Reader:
     return link._Reader(told, link._Socket(), _unused_send)  # type: ignore[arg-type]
 
 
-def _pushed_notice() -> wire.NoticeFrame:
-    """A notice as lobbies.push builds it and the bridge's socket sends it."""
+def _pushed_notice() -> wire_frames.NoticeFrame:
+    """A notice as lobbies.push.frames builds it and the bridge's socket sends it."""
     row = {
         "id": uuid.UUID("00000000-0000-4000-8000-000000000001"),
         "generation": 3,
@@ -137,7 +146,7 @@ def _pushed_notice() -> wire.NoticeFrame:
     shown = presentation.Presentation(
         "PocoLobby: 2 new messages.\n{}", {"priority": "info", "scope": "direct"}, truncated=True
     )
-    return push._notice_frame(row, shown)
+    return frames._notice_frame(row, shown)
 
 
 @pytest.mark.asyncio
@@ -146,7 +155,7 @@ async def test_a_notice_built_by_push_parses_in_the_bridge_to_the_same_frame():
     told = _Told()
     await _reader(told).take(json.dumps(built, ensure_ascii=False))  # as consumers sends it
     assert told.notices == [built]
-    assert wire.parse_notice(json.loads(json.dumps(built))) == built
+    assert wire_frames.parse_notice(json.loads(json.dumps(built))) == built
 
 
 @pytest.mark.asyncio
@@ -154,7 +163,7 @@ async def test_a_malformed_frame_is_refused_with_a_log_line_never_a_traceback(ca
     told = _Told()
     reader = _reader(told)
     malformed = {**_pushed_notice(), "message_ids": [7, "8"]}
-    welcome = {"type": "welcome", "event_version": wire.EVENT_VERSION, "generation": "1"}
+    welcome = {"type": "welcome", "event_version": wire_frames.EVENT_VERSION, "generation": "1"}
     with caplog.at_level(logging.WARNING, logger="pocolobby.bridge.link"):
         await reader.take(json.dumps(malformed))
         await reader.take(json.dumps(welcome))
@@ -170,5 +179,5 @@ async def test_a_malformed_frame_is_refused_with_a_log_line_never_a_traceback(ca
         "ignored a frame that is not a JSON object",
         "ignored a frame that is not JSON or nests too deeply",
     ]
-    with pytest.raises(wire.FrameRefused, match="content: text expected"):
-        wire.parse_notice({**_pushed_notice(), "content": None})
+    with pytest.raises(wire_frames.FrameRefused, match="content: text expected"):
+        wire_frames.parse_notice({**_pushed_notice(), "content": None})

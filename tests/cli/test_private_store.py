@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lobbies import secret_files
+from lobbies.access import secret_files
 from pocolobby import config
 from pocolobby.cli.broker import NEXT_STEPS, address_step
 from tests.lobbies.test_storage import embedded_env, make_sqlite

@@ -1,4 +1,4 @@
-"""The server `pocolobby serve` runs (pocolobby/server.py): where its database work runs."""
+"""The server `pocolobby serve` runs (lobbies/fastlane/server.py): where its database work runs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from pocolobby.server import (
+from lobbies.fastlane.server import (
     OneWritePerTurn,
     confine_sqlite_to_one_thread,
     freeze_startup_objects,

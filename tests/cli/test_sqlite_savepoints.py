@@ -1,4 +1,4 @@
-"""Savepoints on the embedded store (pocolobby/sqlite/base.py): named by depth, merged into
+"""Savepoints on the embedded store (lobbies/fastlane/sqlite/base.py): named by depth, merged into
 the enclosing one while `merging_savepoints` when nothing was written in between, and none
 at all in an `optimistic_commit`, which a failed block abandons."""
 
@@ -11,8 +11,12 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from lobbies.fastlane.sqlite.base import (
+    SharedCommitAbandoned,
+    merging_savepoints,
+    optimistic_commit,
+)
 from lobbies.models import Lobby
-from pocolobby.sqlite.base import SharedCommitAbandoned, merging_savepoints, optimistic_commit
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -149,7 +153,7 @@ def test_a_new_transaction_starts_with_no_savepoints_left_from_a_failed_one():
 
 def _answer_errors_as_a_view_does() -> str:
     """A request's part that writes and fails in its own atomic block, inside a handler that
-    turns any error into an answer (lobbies.http.api_view's `except Exception`)."""
+    turns any error into an answer (lobbies.api.http.api_view's `except Exception`)."""
     try:
         _refused("refused")
     except Exception:

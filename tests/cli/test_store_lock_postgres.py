@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from lobbies.storage.discipline import APPLICATION_ID, FORMAT_VERSION
 from pocolobby.loops import ALERTS_LOCK_KEY, LEADER_LOCK_KEY
 from pocolobby.store_lock import STORE_LOCK_KEY
 from tests.postgres import PG_SERVER, admin, cli, own_database, snapshot

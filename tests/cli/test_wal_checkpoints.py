@@ -1,4 +1,5 @@
-"""The store's WAL is checkpointed on a thread of its own (pocolobby/sqlite/checkpoints.py)."""
+"""The store's WAL is checkpointed on a thread of its own
+(lobbies/fastlane/sqlite/checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import httpx
 import pytest
 from django.db import connection
 
+from lobbies.fastlane.sqlite.checkpoints import BACKSTOP_PAGES, WalCheckpointer
 from pocolobby.backup import STORE_NAME
-from pocolobby.sqlite.checkpoints import BACKSTOP_PAGES, WalCheckpointer
 
 pytest_plugins = ("tests.server_fixtures",)
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from lobbies.actions import operator, restore_commands
 from lobbies.actions.runtime import RuntimeConflict, claim_runtime, wait_for_hand_over
 from lobbies.models import ActorKind, Agent, AuditEvent
-from lobbies.presence import WAITING_CONFIRMED
+from lobbies.push.presence import WAITING_CONFIRMED
 from tests.console.test_local_operator import operator_browser
 
 

@@ -20,7 +20,7 @@ from console.models import (
     ThrottleKind,
     WebSession,
 )
-from lobbies import timers
+from lobbies.push import timers
 from pocolobby import loops
 
 pytestmark = pytest.mark.django_db

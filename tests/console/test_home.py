@@ -61,9 +61,9 @@ def test_signed_out_visitors_are_sent_to_sign_in(db):
 
 
 def test_each_lobby_shows_agents_online_what_waits_and_the_last_message(make_account):
-    from lobbies import presence
     from lobbies.actions.messages import send_message
-    from lobbies.schemas import SendMessage
+    from lobbies.api.schemas import SendMessage
+    from lobbies.push import presence
 
     ann = make_account("ann@example.com")
     busy, quiet = operator.create_lobby("busy"), operator.create_lobby("quiet")

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from console.models import DashboardViewer, LobbyOwner
-from lobbies.catalog import catalog_for
+from lobbies.api.catalog import catalog_for
 from lobbies.models import Agent, AgentActivity, AuditEvent, Delivery, Lobby, Message, Schedule
 from tests.console.conftest import post_json
 from tests.console.test_local_operator import operator_browser

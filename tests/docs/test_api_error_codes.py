@@ -35,16 +35,16 @@ PASS_THROUGH = {
     ("lobbies/errors.py", "not_found"),
     ("lobbies/errors.py", "conflict"),
     ("lobbies/errors.py", "forbidden"),
-    ("lobbies/consumers.py", "agent_close"),
-    ("lobbies/consumers.py", "_error"),
-    ("lobbies/consumers.py", "_frame_refused"),
-    ("lobbies/consumers.py", "_refuse"),  # the refusal's code, collected where it is raised
-    ("lobbies/events.py", "close_sockets_on_commit"),
+    ("lobbies/push/consumers.py", "agent_close"),
+    ("lobbies/push/consumers.py", "_error"),
+    ("lobbies/push/consumers.py", "_frame_refused"),
+    ("lobbies/push/consumers.py", "_refuse"),  # the refusal's code, collected where it is raised
+    ("lobbies/push/events.py", "close_sockets_on_commit"),
     ("console/pages.py", "_refused"),
     ("console/web.py", "refusal_response"),
     ("pocolobby/msg.py", "failure_json"),  # prints the broker's code (or the client's) as is
-    ("lobbies/openapi.py", "_error_schema"),  # the error shape's JSON Schema, not an answer
-    ("lobbies/wire.py", "parse_error"),  # reads the broker's error frame, answers nothing
+    ("lobbies/api/openapi.py", "_error_schema"),  # the error shape's JSON Schema, not an answer
+    ("lobbies/wire/frames.py", "parse_error"),  # reads the broker's error frame, answers nothing
 }
 # A table row whose first cell is an HTTP status, a WebSocket close code or "frame".
 STATUS_ROW = re.compile(r"^\|\s*(?:\d{3,4}|frame)\s*\|\s*([^|]+)\|")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lobbies.catalog import TOOLS
+from lobbies.api.catalog import TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = (ROOT / "docs" / "RECIPES.md").read_text()

@@ -10,8 +10,13 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from lobbies import timers
-from lobbies.wire import EVENT_VERSION, EVENT_VERSION_HEADER, GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.push import timers
+from lobbies.wire.frames import (
+    EVENT_VERSION,
+    EVENT_VERSION_HEADER,
+    GENERATION_HEADER,
+    RUNTIME_HEADER,
+)
 from pocolobby.asgi import application
 
 

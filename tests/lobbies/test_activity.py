@@ -9,9 +9,10 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from lobbies import activity_timer, answers, presentation
 from lobbies.activity import Activity, ActivityFacts, activity_of
+from lobbies.api import answers
 from lobbies.models import AgentActivity, BrokerProcess, Host
+from lobbies.push import activity_timer, presentation
 from pocolobby.bridge.pane import activity_line
 from tests.board.dashboard_helpers import connect
 from tests.conftest import AgentClient

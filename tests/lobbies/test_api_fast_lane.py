@@ -11,9 +11,10 @@ from django.http import HttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from lobbies.fastlane import lane
+from lobbies.fastlane.lane import _serve_together
 from lobbies.models import Lobby, Message
-from pocolobby import asgi
-from pocolobby.asgi import _serve_together, application
+from pocolobby.asgi import application
 from tests.fast_lane import agent_post
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,7 +168,7 @@ def test_a_shared_commit_of_sends_opens_no_savepoint(lead, backend, commits):
 def test_a_request_that_fails_after_writing_loses_its_writes_and_the_others_keep_theirs(
     lead, backend, commits, monkeypatch, failure
 ):
-    serve = asgi._serve_api
+    serve = lane._serve_api
 
     def failing_after_a_write(request):
         if request.path != "/v1/broken":
@@ -177,7 +178,7 @@ def test_a_request_that_fails_after_writing_loses_its_writes_and_the_others_keep
             raise RuntimeError("the view failed after writing")
         return HttpResponse(status=500)
 
-    monkeypatch.setattr(asgi, "_serve_api", failing_after_a_write)
+    monkeypatch.setattr(lane, "_serve_api", failing_after_a_write)
     answers = _serve_together(
         [
             agent_post(lead.token, {"to": "backend", "content": "one", "client_request_id": "b1"}),
@@ -205,14 +206,14 @@ def test_a_request_that_fails_after_writing_loses_its_writes_and_the_others_keep
 async def test_shared_commit_can_be_switched_off(lead, backend, monkeypatch, shared):
     """POCOLOBBY_SHARED_COMMIT=0 (benchmarks/shared_commit.py): each /v1 write commits alone."""
     batched: list[object] = []
-    requests = asgi.REQUESTS
+    requests = lane.REQUESTS
 
     async def recorded(request):
         batched.append(request)
         return await requests(request)
 
-    monkeypatch.setattr(asgi, "SHARED_COMMIT", shared)
-    monkeypatch.setattr(asgi, "REQUESTS", recorded)
+    monkeypatch.setattr(lane, "SHARED_COMMIT", shared)
+    monkeypatch.setattr(lane, "REQUESTS", recorded)
     async with _client() as client:
         response = await client.post(
             "/v1/messages",

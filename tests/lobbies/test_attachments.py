@@ -17,7 +17,6 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from lobbies import push, timers
 from lobbies.actions import operator
 from lobbies.actions.retention import sweep
 from lobbies.actions.runtime import claim_runtime
@@ -30,6 +29,7 @@ from lobbies.models import (
     Schedule,
     ScheduleAttachment,
 )
+from lobbies.push import frames, timers
 from tests.conftest import AgentClient
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -377,7 +377,7 @@ def test_pushes_name_each_attachment_without_its_content(lead, backend):
     upload(lead, PNG)
     [file] = send_with(lead, "backend", "p-1", describe(PNG))[1]["attachments"]
     claim = claim_runtime(backend.agent, "0b9c7a3e-7c2f-4d7e-9a55-3f8f1c0d2e11", None)
-    frame = push.push_frame(backend.agent.pk, claim.generation)
+    frame = frames.push_frame(backend.agent.pk, claim.generation)
     assert frame is not None
     payload = json.loads(frame["content"].split("\n", 1)[1])
     assert payload["messages"][0]["attachments"] == [file]
@@ -548,6 +548,6 @@ def test_the_owner_lists_metadata_and_usage_but_no_content(client, lead, backend
 
 
 def settings_admin_token() -> str:
-    from lobbies.secret_files import admin_token  # local: reads the test data directory
+    from lobbies.access.secret_files import admin_token  # local: reads the test data directory
 
     return admin_token(settings.DATA_DIR)

@@ -9,8 +9,8 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lobbies.api.schemas import SendMessage
 from lobbies.models import Delivery, Message
-from lobbies.schemas import SendMessage
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
 json_values = st.recursive(

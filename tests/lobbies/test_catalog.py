@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from lobbies import catalog
-from lobbies.answers import AgentList
-from lobbies.schemas import ListAgents, SendMessage
+from lobbies.api import catalog
+from lobbies.api.answers import AgentList
+from lobbies.api.schemas import ListAgents, SendMessage
 
 
 def _tools(client) -> dict:

@@ -8,10 +8,11 @@ import uuid
 import pytest
 from django.test import Client
 
-from lobbies import agent_selectors, push
+from lobbies import agent_selectors
 from lobbies.actions.continuity import set_role
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import AuditEvent, Checkpoint, ReceiptEvent
+from lobbies.push import frames
 from tests.conftest import AgentClient
 
 
@@ -230,7 +231,7 @@ def test_the_bootstrap_notice_says_to_save_a_checkpoint_after_ready(lead, backen
     first = Session(backend)
     first.ok("acknowledge_messages", message_ids=ids)
     second = Session(backend, first.runtime_id)
-    notice = push.bootstrap_frame(backend.agent.pk, second.generation)
+    notice = frames.bootstrap_frame(backend.agent.pk, second.generation)
     assert f"ready with nonce {second.nonce}" in notice["content"]
     assert "then save a checkpoint with covers_receipts_through 2" in notice["content"]
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from lobbies import timers
 from lobbies.actions import operator
 from lobbies.models import Message, Schedule, ScheduleOccurrence
+from lobbies.push import timers
 
 
 def _schedule(client, **options):

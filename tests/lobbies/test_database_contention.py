@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from lobbies import push
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import Delivery, Notice
+from lobbies.push import frames
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,13 +116,13 @@ def test_transport_facts_wait_for_an_acknowledgment_instead_of_deadlocking_with_
     the agents' rows first, in order, makes the batch wait instead."""
     claim = claim_runtime(backend.agent, str(uuid.uuid4()), None)
     sent = lead.send("backend", "for backend", "r-1")["message_id"]
-    frame = push.push_frame(backend.agent.pk, claim.generation)
+    frame = frames.push_frame(backend.agent.pk, claim.generation)
     assert frame is not None and frame["message_ids"] == [sent]
     failure: list[BaseException] = []
 
     def record() -> None:
         try:
-            push.record_transport_facts(
+            frames.record_transport_facts(
                 [
                     (backend.agent.pk, claim.generation, frame["notice_id"], fact)
                     for fact in ("received", "host_written")
@@ -165,7 +165,7 @@ def test_transport_facts_do_not_deadlock_with_a_send_checking_its_recipients(lea
 
     def record() -> None:
         try:
-            push.record_transport_facts(
+            frames.record_transport_facts(
                 [(pk, 1, str(uuid.uuid4()), "received") for pk in (sender, recipient)]
             )
         except BaseException as error:  # reported by the assertion below

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from lobbies import presence
 from lobbies.actions.runtime import DeliveryReport, report_delivery
 from lobbies.agent_selectors import status
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, Connection
+from lobbies.push import presence
 from tests.conftest import AgentClient
 
 

@@ -1,5 +1,5 @@
 """A view may run twice (lobbies/actions/__init__.py): every tool of the catalog, served in
-a shared commit that is abandoned and served again (pocolobby.asgi._serve_together), leaves
+a shared commit that is abandoned and served again (lobbies.fastlane.lane._serve_together), leaves
 exactly what one run leaves: the same store, the same answer, the same publications.
 
 The tools come from the catalog, so a new tool fails here until it has arguments below.
@@ -21,10 +21,10 @@ from django.apps import apps
 from django.db import connection
 from django.http import HttpResponse
 
-from lobbies import events
 from lobbies.actions.runtime import claim_runtime
-from lobbies.catalog import TOOLS, Tool
-from pocolobby import asgi
+from lobbies.api.catalog import TOOLS, Tool
+from lobbies.fastlane import lane
+from lobbies.push import events
 from tests.conftest import AgentClient
 from tests.fast_lane import agent_post
 
@@ -188,7 +188,7 @@ def _served(
 ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]], list[tuple[str, int, str]]]:
     published.clear()
     caplog.clear()
-    answers = asgi._serve_together(batch)
+    answers = lane._serve_together(batch)
     first = answers[0]
     assert isinstance(first, HttpResponse), first
     answer = json.loads(first.content)
@@ -235,13 +235,13 @@ def _once_and_twice(
 
     monkeypatch.setitem(TOOLS, name, dataclasses.replace(tool, run=counted))
     replays: list[int] = []
-    in_savepoints = asgi._serve_in_savepoints
+    in_savepoints = lane._serve_in_savepoints
 
     def replayed(requests: list[Any]) -> Any:
         replays.append(len(requests))
         return in_savepoints(requests)
 
-    monkeypatch.setattr(asgi, "_serve_in_savepoints", replayed)
+    monkeypatch.setattr(lane, "_serve_in_savepoints", replayed)
     answer, twice_published, twice_logged = _served([tool_request(), retry()], published, caplog)
     twice = Outcome(answer, _store(), twice_published, twice_logged)
 

@@ -21,7 +21,7 @@ from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller, release_runtime
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, AuditEvent
-from lobbies.presence import WAITING_CONFIRMED, WAITING_FRESH
+from lobbies.push.presence import WAITING_CONFIRMED, WAITING_FRESH
 from tests.conftest import AgentClient
 from tests.lobbies.stream import bootstrapped, closed_with, frame, new_runtime, open_stream, sync
 

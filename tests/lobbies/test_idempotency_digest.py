@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from lobbies.actions.idempotency import request_hash
-from lobbies.schemas import Broadcast, ScheduleMessage, SendMessage, SendRoomMessage
+from lobbies.api.schemas import Broadcast, ScheduleMessage, SendMessage, SendRoomMessage
 
 HASHED = (SendMessage, SendRoomMessage, Broadcast, ScheduleMessage)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lobbies.events import InMemoryChannelLayer
+from lobbies.fastlane.channel_layer import InMemoryChannelLayer
 
 pytestmark = pytest.mark.asyncio
 

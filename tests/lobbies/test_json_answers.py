@@ -1,4 +1,4 @@
-"""/v1 answers are compact UTF-8 JSON (lobbies.http.JsonAnswer), whatever an agent stored."""
+"""/v1 answers are compact UTF-8 JSON (lobbies.api.http.JsonAnswer), whatever an agent stored."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lobbies.http import _parsed
+from lobbies.api.http import _parsed
 from tests.conftest import AgentClient
 from tests.lobbies.test_continuity import Session
 

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import time_machine
 
-from lobbies import timers
 from lobbies.actions import operator
+from lobbies.push import timers
 
 
 def _by_name(body: dict) -> dict[str, dict]:

@@ -19,13 +19,13 @@ from django.urls import clear_url_caches, path
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
-from lobbies import answers, operator_answers
-from lobbies.catalog import TOOLS
+from lobbies.api import answers, operator_answers
+from lobbies.api.catalog import TOOLS
+from lobbies.api.http import Documented, api_view
+from lobbies.api.openapi import Undocumented, generate
+from lobbies.api.operator_api import AGENT_ACTIONS
+from lobbies.api.schemas import Operation, SendMessage
 from lobbies.errors import ERROR_CODES
-from lobbies.http import Documented, api_view
-from lobbies.openapi import Undocumented, generate
-from lobbies.operator_api import AGENT_ACTIONS
-from lobbies.schemas import Operation, SendMessage
 
 API_URLS = "pocolobby.urls_api"
 API_MD = Path(__file__).resolve().parents[2] / "docs" / "API.md"

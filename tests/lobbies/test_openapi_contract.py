@@ -4,7 +4,7 @@ subprocess: its CLI, every phase, bounded, in two passes (the agents' operations
 agent token, then the operator's with the admin token).
 
 Every answer must be documented: no 5xx, a documented status, a body that conforms to that
-status's schema (success models from lobbies/answers.py; every error `{"error": {"code",
+status's schema (success models from lobbies/api/answers.py; every error `{"error": {"code",
 "message"}}` with one of the status's documented codes), a 405 with its `Allow` header, input
 the schema forbids refused. Random input mostly gets refusals, so a tour first calls the
 operations the way an agent, its bridge and the operator do, with valid arguments, and checks
@@ -35,7 +35,7 @@ from schemathesis import Case
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from lobbies.wire import GENERATION_HEADER, RUNTIME_HEADER
+from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
 from tests.bridge_client import Bridge, payload
 from tests.server import Broker
 

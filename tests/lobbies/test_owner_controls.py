@@ -10,9 +10,9 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from lobbies import push
+from lobbies.access.secret_files import admin_token
 from lobbies.models import Agent, AuditEvent, Delivery, Lobby, Message, Schedule
-from lobbies.secret_files import admin_token
+from lobbies.push import frames
 
 
 def admin(path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -101,12 +101,12 @@ def test_a_paused_lobby_queues_sends_and_pushes_nothing_until_resumed(lead, back
         {"lobby": "my-team", "delivery_paused": True},
     )
     sent = lead.send("backend", "during maintenance", "p-1")["message_id"]
-    assert push.push_frame(backend.agent.pk, 1) is None
+    assert frames.push_frame(backend.agent.pk, 1) is None
     assert Delivery.objects.get(message_id=sent).state == "pending"
     assert audited("delivery_paused").lobby_name == "my-team"
 
     assert admin("/delivery", {"paused": False})[0] == 200
-    frame = push.push_frame(backend.agent.pk, 1)
+    frame = frames.push_frame(backend.agent.pk, 1)
     assert frame is not None and frame["message_ids"] == [sent]
     assert Lobby.objects.get(name="my-team").delivery_paused is False
     assert audited("delivery_resumed").lobby_name == "my-team"

@@ -21,7 +21,7 @@ from lobbies.models import (
     Message,
     SeenReceipt,
 )
-from lobbies.presentation import OWNER_SENTENCE
+from lobbies.push.presentation import OWNER_SENTENCE
 from tests.conftest import AgentClient
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, sync
 

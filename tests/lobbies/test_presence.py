@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from lobbies import presence
 from lobbies.models import BrokerProcess, Connection
+from lobbies.push import presence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

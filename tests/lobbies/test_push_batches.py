@@ -14,9 +14,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from lobbies import push
 from lobbies.actions.runtime import Claim, claim_runtime
 from lobbies.models import Agent, Delivery, Notice
+from lobbies.push import frames
 from pocolobby.config import Bounds
 from tests.conftest import AgentClient
 
@@ -37,22 +37,22 @@ def test_a_broadcasts_pushes_share_one_commit_and_each_gets_its_own_frame(
 ) -> None:
     claims = _runtimes(team)
     for claim in claims:  # the bootstrap notices, out of the way
-        push.bootstrap_frame(claim.agent.pk, claim.generation)
+        frames.bootstrap_frame(claim.agent.pk, claim.generation)
     sent = team[0].ok("broadcast", content="all hands", client_request_id="b-1")["message_id"]
     stale = (claims[0].agent.pk, claims[0].generation + 1)  # a superseded socket
     asks = [(c.agent.pk, c.generation) for c in claims] + [stale]
     commits.clear()
-    answers = push.push_frames(asks)
+    answers = frames.push_frames(asks)
     assert len(commits) == 1
-    frames = [a for a in answers if isinstance(a, dict)]
-    assert [f["message_ids"] for f in frames] == [[sent]] * len(claims)
+    sent_frames = [a for a in answers if isinstance(a, dict)]
+    assert [f["message_ids"] for f in sent_frames] == [[sent]] * len(claims)
     assert answers[-1] is None  # the stale generation is pushed nothing
-    assert len({f["notice_id"] for f in frames}) == len(claims)
+    assert len({f["notice_id"] for f in sent_frames}) == len(claims)
     pushed = Delivery.objects.filter(message_id=sent).values_list("pushed_generation", flat=True)
     assert set(pushed) == {c.generation for c in claims}
     # Asked again: nothing is due, and nothing is written.
     commits.clear()
-    assert push.push_frames(asks[:-1]) == [None] * len(claims)
+    assert frames.push_frames(asks[:-1]) == [None] * len(claims)
     assert commits == []
 
 
@@ -61,7 +61,7 @@ def test_a_push_that_fails_stays_its_sockets_and_the_others_are_recorded(
 ) -> None:
     claims = _runtimes(team)
     for claim in claims:
-        push.bootstrap_frame(claim.agent.pk, claim.generation)
+        frames.bootstrap_frame(claim.agent.pk, claim.generation)
     sent = team[0].ok("broadcast", content="all hands", client_request_id="b-1")["message_id"]
     broken = claims[1]
     # A notice row already holding the id the push would take: its insert fails.
@@ -77,8 +77,8 @@ def test_a_push_that_fails_stays_its_sockets_and_the_others_are_recorded(
     # The set-based batch takes four ids and fails on the taken one; each push then runs
     # again in its own savepoint with four more, and only the second fails again.
     ids = iter([uuid.uuid4(), taken, uuid.uuid4(), uuid.uuid4()] * 2)
-    monkeypatch.setattr(push.uuid, "uuid4", lambda: next(ids))
-    answers = push.push_frames([(c.agent.pk, c.generation) for c in claims])
+    monkeypatch.setattr(frames.uuid, "uuid4", lambda: next(ids))
+    answers = frames.push_frames([(c.agent.pk, c.generation) for c in claims])
     assert isinstance(answers[1], Exception)
     assert [a["message_ids"] for a in answers if isinstance(a, dict)] == [[sent]] * 3
     pending = Delivery.objects.get(message_id=sent, recipient=broken.agent)
@@ -91,7 +91,7 @@ def test_a_batch_pushes_each_agent_its_own_messages_important_first_and_defers_o
     lead, first, second, capped, _ = team
     claims = {c.agent.pk: c for c in _runtimes(team)}
     for claim in claims.values():
-        push.bootstrap_frame(claim.agent.pk, claim.generation)
+        frames.bootstrap_frame(claim.agent.pk, claim.generation)
     info = lead.ok("send_message", to="dev-0", content="when you can", client_request_id="i")
     urgent = lead.ok(
         "send_message", to="dev-0", content="now", priority="important", client_request_id="u"
@@ -110,7 +110,7 @@ def test_a_batch_pushes_each_agent_its_own_messages_important_first_and_defers_o
             created_at=timezone.now(),
         )
         duplicate = ask[first.agent.pk]  # a second socket of the same runtime
-        answers = push.push_frames(
+        answers = frames.push_frames(
             [ask[first.agent.pk], ask[second.agent.pk], ask[capped.agent.pk], duplicate]
         )
     to_first, to_second, to_capped, to_duplicate = answers
@@ -119,7 +119,7 @@ def test_a_batch_pushes_each_agent_its_own_messages_important_first_and_defers_o
     assert to_first["meta"]["agent_id"] == "dev-0" and to_first["meta"]["priority"] == "important"
     assert to_second["message_ids"] == [only["message_id"]] and "yours" in to_second["content"]
     assert to_second["meta"]["agent_id"] == "dev-1"
-    assert isinstance(to_capped, push.Deferred) and 0 < to_capped.seconds <= 60
+    assert isinstance(to_capped, frames.Deferred) and 0 < to_capped.seconds <= 60
     assert to_duplicate is None  # the first socket of the runtime was pushed them
     still = Delivery.objects.get(message_id=held["message_id"])
     assert still.pushed_generation is None and still.state == "pending"
@@ -133,16 +133,16 @@ def test_a_batch_pushes_at_most_200_messages_to_an_agent_and_the_rest_next(
 ) -> None:
     lead, dev, *_ = team
     claim = claim_runtime(dev.agent, str(uuid.uuid4()), None)
-    push.bootstrap_frame(claim.agent.pk, claim.generation)
+    frames.bootstrap_frame(claim.agent.pk, claim.generation)
     with override_settings(BOUNDS=Bounds(sends_per_minute=1000)):
         sent = [
             lead.ok("send_message", to="dev-0", content=f"n{n}", client_request_id=f"m{n}")
             for n in range(205)
         ]
-    first = push.push_frames([(dev.agent.pk, claim.generation)])[0]
+    first = frames.push_frames([(dev.agent.pk, claim.generation)])[0]
     assert isinstance(first, dict)
     assert first["message_ids"] == [m["message_id"] for m in sent[:200]]
-    rest = push.push_frames([(dev.agent.pk, claim.generation)])[0]
+    rest = frames.push_frames([(dev.agent.pk, claim.generation)])[0]
     assert isinstance(rest, dict)
     assert rest["message_ids"] == [m["message_id"] for m in sent[200:]]
 
@@ -152,12 +152,12 @@ def test_transport_facts_are_recorded_per_notice_and_a_strangers_notice_is_ignor
 ) -> None:
     claims = _runtimes(team)
     for claim in claims:
-        push.bootstrap_frame(claim.agent.pk, claim.generation)
+        frames.bootstrap_frame(claim.agent.pk, claim.generation)
     sent = team[0].ok("broadcast", content="all hands", client_request_id="b-1")["message_id"]
-    frames = push.push_frames([(c.agent.pk, c.generation) for c in claims])
-    notice = [f["notice_id"] for f in frames if isinstance(f, dict)]
+    sent_frames = frames.push_frames([(c.agent.pk, c.generation) for c in claims])
+    notice = [f["notice_id"] for f in sent_frames if isinstance(f, dict)]
     both, received_only, written_only, untold = claims
-    push.record_transport_facts(
+    frames.record_transport_facts(
         [
             (both.agent.pk, both.generation, notice[0], "received"),
             (both.agent.pk, both.generation, notice[0], "host_written"),
@@ -188,5 +188,5 @@ def test_transport_facts_are_recorded_per_notice_and_a_strangers_notice_is_ignor
     assert stored[notice[3]].received_at is None and stored[notice[3]].host_written_at is None
     # A fact stated again keeps the first time the notice was marked.
     first = stored[notice[0]].host_written_at
-    push.record_transport_facts([(both.agent.pk, both.generation, notice[0], "host_written")])
+    frames.record_transport_facts([(both.agent.pk, both.generation, notice[0], "host_written")])
     assert Notice.objects.get(id=notice[0]).host_written_at == first

@@ -1,4 +1,4 @@
-"""The hand-written statements' rules say what the models say (lobbies/queries.py)."""
+"""The hand-written statements' rules say what the models say (lobbies/fastlane/queries.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from lobbies import queries
+from lobbies.fastlane import queries
 from lobbies.models import DELIVERABLE, Credential, Delivery, DeliveryState, HeldReason
 from tests.conftest import AgentClient
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from lobbies.actions import operator
 from lobbies.actions.rooms import create_room
-from lobbies.catalog import TOOLS
-from lobbies.consumers import _authenticate_and_claim
+from lobbies.api.catalog import TOOLS
+from lobbies.api.schemas import SaveCheckpoint
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, AuditEvent
-from lobbies.schemas import SaveCheckpoint
+from lobbies.push.consumers import _authenticate_and_claim
 
 RUNTIME = "0b5e7a8c-1d2e-4f3a-9b8c-7d6e5f4a3b2c"
 EDGE_TIMES = [

@@ -10,10 +10,10 @@ import pytest_asyncio
 import time_machine
 from channels.layers import get_channel_layer
 
-from lobbies import timers
 from lobbies.actions.messages import send_message
+from lobbies.api.schemas import SendMessage
 from lobbies.models import Agent
-from lobbies.schemas import SendMessage
+from lobbies.push import timers
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, sync
 
 

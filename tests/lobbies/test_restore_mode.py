@@ -9,12 +9,12 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from lobbies import timers
+from lobbies.access.secret_files import admin_token
+from lobbies.access.tokens import hash_token
 from lobbies.actions import enrollment, restore, restore_commands
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, AuditEvent, Credential, Delivery, RetiredRuntime
-from lobbies.secret_files import admin_token
-from lobbies.tokens import hash_token
+from lobbies.push import timers
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from lobbies import timers
 from lobbies.actions import retention
 from lobbies.actions.retention import sweep
 from lobbies.models import (
@@ -20,6 +19,7 @@ from lobbies.models import (
     ReceiptEvent,
     Schedule,
 )
+from lobbies.push import timers
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

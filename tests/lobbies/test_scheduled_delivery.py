@@ -8,9 +8,9 @@ import pytest
 import time_machine
 from django.test import override_settings
 
-from lobbies import push, timers
 from lobbies.actions import operator
 from lobbies.models import Delivery, Message
+from lobbies.push import frames, timers
 from pocolobby.config import Bounds
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -150,7 +150,7 @@ def test_a_scheduled_message_due_after_the_binding_is_pushed_with_its_body(clock
     claim = claim_runtime(backend.agent, "0b9c7a3e-7c2f-4d7e-9a55-3f8f1c0d2e11", None)
     clock.move_to(T0 + timedelta(minutes=10, seconds=1))
     timers.tick()  # delivered after the session bound, though accepted before it
-    bootstrap = push.bootstrap_frame(backend.agent.pk, claim.generation)
+    bootstrap = frames.bootstrap_frame(backend.agent.pk, claim.generation)
     assert bootstrap["message_ids"] == [waited]  # the backlog is what waited at binding
-    pushed = push.push_frame(backend.agent.pk, claim.generation)
+    pushed = frames.push_frame(backend.agent.pk, claim.generation)
     assert pushed["message_ids"] == [due] and "falls due later" in pushed["content"]

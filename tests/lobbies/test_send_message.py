@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from lobbies.actions import operator
 from lobbies.actions.operator import disable_agent
+from lobbies.fastlane.queries import RECIPIENT_QUEUE
 from lobbies.models import Delivery, Message
-from lobbies.queries import RECIPIENT_QUEUE
 from pocolobby.config import Bounds
 from tests.conftest import AgentClient
 

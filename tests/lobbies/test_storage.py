@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lobbies.storage import APPLICATION_ID, FORMAT_VERSION
+from lobbies.storage.discipline import APPLICATION_ID, FORMAT_VERSION
 
 
 def embedded_env(data_dir: Path) -> dict[str, str]:

@@ -6,7 +6,7 @@ import uuid
 
 from django.utils import timezone
 
-from lobbies import store
+from lobbies.fastlane import store
 from lobbies.models import Message, Notice, NoticeKind
 from tests.conftest import AgentClient
 

@@ -2,7 +2,7 @@
 (issue 43): a changed column type, a dropped NOT NULL, a missing index, a missing foreign key
 and an extra table are each refused with its name, the SQLite file byte-for-byte untouched
 and the PostgreSQL database untouched; a healthy store passes. The committed description
-(lobbies/store_shape.json) agrees with fresh stores of both vendors.
+(lobbies/storage/shape.json) agrees with fresh stores of both vendors.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from lobbies import store_shape
-from lobbies.storage import IncompatibleStore, diagnose
+from lobbies.storage import shape
+from lobbies.storage.discipline import IncompatibleStore, diagnose
 from tests import postgres
 from tests.server import _template_store
 
@@ -84,10 +84,10 @@ def damage(path: Path, change: str | tuple[str, str, str]) -> None:
 def test_the_description_agrees_with_a_fresh_sqlite_store(healthy: Path):
     conn = sqlite3.connect(f"{healthy.as_uri()}?mode=ro", uri=True)
     try:
-        found = store_shape.sqlite_shape(conn)
+        found = shape.sqlite_shape(conn)
     finally:
         conn.close()
-    assert store_shape.differences(store_shape.expected("sqlite"), found) == []  # type: ignore[arg-type]
+    assert shape.differences(shape.expected("sqlite"), found) == []  # type: ignore[arg-type]
 
 
 def test_a_healthy_sqlite_store_passes_and_extra_plain_indexes_are_the_owners(healthy: Path):
@@ -148,9 +148,9 @@ def _shape_after(database: str, statement: str) -> list[str]:
             "AND conrelid = 'lobbies_checkpoint'::regclass"
         ).fetchone()
         cursor.execute(statement.format(checkpoint_fk=f'"{fk[0]}"'))
-        found = store_shape.postgres_shape(cursor)
+        found = shape.postgres_shape(cursor)
         conn.rollback()
-    return store_shape.differences(store_shape.expected("postgresql"), found)  # type: ignore[arg-type]
+    return shape.differences(shape.expected("postgresql"), found)  # type: ignore[arg-type]
 
 
 def test_the_description_agrees_with_a_fresh_postgres_store(pg_store: str):
@@ -182,11 +182,11 @@ def test_a_postgres_store_of_another_shape_is_refused_untouched(pg_store: str, t
 
 
 def test_the_description_names_this_releases_schema_steps():
-    """A new migration needs a new description: `python -m lobbies.store_shape` writes it."""
+    """A new migration needs a new description: `python -m lobbies.storage.shape` writes it."""
     from django.db.migrations.loader import MigrationLoader
 
     known = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
-    assert store_shape.described_steps() == sorted(f"{app}.{name}" for app, name in known)
+    assert shape.described_steps() == sorted(f"{app}.{name}" for app, name in known)
 
 
 def test_an_upgrade_to_another_shape_is_rolled_back_leaving_the_file_untouched(tmp_path: Path):

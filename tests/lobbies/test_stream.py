@@ -17,11 +17,11 @@ from lobbies.actions.messages import send_message
 from lobbies.actions.receipts import acknowledge_messages
 from lobbies.actions.runtime import RuntimeCaller
 from lobbies.agent_selectors import list_agents
-from lobbies.consumers import BATCH_MAX, Batches
+from lobbies.api.schemas import SendMessage
 from lobbies.errors import BrokerError
 from lobbies.models import AuditEvent, BrokerProcess, Connection, Delivery, Message, Notice
-from lobbies.schemas import SendMessage
-from lobbies.wire import MAX_PUSH_CONTENT_BYTES
+from lobbies.push.consumers import BATCH_MAX, Batches
+from lobbies.wire.frames import MAX_PUSH_CONTENT_BYTES
 from pocolobby.bridge import link
 from pocolobby.config import Bounds
 from tests.lobbies.stream import (

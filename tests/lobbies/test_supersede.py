@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lobbies.models import Delivery, Message
-from lobbies.presentation import headline_for
+from lobbies.push.presentation import headline_for
 
 
 def test_unseen_copies_are_held_and_seen_ones_get_the_new_message(make_agent, lead, backend):

@@ -10,9 +10,9 @@ from django.test import override_settings
 
 from lobbies.actions import operator, rooms
 from lobbies.actions.team import apply_team, plan_team
+from lobbies.api.schemas import TeamManifest
 from lobbies.errors import BrokerError
 from lobbies.models import Agent, AuditEvent, Room
-from lobbies.schemas import TeamManifest
 
 pytestmark = pytest.mark.django_db
 

@@ -12,11 +12,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from lobbies import timers
 from lobbies.actions.messages import send_message
 from lobbies.agent_selectors import list_agents
+from lobbies.api.schemas import SendMessage
 from lobbies.models import Agent, SeenReceipt
-from lobbies.schemas import SendMessage
+from lobbies.push import timers
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, run_tick, sync
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]

@@ -10,20 +10,20 @@ import asyncio
 import pytest
 from django.db import OperationalError
 
-from lobbies import consumers, push
+from lobbies.push import consumers, frames
 
 
 def test_facts_are_written_again_on_a_fresh_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    written: list[list[push.TransportFact]] = []
+    written: list[list[frames.TransportFact]] = []
 
-    def record(batch: list[push.TransportFact]) -> None:
+    def record(batch: list[frames.TransportFact]) -> None:
         if not written:
             written.append([])
             raise OperationalError("terminating connection due to administrator command")
         written.append(batch)
 
     closed: list[bool] = []
-    monkeypatch.setattr(push, "record_transport_facts", record)
+    monkeypatch.setattr(frames, "record_transport_facts", record)
     monkeypatch.setattr(consumers.connection, "close", lambda: closed.append(True))
     fact = (1, 1, "00000000-0000-0000-0000-000000000001", "host_written")
     consumers._record_facts([fact])
@@ -33,7 +33,7 @@ def test_facts_are_written_again_on_a_fresh_connection(monkeypatch: pytest.Monke
 def test_facts_the_store_would_not_take_wait_for_the_next_flush(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def lost(batch: list[push.TransportFact]) -> None:
+    def lost(batch: list[frames.TransportFact]) -> None:
         raise OperationalError("the connection is closed")
 
     async def flush_on_this_thread(fn, *args):  # type: ignore[no-untyped-def]

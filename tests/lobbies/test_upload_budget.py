@@ -1,4 +1,4 @@
-"""The upload memory budget's accounting rule (lobbies/uploads.py): an agent's and a lobby's
+"""The upload memory budget's accounting rule (lobbies/api/uploads.py): an agent's and a lobby's
 shares, and the floor kept for lobbies holding nothing, so no two lobbies starve a third."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from lobbies.api.uploads import Shares, UploadBudget, Uploader, shares
 from lobbies.errors import BrokerError
-from lobbies.uploads import Shares, UploadBudget, Uploader, shares
 
 MIB = 1024 * 1024
 BUDGET = 64 * MIB  # the default POCOLOBBY_UPLOAD_MEMORY_BYTES

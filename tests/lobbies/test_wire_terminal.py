@@ -9,7 +9,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lobbies.wire import for_terminal, json_for_terminal
+from lobbies.wire.terminal import for_terminal, json_for_terminal
 
 # What a terminal may act on: C0 and C1 controls, DEL, the bidi controls, line and paragraph
 # separators; and lone surrogates, which cannot even be encoded for printing.

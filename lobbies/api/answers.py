@@ -1,0 +1,594 @@
+"""What /v1 answers, as TypedDicts: the one source of the answers' shapes.
+
+The selectors, actions and tools return these dicts (a TypedDict costs nothing at run time,
+so the wire stays what it was), and `lobbies.api.openapi` generates the published contract's
+success schemas from the same classes through pydantic. The contract test (schemathesis
+against a live broker, tests/lobbies/test_openapi_contract.py) fails when an answer leaves
+its shape.
+
+A key without `NotRequired` is always present (null where the type allows it); a
+`NotRequired` one is present only where it applies, and its `Field(default=...)` is what the
+document says a reader may assume when it is absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Literal, NotRequired, cast
+
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, WithJsonSchema, with_config
+from pydantic_core import CoreSchema
+from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
+
+from lobbies.api.schemas import MessageFields
+from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
+from lobbies.wire.facts import iso
+from lobbies.wire.jsontext import JSONValue
+
+
+@dataclass(frozen=True)
+class SchemaAs:
+    """Document a key as `shape` (an enum, a request model) while its typed value stays what
+    the store hands over: a str for a choice, a dict for validated fields."""
+
+    shape: object
+
+    def __get_pydantic_core_schema__(
+        self, source: object, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return handler(self.shape)
+
+
+# ISO 8601 UTC with a Z (`lobbies.wire.iso`): a str in the dict, a date-time in the document.
+Time = Annotated[str, WithJsonSchema({"format": "date-time", "type": "string"})]
+
+
+# `iso` of a moment that is never null (a NOT NULL column): the same function, typed to give
+# a `Time` rather than `Time | None`, at no cost per call.
+at = cast("Callable[[datetime], Time]", iso)
+
+
+TransportName = Literal["channel", "tmux", "none"]
+ActivityName = Literal["working", "idle", "resting", "away", "not_responding"]
+HostName = Literal["claude-code", "codex", "gemini", "shell", "msg"]
+ScopeName = Annotated[str, SchemaAs(Scope)]
+KindName = Annotated[str, SchemaAs(Kind)]
+PriorityName = Annotated[str, SchemaAs(Priority)]
+DeliveryStateName = Annotated[str, SchemaAs(DeliveryState)]
+HeldReasonName = Annotated[str, SchemaAs(HeldReason)]
+# A JSON object (`JSONObject`), spelled out: pydantic resolves `JSONValue` in this module.
+Fields = Annotated[dict[str, JSONValue], SchemaAs(MessageFields)]
+FreeObject = Annotated[dict[str, JSONValue], SchemaAs(dict[str, object])]
+
+# What the document says an absent key means.
+_NONE = Field(default=None)
+_FALSE = Field(default=False)
+
+ANSWER_CONFIG = ConfigDict(extra="forbid")
+
+# An answer's TypedDict as a value: the class the document is made from.
+AnswerShape = type[Mapping[str, object]]
+
+
+# ------------------------------------------------------------------ messages
+
+
+@with_config(ANSWER_CONFIG)
+class DeliveryFacts(TypedDict):
+    """A copy's delivery facts."""
+
+    delivery_state: DeliveryStateName
+    held_reason: HeldReasonName | None
+    delivered_at: Time | None
+    adapter_received_at: Time | None
+    notification_attempted_at: Time | None
+    agent_seen_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class RecipientFacts(DeliveryFacts):
+    """One recipient's delivery facts, on a message the reader sent."""
+
+    agent_id: str
+
+
+@with_config(ANSWER_CONFIG)
+class AttachmentDescriptor(TypedDict):
+    """What a message says of a file it carries: never its content."""
+
+    id: int
+    name: str
+    media_type: str
+    size: int
+
+
+@with_config(ANSWER_CONFIG)
+class AttachmentMeta(AttachmentDescriptor):
+    sha256: str
+
+
+@with_config(ANSWER_CONFIG)
+class UploadAnswer(TypedDict):
+    """The uploader proved possession of these bytes (201 stored now, 200 already proven)."""
+
+    sha256: str
+    size: int
+
+
+@with_config(ANSWER_CONFIG)
+class SendAnswer(TypedDict):
+    """A send's answer: sent once the message and its delivery rows are committed."""
+
+    status: Literal["stored"]
+    message_id: int
+    sequence: int
+    created_at: Time
+    duplicate: bool
+    recipients: list[RecipientFacts]
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
+
+
+# "from" is a keyword: the keys up to it are declared the functional way, in wire order.
+_MessageStart = TypedDict("_MessageStart", {"message_id": int, "sequence": int, "from": str})
+
+
+@with_config(ANSWER_CONFIG)
+class MessageEntry(_MessageStart):
+    """A message as the reader may see it: recipient facts only on the reader's own sends."""
+
+    scope: ScopeName
+    kind: KindName | None
+    reply_expected: bool
+    priority: PriorityName
+    content: str | None
+    fields: Fields
+    reply_to: int | None
+    correlation_id: str | None
+    created_at: Time
+    from_owner: NotRequired[Annotated[bool, _FALSE]]
+    to: NotRequired[Annotated[str | None, _NONE]]
+    room_id: NotRequired[Annotated[str | None, _NONE]]
+    addressed_to: NotRequired[Annotated[list[str] | None, _NONE]]
+    supersedes: NotRequired[Annotated[int | None, _NONE]]
+    deliver_at: NotRequired[Annotated[Time | None, _NONE]]
+    late: NotRequired[Annotated[bool | None, _NONE]]
+    schedule_id: NotRequired[Annotated[int | None, _NONE]]
+    slot: NotRequired[Annotated[Time | None, _NONE]]
+    client_request_id: NotRequired[Annotated[str | None, _NONE]]
+    recipients: NotRequired[Annotated[list[RecipientFacts] | None, _NONE]]
+    delivery: NotRequired[Annotated[DeliveryFacts | None, _NONE]]
+    redacted: NotRequired[Annotated[bool, _FALSE]]
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
+
+
+@with_config(ANSWER_CONFIG)
+class MessagesPage(TypedDict):
+    """A page of the inbox (oldest first) or the history (newest first)."""
+
+    view: Literal["inbox", "history"]
+    messages: list[MessageEntry]
+    next_cursor: str | None
+
+
+@with_config(ANSWER_CONFIG)
+class AcknowledgeAnswer(TypedDict):
+    acknowledged: list[int]
+    unknown_message_ids: list[int]
+    held_message_ids: list[int]
+    receipt_sequence: int
+
+
+# ------------------------------------------------------------------ agents
+
+
+@with_config(ANSWER_CONFIG)
+class Permissions(TypedDict):
+    manage_rooms: bool
+    broadcast: bool
+
+
+@with_config(ANSWER_CONFIG)
+class StatusLine(TypedDict):
+    line: str
+    updated_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class OwnerRequests(TypedDict):
+    count: int
+    line: str
+    updated_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class UsageWindow(TypedDict):
+    used_percentage: float
+    left_percentage: float
+    resets_at: Time
+
+
+@with_config(ANSWER_CONFIG)
+class UsageEntry(TypedDict):
+    """The agent's latest plan usage reading, as pages show it."""
+
+    five_hour: UsageWindow | None
+    seven_day: UsageWindow | None
+    pace_points: float | None
+    off_pace: bool
+    reading_age_seconds: int
+
+
+@with_config(ANSWER_CONFIG)
+class NoticesHeld(TypedDict):
+    """A tmux bridge holds its notices: since when, and why (the pane is busy, say)."""
+
+    since: Time
+    reason: str
+
+
+@with_config(ANSWER_CONFIG)
+class AgentEntry(TypedDict):
+    """An enabled agent of the lobby with its status, owner requests and presence."""
+
+    agent_id: str
+    description: str
+    permissions: Permissions
+    status: StatusLine | None
+    owner_requests: OwnerRequests | None
+    last_message_at: Time | None
+    last_activity_at: Time | None
+    idle_seconds: int | None
+    # What it is doing now, by lobbies.activity's precedence, since when, and on what host.
+    activity: ActivityName
+    activity_since: Time | None
+    host: HostName | None
+    through_msg: bool  # present only by `pocolobby msg` calls (no bridge connected)
+    connected: bool
+    last_heartbeat_at: Time | None
+    last_receipt_at: Time | None
+    unseen_notified_count: int
+    oldest_unseen_notified_at: Time | None
+    notification_attention_required: bool
+    transport: TransportName
+    notices_held: NoticesHeld | None
+    usage: NotRequired[Annotated[UsageEntry | None, _NONE]]
+
+
+@with_config(ANSWER_CONFIG)
+class AgentList(TypedDict):
+    lobby: str
+    agents: list[AgentEntry]
+
+
+@with_config(ANSWER_CONFIG)
+class Standing(TypedDict):
+    """The calling agent's own standing, read without claiming or touching its runtime."""
+
+    lobby: str
+    agent_id: str
+    delivery_paused: bool
+    resting: bool
+    connected: bool
+
+
+@with_config(ANSWER_CONFIG)
+class StatusAnswer(TypedDict):
+    status: str | None
+    updated_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class OwnerRequestsAnswer(TypedDict):
+    count: int
+    line: str
+    updated_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class ReadyAnswer(TypedDict):
+    ready: Literal[True]
+    runtime_id: str | None
+    generation: int
+    ready_at: Time | None
+
+
+# ------------------------------------------------------------------ rooms
+
+
+@with_config(ANSWER_CONFIG)
+class RoomEntry(TypedDict):
+    room_id: str
+    members: list[str]
+    created_at: Time
+
+
+@with_config(ANSWER_CONFIG)
+class ListedRoom(RoomEntry):
+    member: bool
+
+
+@with_config(ANSWER_CONFIG)
+class RoomList(TypedDict):
+    rooms: list[ListedRoom]
+
+
+@with_config(ANSWER_CONFIG)
+class DeleteRoomAnswer(TypedDict):
+    deleted: str
+    held: int
+    schedules_cancelled: int
+    members: int
+
+
+@with_config(ANSWER_CONFIG)
+class WatchAnswer(TypedDict):
+    """What you watch now: every agent, the ones named, or nothing (watching null)."""
+
+    every_agent: bool
+    watching: list[str] | None
+
+
+@with_config(ANSWER_CONFIG)
+class RestAnswer(TypedDict):
+    agent_ids: list[str]
+    rest: bool
+    at: Time | None
+
+
+# ------------------------------------------------------------------ schedules
+
+
+@with_config(ANSWER_CONFIG)
+class ScheduleEntry(TypedDict):
+    schedule_id: int
+    scope: ScopeName
+    target: str | None
+    time_zone: str
+    times: list[str]
+    weekdays: list[int] | None
+    status: str
+    next_slot: Time | None
+    last_slot: Time | None
+    content_preview: str
+
+
+@with_config(ANSWER_CONFIG)
+class ScheduleAnswer(ScheduleEntry):
+    duplicate: bool
+
+
+@with_config(ANSWER_CONFIG)
+class WaitingMessage(TypedDict):
+    message_id: int
+    deliver_at: Time | None
+    scope: ScopeName
+    room_id: str | None
+    content_preview: str
+
+
+@with_config(ANSWER_CONFIG)
+class ScheduledList(TypedDict):
+    schedules: list[ScheduleEntry]
+    messages: list[WaitingMessage]
+
+
+@with_config(ANSWER_CONFIG)
+class CancelAnswer(TypedDict):
+    """One of `message_id` or `schedule_id`, whichever was cancelled."""
+
+    message_id: NotRequired[Annotated[int | None, _NONE]]
+    schedule_id: NotRequired[Annotated[int | None, _NONE]]
+    status: str
+
+
+@with_config(ANSWER_CONFIG)
+class UpdateScheduledAnswer(TypedDict):
+    message_id: int
+    deliver_at: Time | None
+    content_bytes: int
+
+
+# ------------------------------------------------------------------ continuity
+
+
+@with_config(ANSWER_CONFIG)
+class CheckpointEntry(TypedDict):
+    revision: int
+    checkpoint: FreeObject
+    covers_receipts_through: int
+    saved_at: Time
+    age_seconds: int
+    saved_by_generation: int | None
+
+
+@with_config(ANSWER_CONFIG)
+class SaveCheckpointAnswer(TypedDict):
+    """The acknowledgment fields are present when the save acknowledged messages."""
+
+    revision: int
+    saved_at: Time
+    covers_receipts_through: int
+    acknowledged: NotRequired[Annotated[list[int] | None, _NONE]]
+    unknown_message_ids: NotRequired[Annotated[list[int] | None, _NONE]]
+    receipt_sequence: NotRequired[Annotated[int | None, _NONE]]
+
+
+@with_config(ANSWER_CONFIG)
+class ReadCheckpointAnswer(TypedDict):
+    checkpoint: CheckpointEntry | None
+
+
+@with_config(ANSWER_CONFIG)
+class RuntimeEntry(TypedDict):
+    runtime_id: str | None
+    generation: int
+    bound_at: Time | None
+    ready: bool
+    loaded_checkpoint_revision: int | None
+    hello_request_id: str | None
+
+
+_HeaderStart = TypedDict("_HeaderStart", {"message_id": int, "from": str})
+
+
+@with_config(ANSWER_CONFIG)
+class MessageHeader(_HeaderStart):
+    kind: KindName | None
+    priority: PriorityName
+    created_at: Time
+    content_bytes: int
+
+
+@with_config(ANSWER_CONFIG)
+class InboxSummary(TypedDict):
+    pending: int
+    important: int
+    oldest_pending_at: Time | None
+    first: list[MessageHeader]
+
+
+@with_config(ANSWER_CONFIG)
+class Receipt(TypedDict):
+    """When the reader acknowledged it, and that receipt's number."""
+
+    receipt_sequence: int
+    seen_at: Time
+
+
+@with_config(ANSWER_CONFIG)
+class UncertainMessage(Receipt, MessageEntry):
+    pass
+
+
+@with_config(ANSWER_CONFIG)
+class UncertainHeader(Receipt, MessageHeader):
+    pass
+
+
+@with_config(ANSWER_CONFIG)
+class UncertainReceipts(TypedDict):
+    total: int
+    covered_through: int
+    messages: list[UncertainMessage]
+    headers: list[UncertainHeader]
+    next_cursor: str | None
+
+
+@with_config(ANSWER_CONFIG)
+class GuideEntry(TypedDict):
+    name: str
+    purpose: str
+    arguments: dict[str, str]
+
+
+@with_config(ANSWER_CONFIG)
+class ToolGuide(TypedDict):
+    revision: str
+    tools: list[GuideEntry]
+
+
+@with_config(ANSWER_CONFIG)
+class BrokerIdentity(TypedDict):
+    host: str
+    process_id: str
+    version: str
+    event_version: int
+    incarnation: str
+
+
+@with_config(ANSWER_CONFIG)
+class Restored(TypedDict):
+    incarnation: str
+    backup_taken_at: Time | None
+    restored_at: Time | None
+    uncertain_message_ids: list[int]
+    note: str
+
+
+@with_config(ANSWER_CONFIG)
+class ContextAnswer(TypedDict):
+    """What a replacement session needs to carry on."""
+
+    agent_id: str
+    lobby_id: str
+    role: str
+    runtime: RuntimeEntry
+    checkpoint: CheckpointEntry | None
+    receipt_sequence: int
+    inbox: InboxSummary
+    uncertain: UncertainReceipts
+    guidance: list[str]
+    tool_guide: ToolGuide
+    broker: BrokerIdentity
+    restored: Restored | None
+
+
+# ------------------------------------------------------------------ the catalog
+
+
+@with_config(ANSWER_CONFIG)
+class ToolDefinition(TypedDict):
+    name: str
+    description: str
+    input_schema: Annotated[FreeObject, Field(description="The operation's JSON Schema")]
+
+
+@with_config(ANSWER_CONFIG)
+class Catalog(TypedDict):
+    """The operations this agent may call; `revision` hashes exactly these definitions."""
+
+    revision: str
+    tools: list[ToolDefinition]
+
+
+# ------------------------------------------------------------------ health
+
+
+@with_config(ANSWER_CONFIG)
+class Health(TypedDict):
+    ok: Literal[True]
+    service: Literal["pocolobby"]
+    restore_mode: bool
+    incarnation: str | None
+    restored_at: NotRequired[Annotated[Time | None, _NONE]]
+
+
+@with_config(ANSWER_CONFIG)
+class HealthError(TypedDict):
+    code: Literal["store_unavailable"]
+    message: str
+
+
+@with_config(ANSWER_CONFIG)
+class Unhealthy(TypedDict):
+    ok: Literal[False]
+    service: Literal["pocolobby"]
+    error: HealthError
+
+
+# ------------------------------------------------------------------ the agents' reports
+
+
+@with_config(ANSWER_CONFIG)
+class UsageStored(TypedDict):
+    stored: Literal[True]
+    usage: UsageEntry | None
+
+
+@with_config(ANSWER_CONFIG)
+class Stretch(TypedDict):
+    started_at: Time | None
+    ended_at: Time | None
+
+
+@with_config(ANSWER_CONFIG)
+class TurnAnswer(TypedDict):
+    event: Literal["start", "end"]
+    stretch: Stretch | None
+
+
+@with_config(ANSWER_CONFIG)
+class TokensStored(TypedDict):
+    stored: int
