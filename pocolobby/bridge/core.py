@@ -19,6 +19,7 @@ import mcp_types as types
 
 from lobbies.wire.frames import EVENT_VERSION, WelcomeFrame
 from lobbies.wire.jsontext import JSONObject, JSONValue
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS
 from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide
@@ -236,7 +237,8 @@ class Bridge:
         except attachments.BadArguments as exc:
             return failure(f"Not sent: {exc}. Nothing was read or stored.")
         try:
-            local = await asyncio.to_thread(attachments.read_all, paths, self.places())
+            limits = catalog.limits if catalog is not None else DEFAULT_ATTACHMENT_LIMITS
+            local = await asyncio.to_thread(attachments.read_all, paths, self.places(), limits)
         except FileRefused as refusal:
             return failure(attachments.refused_text(name, refusal))
         outcome = await attachments.send_with_files(
@@ -254,7 +256,9 @@ class Bridge:
         refused = await self._gate()
         if refused is not None:
             return refused
-        outcome = await attachments.get_attachment(self.broker, request, self.places())
+        catalog = self.listing.catalog
+        limits = catalog.limits if catalog is not None else DEFAULT_ATTACHMENT_LIMITS
+        outcome = await attachments.get_attachment(self.broker, request, self.places(), limits)
         if isinstance(outcome, types.CallToolResult):
             return outcome
         if outcome.transport is not None:  # a read changes nothing: no "unknown outcome"

@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 
 from lobbies.wire import frames
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS
 from pocolobby.bridge import core, link, listing, notices
 from pocolobby.bridge.broker import Outcome
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
@@ -68,6 +69,29 @@ def _catalog(revision: str, *tools: dict) -> Catalog:
 def test_a_malformed_catalog_is_refused(data: Any):
     with pytest.raises(CatalogError):
         Catalog.parse(data)
+
+
+SMALL_LIMITS = {"image_bytes": 1000, "document_bytes": 2000}
+
+
+@pytest.mark.parametrize(
+    ("sent", "obeyed"),
+    [
+        (
+            {"image_bytes": 1000, "document_bytes": 2000},
+            {"image_bytes": 1000, "document_bytes": 2000},
+        ),
+        (None, DEFAULT_ATTACHMENT_LIMITS),  # an older broker sends none: the defaults
+        ({"image_bytes": 0, "document_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+        ({"image_bytes": True, "document_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+        ({"image_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+    ],
+)
+def test_the_catalog_carries_the_brokers_attachment_limits(sent: Any, obeyed: Any):
+    data: dict[str, Any] = {"revision": "r", "tools": []}
+    if sent is not None:
+        data["attachment_limits"] = sent
+    assert Catalog.parse(data).limits == obeyed
 
 
 def test_comparing_revisions_names_new_operations_and_arguments_only():
