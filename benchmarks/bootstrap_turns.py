@@ -46,16 +46,12 @@ SESSION = "bench-session"
 OLD_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
 
 
-class OldRule(Bridge):
+class OldNotices(notices.Notices):
     """The repeat rule before issue 43, as notices.py had it (a47adb5)."""
 
     context_calls = 0
 
-    async def _get_context(self, arguments: JSONObject) -> Any:
-        self.context_calls += 1
-        return await super()._get_context(arguments)
-
-    async def _repeat_bootstrap(self, nonce: str, params: JSONObject, calls: int) -> None:
+    async def _repeat_bootstrap(self, nonce: str, params: JSONObject, calls: int | None) -> None:
         seen = self.context_calls
         for delay in notices.BOOTSTRAP_REPEAT_DELAYS:
             await asyncio.sleep(delay)
@@ -68,6 +64,19 @@ class OldRule(Bridge):
                 await self.host.notify(notices.CHANNEL_METHOD, params)
             except HostGone:
                 return
+
+
+class OldRule(Bridge):
+    """The bridge with the old repeat rule, counting get_context calls for it."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.notices.__class__ = OldNotices  # the same writer, with the old repeats
+
+    async def _get_context(self, arguments: JSONObject) -> Any:
+        assert isinstance(self.notices, OldNotices)
+        self.notices.context_calls += 1
+        return await super()._get_context(arguments)
 
 
 class ClaudeHost:
@@ -141,7 +150,7 @@ async def session(kind: type[Bridge], config_path: Path, scenario: str, scale: f
 
     if scenario == "mid-tool-run":
         hook("UserPromptSubmit")  # the turn that runs the long tool
-        await bridge.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         await wait(120)  # the tool run: Claude holds every copy meanwhile
         hook("Stop")
         hook("UserPromptSubmit")  # the bootstrap's turn
@@ -149,17 +158,17 @@ async def session(kind: type[Bridge], config_path: Path, scenario: str, scale: f
         await wait(5)
         await bridge.call_tool("ready", {"nonce": "n1"})
     elif scenario == "get_context at 1 s":
-        await bridge.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         hook("UserPromptSubmit")  # the bootstrap's turn
         await wait(1)
         await bridge.call_tool("get_context", {})
         await wait(60)  # reconciliation: reads, checks, notes
         await bridge.call_tool("ready", {"nonce": "n1"})
     else:
-        await bridge.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
+        await bridge.notices.on_notice(wire_frames.parse_notice(bootstrap_frame()), frames)
         await wait(sum(OLD_DELAYS) + 10)
-    if bridge._repeater is not None:
-        bridge._repeater.cancel()
+    if bridge.notices._repeater is not None:
+        bridge.notices._repeater.cancel()
     hook("Stop")
     return host.copies
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from lobbies.wire.frames import MAX_PUSH_CONTENT_BYTES, MAX_PUSH_FRAME_BYTES
+from lobbies.wire.media import DEFAULT_DOCUMENT_BYTES, DEFAULT_IMAGE_BYTES
 
 DEFAULT_PORT = 8787
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -91,8 +92,8 @@ class Bounds:
     # Rooms per lobby (live ones; archived rooms do not count): the settings page lists them.
     lobby_rooms: int = 200
     # Attachments (issue 14): per file, per lobby, the disk they leave free, upload memory.
-    attachment_image_bytes: int = 10 * 1024 * 1024
-    attachment_document_bytes: int = 5 * 1024 * 1024
+    attachment_image_bytes: int = DEFAULT_IMAGE_BYTES  # the bridge's too (lobbies/wire/media.py)
+    attachment_document_bytes: int = DEFAULT_DOCUMENT_BYTES
     attachments_lobby_bytes: int = 1024 * 1024 * 1024
     attachments_reserve_bytes: int = 1024 * 1024 * 1024
     upload_memory_bytes: int = 64 * 1024 * 1024

@@ -35,18 +35,12 @@ from lobbies.models import (
     ScheduleStatus,
 )
 from lobbies.storage import blobs
-from lobbies.wire.media import is_image
+from lobbies.wire.media import is_image, sniff_image
 
 # Content is kept a day after its last message (the messages' day: actions/retention.py).
 KEPT_FOR = timedelta(days=1)
 # An expired attachment's record answers its uploader 410 for this long, then goes.
 EXPIRED_RECORD_KEPT = timedelta(days=7)
-
-_IMAGE_MAGIC = {
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-}
 
 
 @dataclass(frozen=True)
@@ -58,10 +52,8 @@ class UploadOutcome:
 
 def _check_bytes(media_type: str, data: bytes) -> None:
     """The bytes are what the type says: an image by its magic bytes, a document UTF-8 text."""
-    if media_type == "image/webp":
-        ok = data[:4] == b"RIFF" and data[8:12] == b"WEBP"
-    elif is_image(media_type):
-        ok = any(data.startswith(magic) for magic in _IMAGE_MAGIC[media_type])
+    if is_image(media_type):
+        ok = sniff_image(data) == media_type
     else:
         try:
             data.decode("utf-8")

@@ -26,6 +26,7 @@ from lobbies.api.schemas import MessageFields
 from lobbies.models import DeliveryState, HeldReason, Kind, Priority, Scope
 from lobbies.wire.facts import iso
 from lobbies.wire.jsontext import JSONValue
+from lobbies.wire.media import AttachmentLimits
 
 
 @dataclass(frozen=True)
@@ -588,6 +589,14 @@ class Catalog(TypedDict):
 
     revision: str
     tools: list[ToolDefinition]
+
+
+@with_config(ANSWER_CONFIG)
+class ToolList(Catalog):
+    """`GET /v1/tools`: the catalog, and this broker's per-file attachment limits in bytes
+    (its settings), which a bridge obeys before it reads or uploads a file."""
+
+    attachment_limits: AttachmentLimits
 
 
 # ------------------------------------------------------------------ health

@@ -24,7 +24,14 @@ from lobbies.access.permissions import Grant
 from lobbies.models import Kind
 from lobbies.names import NAME_PATTERN
 from lobbies.wire.jsontext import MAX_JSON_DEPTH
-from lobbies.wire.media import MAX_ATTACHMENTS, is_document, is_image, media_type_of
+from lobbies.wire.media import (
+    MAX_ATTACHMENTS,
+    AttachmentLimits,
+    is_document,
+    is_image,
+    media_type_of,
+)
+from lobbies.wire.media import attachment_limit as limit_for
 
 
 def _text(value: str) -> str:
@@ -165,12 +172,20 @@ AwareTime = Annotated[datetime, Strict(False), AfterValidator(_aware)]
 RoomName = Annotated[str, Field(pattern=NAME_PATTERN, description="A room id of your lobby")]
 
 
+def attachment_limits() -> AttachmentLimits:
+    """This broker's per-file limits (its settings), as the catalog sends them to bridges."""
+    bounds = settings.BOUNDS
+    return {
+        "image_bytes": bounds.attachment_image_bytes,
+        "document_bytes": bounds.attachment_document_bytes,
+    }
+
+
 def attachment_limit(media_type: str) -> tuple[int, str]:
     """The per-file limit for a media type and the variable that sets it."""
-    bounds = settings.BOUNDS
-    if is_image(media_type):
-        return bounds.attachment_image_bytes, "POCOLOBBY_ATTACHMENT_IMAGE_BYTES"
-    return bounds.attachment_document_bytes, "POCOLOBBY_ATTACHMENT_DOCUMENT_BYTES"
+    variable = "IMAGE" if is_image(media_type) else "DOCUMENT"
+    limit = limit_for(media_type, attachment_limits())
+    return limit, f"POCOLOBBY_ATTACHMENT_{variable}_BYTES"
 
 
 def check_media_type(value: str) -> str:

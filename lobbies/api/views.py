@@ -18,10 +18,10 @@ from lobbies.actions import activity as activity_actions
 from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.api import operator_answers
-from lobbies.api.answers import AttachmentMeta, Catalog, Standing, UploadAnswer
+from lobbies.api.answers import AttachmentMeta, Standing, ToolList, UploadAnswer
 from lobbies.api.catalog import TOOLS, Caller, Result, Tool, catalog_for, parse_arguments, run_tool
 from lobbies.api.http import ApiView, Documented, JsonAnswer, api_view, json_body, request_header
-from lobbies.api.schemas import Operation, bounded_text
+from lobbies.api.schemas import Operation, attachment_limits, bounded_text
 from lobbies.errors import bad_request, not_found
 from lobbies.storage import blobs
 from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
@@ -56,10 +56,15 @@ def _documented(tool: Tool, method: str, **bind: str) -> Documented:
     )
 
 
-@api_view(("GET",), Documented("GET", Catalog, errors=()))
+@api_view(("GET",), Documented("GET", ToolList, errors=()))
 def tools(request: HttpRequest) -> JsonAnswer:
-    """The operations this agent may call (permission-filtered), with their JSON Schemas."""
-    return JsonAnswer(catalog_for(_caller(request).agent))
+    """The operations this agent may call (permission-filtered), with their JSON Schemas, and
+    the attachment limits a bridge obeys."""
+    answer: ToolList = {
+        **catalog_for(_caller(request).agent),
+        "attachment_limits": attachment_limits(),
+    }
+    return JsonAnswer(answer)
 
 
 @api_view(

@@ -22,10 +22,9 @@ from typing import TypeGuard
 import mcp_types as types
 
 from lobbies.wire.jsontext import JSONObject, JSONValue
-from lobbies.wire.media import MAX_ATTACHMENTS
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS, MAX_ATTACHMENTS, AttachmentLimits
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
 from pocolobby.bridge.files import (
-    IMAGE_LIMIT,
     IMAGE_TYPES,
     FileRefused,
     LocalFile,
@@ -44,7 +43,6 @@ IMAGE_RESULT_EDGE = 1568
 MAX_IMAGE_PIXELS = 64_000_000
 DEFAULT_MAX_CHARS = 20_000
 MAX_MAX_CHARS = 100_000
-DOWNLOAD_LIMIT = IMAGE_LIMIT
 # uploads_busy: how often and how long an upload waits for the broker's memory budget.
 UPLOAD_ATTEMPTS = 3
 UPLOAD_WAIT_CAP = 10.0
@@ -75,9 +73,11 @@ def parse_paths(raw: JSONValue) -> list[str]:
     return paths
 
 
-def read_all(paths: Sequence[str], places: Places) -> list[LocalFile]:
+def read_all(
+    paths: Sequence[str], places: Places, limits: AttachmentLimits = DEFAULT_ATTACHMENT_LIMITS
+) -> list[LocalFile]:
     """Every path through every rule before anything is sent; the first refusal raises."""
-    return [read_attachment(path, places) for path in paths]
+    return [read_attachment(path, places, limits) for path in paths]
 
 
 def refused_text(name: str, refusal: FileRefused) -> str:
@@ -203,9 +203,10 @@ def _is_int(value: JSONValue) -> TypeGuard[int]:
 
 
 async def get_attachment(
-    broker: BrokerClient, request: Request, places: Places
+    broker: BrokerClient, request: Request, places: Places, limits: AttachmentLimits
 ) -> Outcome | types.CallToolResult:
-    """Download, verify, save if asked, and present one attachment."""
+    """Download, verify, save if asked, and present one attachment; no larger than the
+    broker's larger per-file limit (it keeps none larger)."""
     if request.save_to is not None:
         try:  # the folder first, so a refused one downloads nothing
             await asyncio.to_thread(
@@ -213,7 +214,8 @@ async def get_attachment(
             )
         except FileRefused as refused:
             return failure(_save_refused(refused))
-    got = await broker.download(request.attachment_id, DOWNLOAD_LIMIT)
+    largest = max(limits["image_bytes"], limits["document_bytes"])
+    got = await broker.download(request.attachment_id, largest)
     if isinstance(got, Outcome):
         return got
     digest = hashlib.sha256(got.data).hexdigest()

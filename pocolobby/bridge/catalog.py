@@ -9,9 +9,10 @@ arguments, so `list_operations` and `call_operation` reach them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lobbies.wire.jsontext import JSONObject, JSONValue
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS, AttachmentLimits, parse_attachment_limits
 
 TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MAX_TOOLS = 200
@@ -40,10 +41,16 @@ class Operation:
         }
 
 
+def _default_limits() -> AttachmentLimits:
+    return {**DEFAULT_ATTACHMENT_LIMITS}
+
+
 @dataclass(frozen=True)
 class Catalog:
     revision: str
     operations: dict[str, Operation]
+    # The broker's per-file limits; the defaults for a broker that does not send them.
+    limits: AttachmentLimits = field(default_factory=_default_limits)
 
     @classmethod
     def parse(cls, data: JSONValue) -> Catalog:
@@ -62,7 +69,8 @@ class Catalog:
             if operation.name in operations:
                 raise CatalogError(f"the catalog lists {operation.name!r} twice")
             operations[operation.name] = operation
-        return cls(revision, operations)
+        limits = parse_attachment_limits(data.get("attachment_limits"))
+        return cls(revision, operations, limits or _default_limits())
 
     def get(self, name: str) -> Operation | None:
         return self.operations.get(name)

@@ -3,29 +3,34 @@
 One `Bridge` per process. The WebSocket loop (`link.py`) feeds it welcomes, stops and notices;
 the MCP server (`server.py`) asks it for the tool list and runs tool calls through it. Nothing
 here raises into the host: every failure becomes a tool result that says what happened.
-`Bridge` is built in layers, each a module: `state.py` (what the process knows), `listing.py`
-(the catalog and the tool list), `notices.py` (pushes to the host), then this one (the
-stream's events, tool calls and the bridge's own tools).
+`Bridge` owns one object per concern, each given only what it uses: `stream.Stream` (the
+stream's state), `continuity.Continuity` (what the session did in this process),
+`listing.Listing` (the catalog and the tool list) and `notices.Notices` (pushes to the host);
+this module holds the stream's events, tool calls and the bridge's own tools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import mcp_types as types
 
-from lobbies.wire.frames import WelcomeFrame
+from lobbies.wire.frames import EVENT_VERSION, WelcomeFrame
 from lobbies.wire.jsontext import JSONObject, JSONValue
-from pocolobby.bridge import attachments
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS
+from pocolobby.bridge import attachments, bridge_version
 from pocolobby.bridge.broker import BrokerClient, Outcome
 from pocolobby.bridge.catalog import TOOL_NAME, local_guide
 from pocolobby.bridge.config import AgentConfig, Runtime
+from pocolobby.bridge.continuity import Continuity
 from pocolobby.bridge.files import FileRefused, Places
 from pocolobby.bridge.host import HostGone, HostPipe
+from pocolobby.bridge.listing import Listing
 from pocolobby.bridge.notices import CHANNEL_METHOD, Notices
 from pocolobby.bridge.results import Stop, as_text, failure, render, retry_advice, success
-from pocolobby.bridge.state import log
+from pocolobby.bridge.stream import Background, Stream, log
 from pocolobby.bridge.tools import OWN_TOOLS
 
 # How long a tool call waits for a first connection before saying it was not sent.
@@ -34,16 +39,35 @@ CONTEXT_FIRST = (
     "PocoLobby: this session has not loaded its context yet. Call get_context first (your "
     "role, checkpoint and inbox), then ready with the bootstrap nonce it shows."
 )
+ToolHandler = Callable[[JSONObject], Awaitable[types.CallToolResult]]
 
 
-class Bridge(Notices):
-    """Everything one bridge process knows and does; see the module docstring."""
+class Bridge:
+    """One bridge process: its parts, the stream's events and the tool calls."""
 
     def __init__(
         self, config: AgentConfig, runtime: Runtime, host: HostPipe, broker: BrokerClient
     ) -> None:
-        super().__init__(config, runtime, host, broker)
-        self._handlers = {
+        self.config = config
+        self.runtime = runtime
+        self.host = host
+        self.broker = broker
+        self.stream = Stream(config.agent, config.lobby)
+        self.continuity = Continuity()
+        self.background = Background()
+        self.listing = Listing(broker, host, self.stream)
+        self.notices = Notices(
+            config,
+            runtime,
+            host,
+            broker,
+            self.stream,
+            self.continuity,
+            self.listing,
+            self.background,
+        )
+        # The bridge's own tools, by name.
+        self._handlers: dict[str, ToolHandler] = {
             "acknowledge_messages": self._acknowledge_messages,
             "get_context": self._get_context,
             "save_checkpoint": self._save_checkpoint,
@@ -55,80 +79,61 @@ class Bridge(Notices):
 
     # ------------------------------------------------------------ the stream's events
 
-    def end_wait(self) -> bool:
-        """Forget the refusal of a wait for a hand over (admitted, or refused for another
-        reason now); True when this process was waiting."""
-        if self.stop is None or self.stop.code != "runtime_conflict" or self.welcomed:
-            return False
-        self.stop = None
-        self.state = "starting"
-        return True
+    @property
+    def generation(self) -> int | None:
+        return self.broker.generation
 
     def on_welcome(self, frame: WelcomeFrame) -> None:
         generation = frame["generation"]
-        if self.end_wait():  # handed over: the tools work now, and a bootstrap follows
+        if self.stream.end_wait():  # handed over: the tools work now, and a bootstrap follows
             log.info("admitted: this conversation now holds the agent")
-            self.admitted_mid_turn = self.tool_calls_refused > 0
-            self.spawn(self._tools_work_now())
+            self.continuity.admitted_mid_turn = self.continuity.tool_calls_refused > 0
+            self.background.spawn(self._tools_work_now())
         if frame["runtime_id"] not in (None, self.runtime.runtime_id):
             log.warning("the broker's welcome names another runtime id")
         self.broker.generation = generation
-        self.welcomed = True
-        self.agent_id = frame["agent_id"] or self.agent_id
-        self.lobby_id = frame["lobby_id"] or self.lobby_id
-        self.state = "connected"
-        self.last_error = None
-        self.linked.set()
-        self.link_attempted.set()
+        self.stream.welcome(frame)
         log.info(
             "connected to %s as %s/%s, generation %s%s",
             self.config.url,
-            self.lobby_id,
-            self.agent_id,
+            self.stream.lobby_id,
+            self.stream.agent_id,
             generation,
             " (new process: bootstrap follows)" if frame["bootstrap"] else "",
         )
-        self.request_catalog()
+        self.listing.request_catalog()
 
     async def _tools_work_now(self) -> None:
         """After a wait: the host's tool list failed or said "refused", so it lists again."""
-        self.listed_as = None
+        self.listing.listed_as = None
         with contextlib.suppress(HostGone):
             await self.host.notify("notifications/tools/list_changed")
 
-    def on_disconnect(self, reason: str) -> None:
-        if self.stop is None:
-            self.state = "reconnecting"
-            self.last_error = reason
-        self.link_attempted.set()
-
     async def on_stop(self, stop: Stop) -> None:
         """The broker refused this process for good: stop and tell the session once."""
-        if self.stop is not None:
+        stream = self.stream
+        if not stream.stopped(stop):
             return
-        self.stop = stop
-        self.state = "stopped"
-        self.linked.set()
-        self.link_attempted.set()
         # The one stderr line of a refusal: the host shows it, so it carries the fix.
         log.error(
-            "not connected to PocoLobby (%s %s): %s", stop.status, stop.code, self.stopped_text()
+            "not connected to PocoLobby (%s %s): %s", stop.status, stop.code, stream.stopped_text()
         )
         meta: JSONObject = {
             "priority": "important",
             "scope": "notice",
-            "agent_id": self.agent_id,
-            "lobby_id": self.lobby_id,
+            "agent_id": stream.agent_id,
+            "lobby_id": stream.lobby_id,
         }
         payload: JSONObject = {"stopped": {"code": stop.code, "status": stop.status}}
-        content = f"{self.stopped_sentence()}\n{as_text(payload)}"
+        content = f"{stream.stopped_sentence()}\n{as_text(payload)}"
         with contextlib.suppress(HostGone):
             await self.host.notify(CHANNEL_METHOD, {"content": content, "meta": meta})
-        await self.announce_list_change()
+        await self.listing.announce_list_change()
 
     def catalog_announced(self, revision: str) -> None:
-        if self.catalog is None or revision != self.catalog.revision:
-            self.request_catalog()
+        catalog = self.listing.catalog
+        if catalog is None or revision != catalog.revision:
+            self.listing.request_catalog()
 
     # ------------------------------------------------------------ tool calls
 
@@ -139,12 +144,13 @@ class Bridge(Notices):
                 arguments = {}
             if not isinstance(arguments, dict):
                 return failure("arguments: must be an object of named arguments")
-            self.tool_called.set()
-            if self.stop is not None:
-                self.tool_calls_refused += 1
-                return failure(self.stopped_sentence(), self.bridge_facts())
-            self.tool_calls_started += 1
-            self.tool_calls_running += 1
+            self.listing.tool_called.set()
+            continuity = self.continuity
+            if self.stream.stop is not None:
+                continuity.tool_calls_refused += 1
+                return failure(self.stream.stopped_sentence(), self.bridge_facts())
+            continuity.tool_calls_started += 1
+            continuity.tool_calls_running += 1
             try:
                 handler = self._handlers.get(name)
                 if handler is not None:
@@ -152,7 +158,7 @@ class Bridge(Notices):
                 else:
                     result = await self.run_operation(name, arguments)
             finally:
-                self.tool_calls_running -= 1
+                continuity.tool_calls_running -= 1
             return self._context_first(name, result)
         except Exception as exc:
             log.exception("tool %s failed inside the bridge", name)
@@ -163,22 +169,23 @@ class Bridge(Notices):
 
     def _context_first(self, name: str, result: types.CallToolResult) -> types.CallToolResult:
         """A model that missed every bootstrap push learns from its first tool result."""
-        if self.context_loaded or name in ("get_context", "ready") or self.stop is not None:
+        if self.continuity.context_loaded or name in ("get_context", "ready") or self.stream.stop:
             return result
         said = types.TextContent(type="text", text=CONTEXT_FIRST)
         return result.model_copy(update={"content": [said, *result.content]})
 
     async def _gate(self) -> types.CallToolResult | None:
         """A refusal when this process cannot act for the agent, else None."""
-        if self.stop is None and self.generation is None:
+        stream = self.stream
+        if stream.stop is None and self.generation is None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.linked.wait(), LINK_WAIT_SECONDS)
-        if self.stop is not None:
-            return failure(self.stopped_sentence(), self.bridge_facts())
+                await asyncio.wait_for(stream.linked.wait(), LINK_WAIT_SECONDS)
+        if stream.stop is not None:
+            return failure(stream.stopped_sentence(), self.bridge_facts())
         if self.generation is None:
             return failure(
                 "Not sent: this bridge has not reached the PocoLobby broker at "
-                f"{self.config.url} yet ({self.last_error or 'still connecting'}). Nothing was "
+                f"{self.config.url} yet ({stream.last_error or 'still connecting'}). Nothing was "
                 "stored. Retry shortly with the same arguments (and the same client_request_id)."
             )
         return None
@@ -211,14 +218,16 @@ class Bridge(Notices):
         refused = await self._gate()
         if refused is not None:
             return refused
-        if self.catalog is None:
-            await self.wait_for_catalog()
-        operation = self.catalog.get(name) if self.catalog else None
+        listing = self.listing
+        if listing.catalog is None:
+            await listing.wait_for_catalog()
+        catalog = listing.catalog
+        operation = catalog.get(name) if catalog else None
         if operation is None or "attachments" not in operation.arguments:
             known = "is not in" if operation is None else "takes no attachments in"
             return failure(
                 f"Not sent: {name} {known} the broker's current catalog"
-                f"{f' (revision {self.catalog.revision})' if self.catalog else ''}, so the "
+                f"{f' (revision {catalog.revision})' if catalog else ''}, so the "
                 "bridge read no file and sent nothing. Files go with send_message, "
                 "send_room_message, broadcast and schedule_message; list_operations shows "
                 "which take attachments."
@@ -228,7 +237,8 @@ class Bridge(Notices):
         except attachments.BadArguments as exc:
             return failure(f"Not sent: {exc}. Nothing was read or stored.")
         try:
-            local = await asyncio.to_thread(attachments.read_all, paths, self.places())
+            limits = catalog.limits if catalog is not None else DEFAULT_ATTACHMENT_LIMITS
+            local = await asyncio.to_thread(attachments.read_all, paths, self.places(), limits)
         except FileRefused as refusal:
             return failure(attachments.refused_text(name, refusal))
         outcome = await attachments.send_with_files(
@@ -246,7 +256,9 @@ class Bridge(Notices):
         refused = await self._gate()
         if refused is not None:
             return refused
-        outcome = await attachments.get_attachment(self.broker, request, self.places())
+        catalog = self.listing.catalog
+        limits = catalog.limits if catalog is not None else DEFAULT_ATTACHMENT_LIMITS
+        outcome = await attachments.get_attachment(self.broker, request, self.places(), limits)
         if isinstance(outcome, types.CallToolResult):
             return outcome
         if outcome.transport is not None:  # a read changes nothing: no "unknown outcome"
@@ -258,11 +270,52 @@ class Bridge(Notices):
 
     def render(self, name: str, arguments: JSONObject, outcome: Outcome) -> types.CallToolResult:
         """A broker answer as the model should read it; a superseded generation rechecks."""
-        if outcome.code == "generation_superseded" and self.recheck is not None:
+        recheck = self.stream.recheck
+        if outcome.code == "generation_superseded" and recheck is not None:
             # The binding moved on (a newer process, or the owner's reset) while the stream
             # still looked fine: reconnect it, so the broker's refusal settles the state.
-            self.recheck()
+            recheck()
         return render(name, arguments, outcome, self.config.url)
+
+    def bridge_facts(self) -> JSONObject:
+        """What this process reports about itself in get_context and refusals."""
+        stream, listing = self.stream, self.listing
+        catalog, seen = listing.catalog, listing.seen_catalog
+        facts: JSONObject = {
+            "runtime_id": self.runtime.runtime_id,
+            "runtime_scope": self.runtime.scope,
+            "generation": self.generation,
+            "agent_id": stream.agent_id,
+            "lobby_id": stream.lobby_id,
+            "connection": stream.state,
+            "catalog_revision": catalog.revision if catalog else None,
+            "catalog_revision_seen": seen.revision if seen else None,
+            "bootstrap_complete": self.continuity.bootstrap_complete(self.generation),
+            "bridge_version": bridge_version(),
+            "event_version": EVENT_VERSION,
+            "broker_url": self.config.url,
+        }
+        nonce = self.continuity.waiting_nonce(self.generation)
+        if nonce is not None:
+            facts["bootstrap_nonce"] = nonce
+            facts["next_step"] = f"call ready with nonce {nonce}"
+        if stream.stop is not None:
+            facts["stopped"] = {
+                "code": stream.stop.code,
+                "status": stream.stop.status,
+                "message": stream.stop.message,
+            }
+        elif stream.last_error:
+            facts["last_connection_error"] = stream.last_error
+        if listing.catalog_error:
+            facts["catalog_error"] = listing.catalog_error
+        facts["delivery"] = self.notices.delivery_facts()
+        if self.runtime.scope == "process":
+            facts["runtime_note"] = (
+                "CLAUDE_CODE_SESSION_ID was not set, so this runtime belongs to this process "
+                "only: after a restart the owner must run `pocolobby agent reset-runtime`."
+            )
+        return facts
 
     # ------------------------------------------------------------ the bridge's own tools
 
@@ -271,12 +324,8 @@ class Bridge(Notices):
         if isinstance(outcome, types.CallToolResult):
             return outcome
         if outcome.ok and outcome.data is not None:
-            self._remember_acknowledged(outcome.data.get("acknowledged"))
+            self.continuity.remember_acknowledged(outcome.data.get("acknowledged"))
         return self.render("acknowledge_messages", arguments, outcome)
-
-    def _remember_acknowledged(self, ids: JSONValue) -> None:
-        if isinstance(ids, list):
-            self.acknowledged.update(i for i in ids if isinstance(i, int))
 
     async def _ready(self, arguments: JSONObject) -> types.CallToolResult:
         outcome = await self._call("ready", arguments)
@@ -285,8 +334,8 @@ class Bridge(Notices):
         if outcome.ok:
             nonce = arguments.get("nonce")
             if isinstance(nonce, str):
-                self.echoed_nonces.add(nonce)
-            self.ready_generation = self.generation
+                self.continuity.echoed_nonces.add(nonce)
+            self.continuity.ready_generation = self.generation
         return self.render("ready", arguments, outcome)
 
     async def _save_checkpoint(self, arguments: JSONObject) -> types.CallToolResult:
@@ -302,7 +351,7 @@ class Bridge(Notices):
             acknowledged = outcome.data.get("acknowledged")
             if not isinstance(acknowledged, list):
                 acknowledged = arguments.get("acknowledge_message_ids")
-            self._remember_acknowledged(acknowledged)
+            self.continuity.remember_acknowledged(acknowledged)
         return self.render("save_checkpoint", arguments, outcome)
 
     async def _get_context(self, arguments: JSONObject) -> types.CallToolResult:
@@ -313,8 +362,8 @@ class Bridge(Notices):
             return await self._local_context()
         if not outcome.ok or outcome.data is None:
             return self.render("get_context", arguments, outcome)
-        self.seen_catalog = self.catalog or self.seen_catalog
-        self.context_loaded = True
+        self.listing.seen_catalog = self.listing.catalog or self.listing.seen_catalog
+        self.continuity.context_loaded = True
         context = dict(outcome.data)
         context["bridge"] = self.bridge_facts()
         return success(context)
@@ -339,10 +388,10 @@ class Bridge(Notices):
             context["inbox_next_cursor"] = inbox.data.get("next_cursor")
         else:
             context["inbox_error"] = inbox.message or inbox.code
-        if self.catalog is not None:
-            context["tool_guide"] = local_guide(self.catalog)
-            self.seen_catalog = self.catalog
-        self.context_loaded = True
+        if self.listing.catalog is not None:
+            context["tool_guide"] = local_guide(self.listing.catalog)
+            self.listing.seen_catalog = self.listing.catalog
+        self.continuity.context_loaded = True
         context["bridge"] = self.bridge_facts()
         return success(context)
 
@@ -351,9 +400,9 @@ class Bridge(Notices):
             return failure(
                 f"unknown argument {next(iter(arguments))!r}: list_operations takes no arguments"
             )
-        if self.catalog is None:
-            await self.wait_for_catalog()
-        catalog = self.catalog
+        if self.listing.catalog is None:
+            await self.listing.wait_for_catalog()
+        catalog = self.listing.catalog
         bridge_tools: list[JSONValue] = [
             {"name": t.name, "description": t.description, "input_schema": t.schema}
             for t in OWN_TOOLS
@@ -361,10 +410,10 @@ class Bridge(Notices):
         if catalog is None:
             return failure(
                 "The broker's catalog has not loaded yet "
-                f"({self.catalog_error or 'no answer yet'}); retry shortly.",
+                f"({self.listing.catalog_error or 'no answer yet'}); retry shortly.",
                 {"bridge_tools": bridge_tools},
             )
-        self.seen_catalog = catalog
+        self.listing.seen_catalog = catalog
         return success(
             {
                 "revision": catalog.revision,

@@ -25,19 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from lobbies.wire.jsontext import JSONObject, JsonTooDeep, load_json, scalar_members
-from lobbies.wire.media import IMAGE_MEDIA_TYPES
+from lobbies.wire.media import (
+    DEFAULT_ATTACHMENT_LIMITS,
+    IMAGE_MEDIA_TYPES,
+    AttachmentLimits,
+    sniff_image,
+)
 
 MIB = 1024 * 1024
-IMAGE_LIMIT = 10 * MIB
-DOCUMENT_LIMIT = 5 * MIB
 
-# Images recognized by their magic bytes, whatever the file is called.
-IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 # Documents by name, accepted only as valid UTF-8.
 DOCUMENT_TYPES = {
     "md": "text/markdown",
@@ -297,8 +293,12 @@ def normal_absolute(raw: str, shown: str, what: str = "path") -> str:
 # ------------------------------------------------------------------ reading for a send
 
 
-def read_attachment(raw: str, places: Places) -> LocalFile:
-    """Check `raw` against every rule, then read it; FileRefused names the broken rule."""
+def read_attachment(
+    raw: str, places: Places, limits: AttachmentLimits = DEFAULT_ATTACHMENT_LIMITS
+) -> LocalFile:
+    """Check `raw` against every rule, then read it; FileRefused names the broken rule.
+    `limits` are the broker's (its catalog says them), so a file it would refuse is not read
+    past them, nor uploaded."""
     shown = raw if isinstance(raw, str) else repr(raw)
     written = normal_absolute(raw, shown)
     check_place(written, places, shown)
@@ -323,8 +323,8 @@ def read_attachment(raw: str, places: Places) -> LocalFile:
     _check_hard_links(st, shown)
     if st.st_size == 0:
         raise FileRefused(RULE_REGULAR, shown, "the file is empty")
-    data = _read_checked(resolved, st, shown)
-    media_type = _media_type(written, data, shown)
+    data = _read_checked(resolved, st, shown, limits)
+    media_type = _media_type(written, data, shown, limits)
     if media_type not in IMAGE_TYPES:
         _check_text(data, places, shown)
     return LocalFile(
@@ -377,7 +377,7 @@ def _check_own_config(resolved: str, st: os.stat_result, places: Places, shown: 
         )
 
 
-def _read_checked(resolved: str, st: os.stat_result, shown: str) -> bytes:
+def _read_checked(resolved: str, st: os.stat_result, shown: str, limits: AttachmentLimits) -> bytes:
     """Open the checked file without following a link swapped in meanwhile; read within the
     limit; refuse if what was opened is not what was checked."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -399,9 +399,10 @@ def _read_checked(resolved: str, st: os.stat_result, shown: str) -> bytes:
                 RULE_REGULAR, shown, "the file changed between its check and its opening"
             )
         _check_hard_links(opened, shown)
-        limit = IMAGE_LIMIT
+        # Read no further than the larger limit; the file's type then decides its own.
+        limit, kind = _largest(limits)
         if opened.st_size > limit:
-            raise FileRefused(RULE_SIZE, shown, _too_large(opened.st_size, limit, "an image"))
+            raise FileRefused(RULE_SIZE, shown, _too_large(opened.st_size, limit, kind))
         chunks: list[bytes] = []
         total = 0
         while total <= limit:
@@ -414,29 +415,29 @@ def _read_checked(resolved: str, st: os.stat_result, shown: str) -> bytes:
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise FileRefused(RULE_SIZE, shown, _too_large(len(data), limit, "an image"))
+        raise FileRefused(RULE_SIZE, shown, _too_large(len(data), limit, kind))
     if not data:
         raise FileRefused(RULE_REGULAR, shown, "the file is empty")
     return data
 
 
+def _largest(limits: AttachmentLimits) -> tuple[int, str]:
+    if limits["image_bytes"] >= limits["document_bytes"]:
+        return limits["image_bytes"], "an image"
+    return limits["document_bytes"], "a document"
+
+
 def _too_large(size: int, limit: int, kind: str) -> str:
-    return f"it is {size} bytes; {kind} may be at most {limit // MIB} MiB ({limit} bytes)"
+    bound = f"{limit // MIB} MiB ({limit} bytes)" if limit >= MIB else f"{limit} bytes"
+    return f"it is {size} bytes; {kind} may be at most {bound}"
 
 
-def image_type(data: bytes) -> str | None:
-    """The image type by magic bytes: PNG, JPEG, GIF or WebP; None for anything else."""
-    for magic, media_type in IMAGE_MAGIC:
-        if data.startswith(magic):
-            return media_type
-    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def _media_type(written: str, data: bytes, shown: str) -> str:
-    image = image_type(data)
+def _media_type(written: str, data: bytes, shown: str, limits: AttachmentLimits) -> str:
+    image = sniff_image(data)
     if image is not None:
+        if len(data) > limits["image_bytes"]:
+            size = _too_large(len(data), limits["image_bytes"], "an image")
+            raise FileRefused(RULE_SIZE, shown, size)
         return image
     extension = os.path.basename(written).rpartition(".")[2].lower()
     media_type = DOCUMENT_TYPES.get(extension) if "." in os.path.basename(written) else None
@@ -448,8 +449,9 @@ def _media_type(written: str, data: bytes, shown: str) -> str:
             f"only PNG, JPEG, GIF and WebP images (by their bytes) and {allowed} documents "
             "may be attached",
         )
-    if len(data) > DOCUMENT_LIMIT:
-        raise FileRefused(RULE_SIZE, shown, _too_large(len(data), DOCUMENT_LIMIT, "a document"))
+    if len(data) > limits["document_bytes"]:
+        size = _too_large(len(data), limits["document_bytes"], "a document")
+        raise FileRefused(RULE_SIZE, shown, size)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

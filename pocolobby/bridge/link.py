@@ -56,7 +56,7 @@ from lobbies.wire.terminal import for_terminal
 from pocolobby.bridge import bridge_version
 from pocolobby.bridge.core import Bridge
 from pocolobby.bridge.results import Stop
-from pocolobby.bridge.state import SendFrame
+from pocolobby.bridge.stream import SendFrame
 
 log = logging.getLogger("pocolobby.bridge.link")
 
@@ -115,13 +115,13 @@ class Link:
         self._socket: ClientConnection | None = None
         self._closing = False
         self._waiting = False  # refused with runtime_conflict at start: asking again
-        bridge.recheck = self.recheck
+        bridge.stream.recheck = self.recheck
 
     def recheck(self) -> None:
         """Close the current socket; the loop reconnects presenting our generation."""
         socket = self._socket
         if socket is not None:
-            self.bridge.spawn(socket.close(code=1000, reason="recheck"))
+            self.bridge.background.spawn(socket.close(code=1000, reason="recheck"))
 
     async def close(self, timeout: float) -> None:
         """The host ended this process: release the agent (this conversation ended cleanly),
@@ -132,7 +132,7 @@ class Link:
         socket = self._socket
         if socket is None:
             return
-        if self.bridge.welcomed and self.bridge.stop is None:
+        if self.bridge.stream.welcomed and self.bridge.stream.stop is None:
             with contextlib.suppress(Exception):
                 release: ReleaseFrame = {"type": FRAME_RELEASE}
                 await asyncio.wait_for(socket.send(json.dumps(release)), timeout)
@@ -152,7 +152,7 @@ class Link:
 
     async def run(self) -> None:
         attempt = 0
-        while (self.bridge.stop is None or self._waiting) and not self._closing:
+        while (self.bridge.stream.stop is None or self._waiting) and not self._closing:
             seen = _Socket()
             code: int | None = None
             started = asyncio.get_running_loop().time()
@@ -184,12 +184,12 @@ class Link:
             if code is not None and 4000 <= code < 5000:
                 fallback = _CODES.get(code, f"closed_{code}")
                 stop = Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
-                self._waiting = stop.code == "runtime_conflict" and not self.bridge.welcomed
+                self._waiting = stop.code == "runtime_conflict" and not self.bridge.stream.welcomed
                 if not self._waiting:
-                    self.bridge.end_wait()  # a final refusal replaces the wait's
+                    self.bridge.stream.end_wait()  # a final refusal replaces the wait's
                     await self.bridge.on_stop(stop)
                     return
-                if self.bridge.stop is None:  # the session is told once, not every ask
+                if self.bridge.stream.stop is None:  # the session is told once, not every ask
                     await self.bridge.on_stop(stop)
                 await asyncio.sleep(WAITING_SECONDS + random.uniform(0, 1))
                 continue
@@ -198,7 +198,7 @@ class Link:
             attempt = 0 if seen.welcomed and held else attempt + 1
             if self._closing:
                 return
-            self.bridge.on_disconnect(reason)
+            self.bridge.stream.disconnected(reason)
             # A broker restart (1012) is routine; a first failure otherwise is worth a line.
             quiet = attempt > 1 or code == 1012
             (log.info if quiet else log.warning)(
@@ -213,14 +213,14 @@ class Link:
             await socket.send(json.dumps(frame))
 
         heartbeat = asyncio.ensure_future(self._heartbeat(socket))
-        self.bridge.send_frame = send
+        self.bridge.stream.send_frame = send
         reader = _Reader(self.bridge, seen, send)
         try:
             async for raw in socket:
                 await reader.take(raw)
         finally:
-            if self.bridge.send_frame is send:
-                self.bridge.send_frame = None
+            if self.bridge.stream.send_frame is send:
+                self.bridge.stream.send_frame = None
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
@@ -311,10 +311,10 @@ class _Reader:
     async def _welcome(self, frame: WelcomeFrame) -> None:
         self.seen.welcomed = True
         self.bridge.on_welcome(frame)
-        self.bridge.report_delivery()
+        self.bridge.notices.report_delivery()
 
     async def _notice(self, frame: NoticeFrame) -> None:
-        await self.bridge.on_notice(frame, self.send)
+        await self.bridge.notices.on_notice(frame, self.send)
 
     async def _error(self, frame: ErrorFrame) -> None:
         if "status" in frame:  # a refusal: the close that follows makes it final

@@ -10,10 +10,11 @@ import contextlib
 
 import mcp_types as types
 
+from pocolobby.bridge.broker import BrokerClient
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare
-from pocolobby.bridge.host import HostGone
+from pocolobby.bridge.host import HostGone, HostPipe
 from pocolobby.bridge.results import Stop
-from pocolobby.bridge.state import BridgeState, log
+from pocolobby.bridge.stream import Stream, log
 from pocolobby.bridge.tools import OWN_NAMES, OWN_TOOLS
 
 # How long tools/list waits for the first catalog before listing only the bridge's tools.
@@ -26,13 +27,34 @@ CLAIM_AFTER_SECONDS = 1.0
 CONTEXT_FIRST_HINT = "If this session has not called get_context yet, call it first."
 
 
-class Listing(BridgeState):
-    """The catalog and the tool list, on top of the bridge's state."""
+class Listing:
+    """The broker's catalog and the tool list the host was answered; reads the stream only
+    to learn whether it stopped (then every tool says so)."""
 
-    def _catalog_note(self) -> tuple[str | None, Catalog | None]:
+    def __init__(self, broker: BrokerClient, host: HostPipe, stream: Stream) -> None:
+        self.broker = broker
+        self.host = host
+        self.stream = stream
+        self.catalog: Catalog | None = None
+        self.catalog_error: str | None = None
+        self.catalog_attempted = asyncio.Event()
+        # The broker refused the token when the catalog was asked for (401/403).
+        self.catalog_refused: Stop | None = None
+        self.seen_catalog: Catalog | None = None  # what the model was last shown
+        # (catalog revision, refusal code) of the last tool list the host was answered; None
+        # before the first list, and again once the host was told that list changed.
+        self.listed_as: tuple[str | None, str | None] | None = None
+        self._loader: asyncio.Task[None] | None = None
+        self._catalog_wanted = False
+        self._wake_loader = asyncio.Event()
+        # The host's signs of a session (see until_a_session).
+        self.answering = False  # a tools/list is being answered
+        self.tool_called = asyncio.Event()
+
+    def catalog_note(self, bootstrap_complete: bool) -> tuple[str | None, Catalog | None]:
         """Once per new revision after bootstrap: what it adds, if the model has not seen it."""
         current, seen = self.catalog, self.seen_catalog
-        if not self.bootstrap_complete or current is None:
+        if not bootstrap_complete or current is None:
             return None, None
         if seen is None:
             self.seen_catalog = current
@@ -61,7 +83,7 @@ class Listing(BridgeState):
     async def _load_catalog(self) -> None:
         """Load `GET /v1/tools` while wanted; back off on failure, keeping the last good one."""
         failures = 0
-        while self._catalog_wanted and self.stop is None:
+        while self._catalog_wanted and self.stream.stop is None:
             self._catalog_wanted = False
             self._wake_loader.clear()
             outcome = await self.broker.catalog()
@@ -110,7 +132,7 @@ class Listing(BridgeState):
     def _list_state(self) -> tuple[str | None, str | None]:
         return (
             self.catalog.revision if self.catalog else None,
-            self.stop.code if self.stop else None,
+            self.stream.stop.code if self.stream.stop else None,
         )
 
     async def announce_list_change(self) -> None:
@@ -140,18 +162,19 @@ class Listing(BridgeState):
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.tool_called.wait(), grace)
-            if self.tool_called.is_set() or not self.listing:
+            if self.tool_called.is_set() or not self.answering:
                 return
             # The tool list is still being answered (the catalog is slow): the host registers
             # its channel handler after it has the list, so wait for that, then the grace.
-            while self.listing and not self.tool_called.is_set():
+            while self.answering and not self.tool_called.is_set():
                 await asyncio.sleep(0.05)
 
-    def tools(self) -> list[types.Tool]:
+    def tools(self, pushes_off: str | None = None) -> list[types.Tool]:
         """The catalog's operations under their names, then the bridge's own tools.
 
         After a refusal every description starts with it, so a host's tool view and the model
-        both see why this session sends nothing; get_context's carries the fix.
+        both see why this session sends nothing; get_context's carries the fix. `pushes_off`:
+        why nothing is typed into the pane (`--deliver tmux` without a usable pane).
         """
         self.listed_as = self._list_state()
         listed: list[types.Tool] = []
@@ -180,11 +203,11 @@ class Listing(BridgeState):
             else t
             for t in listed
         ]
-        if self.stop is not None:
+        if self.stream.stop is not None:
             listed = [self._refused(tool) for tool in listed]
-        elif self.pane_problem is not None:
+        elif pushes_off is not None:
             said = (
-                f"PUSHES ARE OFF: {self.pane_problem}. Nothing is typed into your pane; the "
+                f"PUSHES ARE OFF: {pushes_off}. Nothing is typed into your pane; the "
                 "broker keeps your messages pending: read them with get_messages."
             )
             listed = [
@@ -194,11 +217,11 @@ class Listing(BridgeState):
         return listed
 
     def _refused(self, tool: types.Tool) -> types.Tool:
-        assert self.stop is not None
-        stop = self.stop
+        stop = self.stream.stop
+        assert stop is not None
         said = f"NOT CONNECTED: PocoLobby refused this session ({stop.status} {stop.code})"
         if tool.name == "get_context":
-            said = f"{said}. {self.stopped_text()}"
+            said = f"{said}. {self.stream.stopped_text()}"
         else:
             said = f"{said}; this tool sends nothing. get_context's description says how to fix it."
         return tool.model_copy(update={"description": f"{said}\n\n{tool.description or ''}"})

@@ -8,10 +8,8 @@ process also reports its delivery facts (held or not, and why) to the broker.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from lobbies.wire.frames import (
     FRAME_DELIVERY,
@@ -25,11 +23,13 @@ from lobbies.wire.frames import (
 )
 from lobbies.wire.jsontext import PARSE_DEPTH, JSONObject, load_json
 from pocolobby.bridge import attachments
-from pocolobby.bridge.codex_tokens import codex_home, token_reports
-from pocolobby.bridge.host import HostGone
+from pocolobby.bridge.broker import BrokerClient
+from pocolobby.bridge.config import AgentConfig, Runtime
+from pocolobby.bridge.continuity import Continuity
+from pocolobby.bridge.host import HostGone, HostPipe
 from pocolobby.bridge.listing import Listing
 from pocolobby.bridge.pane import PaneDelivery, activity_line, notice_line
-from pocolobby.bridge.state import SendFrame, log
+from pocolobby.bridge.stream import Background, SendFrame, Stream, log
 from pocolobby.bridge.turns import turn_open
 
 CHANNEL_METHOD = "notifications/claude/channel"
@@ -42,6 +42,13 @@ BOOTSTRAP_REPEAT_DELAYS = (3.0, 6.0, 12.0, 24.0, 48.0)
 # prompt's turn may start while the host is still starting its MCP servers); an older one was
 # left open by an earlier process of the conversation.
 TURN_BEFORE_START = 30.0
+# How notices reach the model, said again in get_context beside the MCP instructions' words.
+PANE_NOTE = (
+    'notices are lines typed into your input starting with "# pocolobby:", from this bridge, '
+    "not your user: for new messages call get_messages, handle them, then acknowledge_messages "
+    "with their ids; receipts and activity lines need no reply"
+)
+CHANNEL_NOTE = 'notices arrive as <channel source="pocolobby"> events; do not poll'
 
 
 def clean_meta(raw: object) -> dict[str, str]:
@@ -101,8 +108,42 @@ class Notice:
         return self.kind in ("messages", "hint") and bool(self.message_ids)
 
 
-class Notices(Listing):
-    """Pushes to the host, on top of the catalog and the tool list."""
+class Notices:
+    """The notice writer: the broker's pushes to the host's channel or the tmux pane, the
+    bootstrap's repeats, and this process's delivery facts."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        runtime: Runtime,
+        host: HostPipe,
+        broker: BrokerClient,
+        stream: Stream,
+        continuity: Continuity,
+        listing: Listing,
+        background: Background,
+    ) -> None:
+        self.config = config  # with `runtime`: whose turn file says the session works
+        self.runtime = runtime
+        self.host = host
+        self.broker = broker  # the current generation (is the bootstrap complete?)
+        self.stream = stream
+        self.continuity = continuity
+        self.listing = listing  # the catalog's news rides on notices
+        self.background = background
+        # Set for `--deliver tmux`: notices are typed into this pane instead of the channel.
+        self.pane: PaneDelivery | None = None
+        # `--deliver tmux` without a usable pane (unset, gone, no tmux): nothing is delivered,
+        # the broker keeps every message pending, and the tools say why.
+        self.pane_problem: str | None = None
+        # Bootstraps whose line waits for the pane (`--deliver tmux`): a retry adds no second.
+        self.pane_bootstraps: set[str] = set()
+        self._repeater: asyncio.Task[None] | None = None
+        self._repeater_nonce: str | None = None
+
+    @property
+    def tmux_delivery(self) -> bool:
+        return self.pane is not None or self.pane_problem is not None
 
     async def on_notice(self, frame: NoticeFrame, send: SendFrame) -> None:
         """Receipt, filter, write to the host, and confirm the write to the broker."""
@@ -125,20 +166,22 @@ class Notices(Listing):
                 else notice_line(notice.kind, notice.message_ids, notice.nonce)
             )
             # Held notices wait for an idle prompt; the stream keeps reading meanwhile.
-            self.spawn(self._type_notice(self.pane, notice, line, send))
+            self.background.spawn(self._type_notice(self.pane, notice, line, send))
             return
         await self._write_to_channel(notice, send)
 
     def _already_answered(self, notice: Notice) -> bool:
         """A bootstrap whose nonce `ready` echoed, or messages this session acknowledged."""
         if notice.kind == "bootstrap":
-            if notice.nonce is not None and notice.nonce in self.echoed_nonces:
+            if notice.nonce is not None and notice.nonce in self.continuity.echoed_nonces:
                 log.info(
                     "dropped bootstrap notice %s: its nonce was already echoed", notice.notice_id
                 )
                 return True
             return False
-        if notice.about_messages and all(i in self.acknowledged for i in notice.message_ids):
+        if notice.about_messages and all(
+            i in self.continuity.acknowledged for i in notice.message_ids
+        ):
             log.info(
                 "dropped %s notice %s: this session acknowledged its messages",
                 notice.kind,
@@ -149,7 +192,10 @@ class Notices(Listing):
 
     async def _write_to_channel(self, notice: Notice, send: SendFrame) -> None:
         """The notice as a channel event (with the catalog's news), then `host_written`."""
-        note, shown = (None, None) if notice.kind == "bootstrap" else self._catalog_note()
+        complete = self.continuity.bootstrap_complete(self.broker.generation)
+        note, shown = (
+            (None, None) if notice.kind == "bootstrap" else self.listing.catalog_note(complete)
+        )
         text = notice.content if note is None else f"{notice.content}\n\n{note}"
         if notice.kind == "messages" and (named := attachments.attachments_note(notice.payload)):
             text = f"{text}\n\n{named}"
@@ -162,17 +208,17 @@ class Notices(Listing):
         if notice.kind == "bootstrap":
             if notice.nonce is not None:
                 self.offer_bootstrap_again(notice.nonce, params)
-            self.seen_catalog = self.catalog
+            self.listing.seen_catalog = self.listing.catalog
         elif shown is not None:
-            self.seen_catalog = shown
+            self.listing.seen_catalog = shown
         await send({"type": FRAME_HOST_WRITTEN, "notice_id": notice.notice_id})
 
     def offer_bootstrap_again(self, nonce: str, params: JSONObject) -> None:
         """Repeat this bootstrap, identical, until `ready` echoes its nonce or the session
         shows it is working (or the bounded schedule ends, the host leaves, or the broker
         stops this process)."""
-        self.bootstrap_offer = (nonce, params)
-        if nonce in self.quiet_nonces:
+        self.continuity.bootstrap_offer = (nonce, params)
+        if nonce in self.continuity.quiet_nonces:
             return  # the broker's own retry, written above: the session was working on it
         if self._repeater is not None and not self._repeater.done():
             if self._repeater_nonce == nonce:
@@ -181,24 +227,27 @@ class Notices(Listing):
         self._repeater_nonce = nonce
         # Counted now (the task starts later), or after the first pause for the bootstrap of
         # an admission: the refused turn's calls in flight are no sign of work on it.
-        calls = None if self.admitted_mid_turn else self.tool_calls_started
-        self.admitted_mid_turn = False
+        calls = None if self.continuity.admitted_mid_turn else self.continuity.tool_calls_started
+        self.continuity.admitted_mid_turn = False
         self._repeater = asyncio.ensure_future(self._repeat_bootstrap(nonce, params, calls))
 
     def _bootstrap_answered(self, nonce: str) -> bool:
         return (
-            nonce in self.echoed_nonces
-            or self.stop is not None
-            or (self.bootstrap_offer is not None and self.bootstrap_offer[0] != nonce)
+            nonce in self.continuity.echoed_nonces
+            or self.stream.stop is not None
+            or (
+                self.continuity.bootstrap_offer is not None
+                and self.continuity.bootstrap_offer[0] != nonce
+            )
         )
 
     def working_since(self, calls_at_offer: int) -> str | None:
         """Why the session shows it is working since a bootstrap was offered, or None."""
-        if self.tool_calls_started != calls_at_offer:
+        if self.continuity.tool_calls_started != calls_at_offer:
             return "it called a tool since"
-        if self.tool_calls_running:
+        if self.continuity.tool_calls_running:
             return "a tool call is running"
-        if turn_open(self.config, self.runtime, self.started_at - TURN_BEFORE_START):
+        if turn_open(self.config, self.runtime, self.continuity.started_at - TURN_BEFORE_START):
             return "its hooks say a turn is running"
         return None
 
@@ -217,10 +266,10 @@ class Notices(Listing):
             if self._bootstrap_answered(nonce):
                 return
             if calls is None:
-                calls = self.tool_calls_started
+                calls = self.continuity.tool_calls_started
             working = self.working_since(calls)
             if working is not None:
-                self.quiet_nonces.add(nonce)
+                self.continuity.quiet_nonces.add(nonce)
                 log.info(
                     "bootstrap %s not offered again: the session is working (%s)", nonce, working
                 )
@@ -240,8 +289,10 @@ class Notices(Listing):
 
         def wanted() -> bool:  # messages acknowledged, or a nonce echoed, while it was held
             if nonce is not None:
-                return nonce not in self.echoed_nonces
-            return not notice.about_messages or not self.acknowledged >= set(notice.message_ids)
+                return nonce not in self.continuity.echoed_nonces
+            return not notice.about_messages or not self.continuity.acknowledged >= set(
+                notice.message_ids
+            )
 
         if nonce is not None:
             self.pane_bootstraps.add(nonce)
@@ -276,7 +327,7 @@ class Notices(Listing):
 
     def report_delivery(self, attention: bool = False) -> None:
         """Send the delivery facts on the current socket; a reconnect reports them again."""
-        send = self.send_frame
+        send = self.stream.send_frame
         if send is None or not self.tmux_delivery:
             return
         frame = self.delivery_frame(attention)
@@ -287,27 +338,24 @@ class Notices(Listing):
             except Exception as exc:  # the socket closed: the next welcome reports again
                 log.info("delivery facts not reported: %s", exc)
 
-        self.spawn(report())
+        self.background.spawn(report())
 
-    async def report_turn(self, host: str, event: str, at: float) -> None:
-        """A turn seen in the pane (pane.watch_turns), reported as Claude Code's hooks report
-        theirs (POST /v1/turns): the broker keeps it as the agent's activity and a stretch of
-        work. A report that fails is logged and not retried: the next edge corrects the state."""
-        moment = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
-        body: JSONObject = {"event": event, "at": moment, "host": host}
-        outcome = await self.broker.request("POST", "/v1/turns", body)
-        if not outcome.ok:
-            log.info("turn %s not reported: %s", event, outcome.message or outcome.status)
-        if host == "codex" and event == "end":
-            await self.report_codex_tokens()
-
-    async def report_codex_tokens(self) -> None:
-        """After a Codex turn, its sessions' token counts from Codex's own files, as the Stop
-        hook sends Claude Code's (PUT /v1/tokens); a failure waits for the next turn."""
-        home = codex_home(os.environ)
-        bodies = await asyncio.to_thread(token_reports, home, os.getcwd())
-        for tokens in bodies:
-            sent = await self.broker.request("PUT", "/v1/tokens", tokens)
-            if not sent.ok:
-                log.info("token counts not reported: %s", sent.message or sent.status)
-                return
+    def delivery_facts(self) -> JSONObject:
+        """How notices reach the model, for get_context's bridge facts."""
+        if self.pane_problem is not None:
+            return {
+                "transport": TRANSPORT_TMUX,
+                "pane": None,
+                "problem": self.pane_problem,
+                "note": "nothing is typed into a pane; read your inbox with get_messages",
+            }
+        if self.pane is not None:
+            return {
+                "transport": TRANSPORT_TMUX,
+                "pane": self.pane.pane.pane_id,
+                "held_since": self.pane.held_since,
+                "held_reason": self.pane.held_reason,
+                "last_error": self.pane.last_error,
+                "note": PANE_NOTE,
+            }
+        return {"transport": TRANSPORT_CHANNEL, "note": CHANNEL_NOTE}

@@ -45,6 +45,7 @@ from pocolobby.bridge.pane import (
     host_of,
     watch_turns,
 )
+from pocolobby.bridge.reports import report_turn
 from pocolobby.bridge.tools import instructions_for
 
 log = logging.getLogger("pocolobby.bridge")
@@ -72,19 +73,20 @@ def build_server(bridge: Bridge) -> Server[Any]:
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        bridge.listing = True
+        listing = bridge.listing
+        listing.answering = True
         try:
-            if bridge.catalog is None:
-                await bridge.wait_for_catalog()
-            if bridge.catalog_refused is not None and bridge.stop is None:
+            if listing.catalog is None:
+                await listing.wait_for_catalog()
+            if listing.catalog_refused is not None and bridge.stream.stop is None:
                 # The broker refused the token itself (a setup fault, learnt without claiming
                 # anything): a health check (`claude mcp list`) shows "tools fetch failed" and
                 # this sentence. A refusal of the stream (another conversation holds the agent)
                 # is no fault of the setup: the tools are listed, each saying it.
-                raise MCPError(REFUSED_AT_START, bridge.refusal(bridge.catalog_refused))
-            return types.ListToolsResult(tools=bridge.tools())
+                raise MCPError(REFUSED_AT_START, bridge.stream.refusal(listing.catalog_refused))
+            return types.ListToolsResult(tools=listing.tools(bridge.notices.pane_problem))
         finally:
-            bridge.listing = False
+            listing.answering = False
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await bridge.call_tool(params.name, params.arguments)
@@ -94,7 +96,7 @@ def build_server(bridge: Bridge) -> Server[Any]:
         version=bridge_version(),
         title="PocoLobby",
         instructions=instructions_for(
-            bridge.tmux_delivery, pushes_off=bridge.pane_problem is not None
+            bridge.notices.tmux_delivery, pushes_off=bridge.notices.pane_problem is not None
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
@@ -135,9 +137,10 @@ async def serve(
     host = await HostPipe.open_stdio()
     broker = BrokerClient(config.url, config.token, runtime.runtime_id)
     bridge = Bridge(config, runtime, host, broker)
+    notices = bridge.notices
     if pane is not None:
-        bridge.pane = PaneDelivery(pane, hold_seconds, on_change=bridge.report_delivery)
-    bridge.pane_problem = pane_problem
+        notices.pane = PaneDelivery(pane, hold_seconds, on_change=notices.report_delivery)
+    notices.pane_problem = pane_problem
     server = build_server(bridge)
     feed, read_stream, write_stream = host.streams()
     dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
@@ -147,7 +150,7 @@ async def serve(
 
     link = Link(bridge, config.token)
     quit_requested = asyncio.Event()
-    bridge.request_catalog()
+    bridge.listing.request_catalog()
 
     async def turns_from_the_pane() -> None:
         # Claude Code's hooks report its turns; any other host's turns are read off its pane.
@@ -155,14 +158,14 @@ async def serve(
         params = connection.client_params
         host_name = host_of(params.client_info.name if params is not None else None)
         if pane is not None and host_name != "claude-code":
-            await watch_turns(pane, functools.partial(bridge.report_turn, host_name))
+            await watch_turns(pane, functools.partial(report_turn, broker, host_name))
 
     async def link_once_a_session() -> None:
         # Claude Code listens for channel events only once it has the tool list, and a health
         # check lists tools then quits: the agent is claimed (and its bootstrap pushed) only
         # by a host still there after that (docs/DECISIONS.md, "The bridge under a real host").
         await connection.initialized.wait()
-        await bridge.until_a_session()
+        await bridge.listing.until_a_session()
         log.info("the host is a session: connecting to the broker")
         await link.run()
 
@@ -224,7 +227,8 @@ async def serve_headless(
     host.close()
     broker = BrokerClient(config.url, config.token, runtime.runtime_id)
     bridge = Bridge(config, runtime, host, broker)
-    bridge.pane = PaneDelivery(pane, hold_seconds, on_change=bridge.report_delivery)
+    notices = bridge.notices
+    notices.pane = PaneDelivery(pane, hold_seconds, on_change=notices.report_delivery)
     link = Link(bridge, config.token)
     quit_requested = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -232,7 +236,7 @@ async def serve_headless(
         loop.add_signal_handler(signum, quit_requested.set)
     stream = asyncio.ensure_future(link.run())
     turns = asyncio.ensure_future(
-        watch_turns(pane, functools.partial(bridge.report_turn, host_of(None, headless=True)))
+        watch_turns(pane, functools.partial(report_turn, broker, host_of(None, headless=True)))
     )
     waiter = asyncio.ensure_future(quit_requested.wait())
     try:
@@ -245,7 +249,7 @@ async def serve_headless(
             task.cancel()
         with contextlib.suppress(Exception):
             await broker.aclose()
-    return 1 if bridge.stop is not None else 0
+    return 1 if bridge.stream.stop is not None else 0
 
 
 def main(

@@ -41,7 +41,7 @@ def quick_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def offer(bridge: Bridge, frames: Frames, nonce: str = "n1", notice_id: str = "boot") -> None:
-    await bridge.on_notice(notice(notice_id, "bootstrap", [], {"nonce": nonce}), frames)
+    await bridge.notices.on_notice(notice(notice_id, "bootstrap", [], {"nonce": nonce}), frames)
 
 
 async def copies_written(host: FakeHost, count: int) -> None:
@@ -50,8 +50,8 @@ async def copies_written(host: FakeHost, count: int) -> None:
 
 
 async def schedule_ended(bridge: Bridge) -> None:
-    assert bridge._repeater is not None
-    await asyncio.wait_for(asyncio.shield(bridge._repeater), 10)
+    assert bridge.notices._repeater is not None
+    await asyncio.wait_for(asyncio.shield(bridge.notices._repeater), 10)
 
 
 @pytest.mark.asyncio
@@ -72,7 +72,7 @@ async def test_get_context_after_the_bootstrap_stops_the_repeats():
     assert not (await bridge.call_tool("get_context", {})).is_error
     await schedule_ended(bridge)
     assert len(host.channel()) == 1
-    assert "n1" in bridge.quiet_nonces
+    assert "n1" in bridge.continuity.quiet_nonces
 
 
 @pytest.mark.asyncio
@@ -90,7 +90,7 @@ async def test_a_tool_call_running_through_the_bridge_stops_the_repeats():
     bridge, host, _ = make_bridge(broker)
     welcome(bridge)
     running = asyncio.ensure_future(bridge.call_tool("get_messages", {}))
-    while bridge.tool_calls_running == 0:
+    while bridge.continuity.tool_calls_running == 0:
         await asyncio.sleep(0)
     await offer(bridge, Frames())
     await schedule_ended(bridge)
@@ -144,10 +144,10 @@ async def test_the_brokers_retry_of_a_quiet_bootstrap_is_written_and_starts_no_r
     await offer(bridge, frames)
     await bridge.call_tool("get_context", {})
     await schedule_ended(bridge)
-    first_schedule = bridge._repeater
+    first_schedule = bridge.notices._repeater
     await offer(bridge, frames, notice_id="boot-again")  # the broker's retry, same nonce
     assert frames.kinds("boot-again") == ["received", "host_written"]
-    assert bridge._repeater is first_schedule  # no new schedule
+    assert bridge.notices._repeater is first_schedule  # no new schedule
     assert len(host.channel()) == 2
 
 
@@ -167,7 +167,7 @@ async def test_after_a_hand_over_the_refused_turns_last_call_does_not_quiet_the_
     await asyncio.wait_for(copies_written(host, 3), 5)  # the refusal, the bootstrap, a repeat
     assert not (await bridge.call_tool("get_context", {})).is_error  # now acting on it
     await schedule_ended(bridge)
-    assert "n1" in bridge.quiet_nonces
+    assert "n1" in bridge.continuity.quiet_nonces
     assert len(host.channel()) < 2 + REPEATS
 
 
@@ -194,7 +194,7 @@ class BusyPane:
 async def test_a_busy_pane_types_one_bootstrap_line_whatever_the_retries():
     bridge, _, _ = make_bridge()
     pane = BusyPane()
-    bridge.pane = pane  # type: ignore[assignment]
+    bridge.notices.pane = pane  # type: ignore[assignment]
     welcome(bridge)
     frames = Frames()
     await offer(bridge, frames)
@@ -212,7 +212,7 @@ async def test_a_busy_pane_types_one_bootstrap_line_whatever_the_retries():
 async def test_a_bootstrap_line_held_until_its_nonce_was_echoed_is_dropped():
     bridge, _, _ = make_bridge()
     pane = BusyPane()
-    bridge.pane = pane  # type: ignore[assignment]
+    bridge.notices.pane = pane  # type: ignore[assignment]
     welcome(bridge)
     frames = Frames()
     await offer(bridge, frames)
@@ -220,7 +220,9 @@ async def test_a_bootstrap_line_held_until_its_nonce_was_echoed_is_dropped():
         await asyncio.sleep(0)
     assert not (await bridge.call_tool("ready", {"nonce": "n1"})).is_error
     pane.idle.set()
-    await asyncio.wait_for(asyncio.gather(*bridge._tasks), 10)  # the line's delivery ended
+    await asyncio.wait_for(
+        asyncio.gather(*bridge.background.tasks), 10
+    )  # the line's delivery ended
     assert pane.lines == [] and frames.kinds("boot") == ["received"]
 
 

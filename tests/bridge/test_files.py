@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lobbies.wire.media import DEFAULT_DOCUMENT_BYTES as DOCUMENT_LIMIT
+from lobbies.wire.media import DEFAULT_IMAGE_BYTES as IMAGE_LIMIT
+from lobbies.wire.media import AttachmentLimits
 from pocolobby.bridge import files
 from pocolobby.bridge.config import load_config
 from pocolobby.bridge.files import (
-    DOCUMENT_LIMIT,
-    IMAGE_LIMIT,
     FileIdentity,
     FileRefused,
     LocalFile,
@@ -626,3 +627,23 @@ def test_a_hard_link_to_a_file_outside_the_allowed_places_is_refused(tmp_path: P
     assert "attach a copy" in refused.value.reason
     (home / "copy.txt").write_bytes(secret.read_bytes())  # a copy is sent
     assert read_attachment(str(home / "copy.txt"), places).data == secret.read_bytes()
+
+
+def test_the_brokers_limits_replace_the_defaults(disk: Disk):
+    """The limits a broker sends (its catalog's attachment_limits) bound what is read."""
+    small: AttachmentLimits = {"image_bytes": 100, "document_bytes": 50}
+    shot = str(disk.write("a/big.png", PNG + b"\0" * 100))
+    with pytest.raises(FileRefused) as refused:
+        read_attachment(shot, disk.places, small)
+    assert refused.value.rule == files.RULE_SIZE
+    assert "an image may be at most 100 bytes" in str(refused.value)
+    with pytest.raises(FileRefused) as refused:
+        read_attachment(str(disk.write("a/notes.txt", "a" * 51)), disk.places, small)
+    assert "a document may be at most 50 bytes" in str(refused.value)
+    assert read_attachment(str(disk.write("a/ok.txt", "a" * 50)), disk.places, small).size == 50
+    # A broker that keeps larger documents than the default images: read up to its limit.
+    large: AttachmentLimits = {"image_bytes": 100, "document_bytes": IMAGE_LIMIT + 10}
+    long = str(disk.write("a/long.txt", "a" * (IMAGE_LIMIT + 1)))
+    assert read_attachment(long, disk.places, large).size == IMAGE_LIMIT + 1
+    with pytest.raises(FileRefused):
+        read_attachment(long, disk.places)  # the defaults, for a broker that sends none

@@ -401,6 +401,32 @@ async def test_a_scheduled_message_s_attachment_opens_only_once_it_is_delivered(
         assert base64.b64decode(image_of(opened).data) == original
 
 
+async def test_the_bridge_refuses_a_file_over_the_brokers_configured_limit(
+    broker_factory: BrokerFactory, tmp_path: Path
+):
+    """The broker's catalog says its limits; the bridge reads and sends nothing above them."""
+    broker = broker_factory({"POCOLOBBY_ATTACHMENT_IMAGE_BYTES": "1000"})
+    async with running_team(broker, tmp_path) as team:
+        a = team.hosts["a"]
+        catalog = await api(broker.url, team.configs["a"].token, "GET", "/v1/tools")
+        assert catalog["attachment_limits"]["image_bytes"] == 1000
+        shot = tmp_path / "scratch" / "noisy.png"
+        size = len(screenshot(shot, (40, 40), noise=True))
+        assert 1000 < size < 10 * 1024 * 1024  # within the default limit, over the broker's
+        mark = len(team.proxy.requests)
+        answer = await a.call(
+            "send_message",
+            to="b",
+            content="x",
+            client_request_id=str(uuid.uuid4()),
+            attachments=[str(shot)],
+        )
+        assert answer.is_error and "'size limit'" in answer.text, answer.text
+        assert f"it is {size} bytes; an image may be at most 1000 bytes" in answer.text
+        assert "Nothing was sent or uploaded" in answer.text
+        assert team.sent_by_a(mark) == []  # refused by the bridge: the broker saw nothing
+
+
 async def test_an_upload_the_broker_refuses_ends_the_send_with_nothing_stored(
     broker_factory: BrokerFactory, tmp_path: Path
 ):

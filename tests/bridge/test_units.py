@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 
 from lobbies.wire import frames
+from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS
 from pocolobby.bridge import core, link, listing, notices
 from pocolobby.bridge.broker import Outcome
 from pocolobby.bridge.catalog import Catalog, CatalogError, compare, local_guide
@@ -68,6 +69,29 @@ def _catalog(revision: str, *tools: dict) -> Catalog:
 def test_a_malformed_catalog_is_refused(data: Any):
     with pytest.raises(CatalogError):
         Catalog.parse(data)
+
+
+SMALL_LIMITS = {"image_bytes": 1000, "document_bytes": 2000}
+
+
+@pytest.mark.parametrize(
+    ("sent", "obeyed"),
+    [
+        (
+            {"image_bytes": 1000, "document_bytes": 2000},
+            {"image_bytes": 1000, "document_bytes": 2000},
+        ),
+        (None, DEFAULT_ATTACHMENT_LIMITS),  # an older broker sends none: the defaults
+        ({"image_bytes": 0, "document_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+        ({"image_bytes": True, "document_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+        ({"image_bytes": 5}, DEFAULT_ATTACHMENT_LIMITS),
+    ],
+)
+def test_the_catalog_carries_the_brokers_attachment_limits(sent: Any, obeyed: Any):
+    data: dict[str, Any] = {"revision": "r", "tools": []}
+    if sent is not None:
+        data["attachment_limits"] = sent
+    assert Catalog.parse(data).limits == obeyed
 
 
 def test_comparing_revisions_names_new_operations_and_arguments_only():
@@ -215,7 +239,7 @@ def welcome(bridge: Bridge, generation: int = 1, bootstrap: bool = True) -> None
 
 
 async def ready(bridge: Bridge, frames: Frames, nonce: str = "n1") -> None:
-    await bridge.on_notice(notice("boot", "bootstrap", [], {"nonce": nonce}), frames)
+    await bridge.notices.on_notice(notice("boot", "bootstrap", [], {"nonce": nonce}), frames)
     assert (await bridge.call_tool("ready", {"nonce": nonce})).is_error is False
 
 
@@ -224,7 +248,7 @@ async def test_a_notice_is_received_written_with_clean_meta_then_confirmed():
     bridge, host, _ = make_bridge()
     frames = Frames()
     meta = {"priority": "info", "scope": "direct", "from": "alpha", "x-evil": "1", "n": 2}
-    await bridge.on_notice(notice("n-1", "messages", [7], meta=meta), frames)
+    await bridge.notices.on_notice(notice("n-1", "messages", [7], meta=meta), frames)
     assert frames.kinds("n-1") == ["received", "host_written"]
     (written,) = host.channel()
     assert written["meta"] == {"priority": "info", "scope": "direct", "from": "alpha"}
@@ -236,7 +260,7 @@ async def test_a_failed_host_write_is_never_confirmed():
     bridge, host, _ = make_bridge()
     host.gone = True
     frames = Frames()
-    await bridge.on_notice(notice("n-1", "messages", [7]), frames)
+    await bridge.notices.on_notice(notice("n-1", "messages", [7]), frames)
     assert frames.kinds("n-1") == ["received"]
 
 
@@ -248,8 +272,10 @@ async def test_notices_about_messages_this_process_acknowledged_are_dropped():
     welcome(bridge)
     frames = Frames()
     await bridge.call_tool("acknowledge_messages", {"message_ids": [7, 8]})
-    await bridge.on_notice(notice("hint-1", "hint", [7, 8], {"message_ids": [7, 8]}), frames)
-    await bridge.on_notice(notice("n-2", "messages", [8, 9]), frames)
+    await bridge.notices.on_notice(
+        notice("hint-1", "hint", [7, 8], {"message_ids": [7, 8]}), frames
+    )
+    await bridge.notices.on_notice(notice("n-2", "messages", [8, 9]), frames)
     assert frames.kinds("hint-1") == ["received"]
     assert frames.kinds("n-2") == ["received", "host_written"]
     assert len(host.channel()) == 1
@@ -261,8 +287,8 @@ async def test_a_bootstrap_whose_nonce_was_echoed_is_not_written_again():
     welcome(bridge)
     frames = Frames()
     await ready(bridge, frames, "n1")
-    await bridge.on_notice(notice("boot-2", "bootstrap", [], {"nonce": "n1"}), frames)
-    await bridge.on_notice(notice("boot-3", "bootstrap", [], {"nonce": "n2"}), frames)
+    await bridge.notices.on_notice(notice("boot-2", "bootstrap", [], {"nonce": "n1"}), frames)
+    await bridge.notices.on_notice(notice("boot-3", "bootstrap", [], {"nonce": "n2"}), frames)
     assert frames.kinds("boot-2") == ["received"]
     assert frames.kinds("boot-3") == ["received", "host_written"]
     assert len(host.channel()) == 2
@@ -283,32 +309,32 @@ async def test_a_catalog_change_is_told_once_after_bootstrap_and_never_for_wordi
     )
     broker = FakeBroker([v1])
     bridge, host, _ = make_bridge(broker)
-    await bridge.refresh_catalog()
+    await bridge.listing.refresh_catalog()
     welcome(bridge)
     frames = Frames()
     # Before ready, a new revision is not told.
     broker.catalogs = [grown]
-    await bridge.refresh_catalog()
-    await bridge.on_notice(notice("boot", "bootstrap", [], {"nonce": "n1"}), frames)
+    await bridge.listing.refresh_catalog()
+    await bridge.notices.on_notice(notice("boot", "bootstrap", [], {"nonce": "n1"}), frames)
     assert "tools changed" not in host.channel()[-1]["content"]
     await bridge.call_tool("ready", {"nonce": "n1"})
-    await bridge.on_notice(notice("m1", "messages", [1]), frames)
+    await bridge.notices.on_notice(notice("m1", "messages", [1]), frames)
     assert "tools changed" not in host.channel()[-1]["content"]  # the bootstrap showed r3
 
     broker.catalogs = [v1]
-    await bridge.refresh_catalog()
+    await bridge.listing.refresh_catalog()
     await bridge.call_tool("list_operations", {})  # the model has now seen r1
     broker.catalogs = [reworded]
-    await bridge.refresh_catalog()
-    await bridge.on_notice(notice("m2", "messages", [2]), frames)
+    await bridge.listing.refresh_catalog()
+    await bridge.notices.on_notice(notice("m2", "messages", [2]), frames)
     assert "tools changed" not in host.channel()[-1]["content"]
     broker.catalogs = [grown]
-    await bridge.refresh_catalog()
-    await bridge.on_notice(notice("m3", "messages", [3]), frames)
+    await bridge.listing.refresh_catalog()
+    await bridge.notices.on_notice(notice("m3", "messages", [3]), frames)
     told = host.channel()[-1]["content"]
     assert "broadcast" in told and "deliver_at" in told and "call_operation" in told
     assert told.startswith("PocoLobby headline.\n")
-    await bridge.on_notice(notice("m4", "messages", [4]), frames)
+    await bridge.notices.on_notice(notice("m4", "messages", [4]), frames)
     assert "tools changed" not in host.channel()[-1]["content"]
 
 
@@ -320,22 +346,22 @@ async def test_tools_list_changed_only_after_the_host_listed_and_only_on_a_new_r
     first = Outcome(data={"revision": "r1", "tools": [_tool("a", "x")]})
     broker = FakeBroker([first])
     bridge, host, _ = make_bridge(broker)
-    await bridge.refresh_catalog()
+    await bridge.listing.refresh_catalog()
     assert host.written == []  # the host never listed tools
-    bridge.tools()  # the host is answered a list of r1
-    await bridge.refresh_catalog()
+    bridge.listing.tools()  # the host is answered a list of r1
+    await bridge.listing.refresh_catalog()
     assert host.written == []  # same revision
     broker.catalogs = [Outcome(data={"revision": "r2", "tools": "junk"})]
-    await bridge.refresh_catalog()
-    assert host.written == [] and bridge.catalog is not None
-    assert bridge.catalog.revision == "r1" and bridge.catalog_error
+    await bridge.listing.refresh_catalog()
+    assert host.written == [] and bridge.listing.catalog is not None
+    assert bridge.listing.catalog.revision == "r1" and bridge.listing.catalog_error
     broker.catalogs = [Outcome(transport="not_sent", message="refused")]
-    await bridge.refresh_catalog()
-    assert bridge.catalog.revision == "r1"
+    await bridge.listing.refresh_catalog()
+    assert bridge.listing.catalog.revision == "r1"
     broker.catalogs = [Outcome(data={"revision": "r2", "tools": [_tool("a", "x"), _tool("b")]})]
-    await bridge.refresh_catalog()
+    await bridge.listing.refresh_catalog()
     assert host.written == [("notifications/tools/list_changed", None)]
-    names = [t.name for t in bridge.tools()]
+    names = [t.name for t in bridge.listing.tools()]
     assert names[:2] == ["a", "b"] and "call_operation" in names
 
 
@@ -345,8 +371,8 @@ async def test_own_tools_take_the_catalogs_schema_when_the_broker_lists_the_name
     ready_schema = _tool("ready", "nonce", "checkpoint_revision")
     broker = FakeBroker([Outcome(data={"revision": "r", "tools": [ready_schema]})])
     bridge, _, _ = make_bridge(broker)
-    await bridge.refresh_catalog()
-    tools = {t.name: t for t in bridge.tools()}
+    await bridge.listing.refresh_catalog()
+    tools = {t.name: t for t in bridge.listing.tools()}
     assert list(tools["ready"].input_schema["properties"]) == ["nonce", "checkpoint_revision"]
     assert list(tools["get_context"].input_schema["properties"]) == ["cursor"]
     assert len(tools) == len(OWN_TOOLS)
@@ -478,7 +504,7 @@ async def test_the_link_reconnects_with_its_generation_and_stops_on_a_refusal(mo
         {"type": "received", "notice_id": "n-9"},
         {"type": "host_written", "notice_id": "n-9"},
     ]
-    assert bridge.stop == Stop("bridge_outdated", 426, "update")
+    assert bridge.stream.stop == Stop("bridge_outdated", 426, "update")
     contents = [p["content"] for p in host.channel()]
     assert contents[0].startswith("PocoLobby headline.") and "update PocoLobby" in contents[1]
 
@@ -569,7 +595,7 @@ async def test_an_older_broker_without_continuity_gets_a_local_context(monkeypat
         ),
     }
     bridge, _, _ = make_bridge(broker)
-    await bridge.refresh_catalog()
+    await bridge.listing.refresh_catalog()
     welcome(bridge)
     context = await bridge.call_tool("get_context", {})
     data = json.loads(_text(context))

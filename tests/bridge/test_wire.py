@@ -19,9 +19,11 @@ import pytest
 
 from lobbies import selectors
 from lobbies.access import credentials
+from lobbies.actions import attachments as broker_attachments
 from lobbies.push import consumers, frames, presentation
 from lobbies.wire import frames as wire_frames
-from pocolobby.bridge import broker, link, notices, results, state
+from lobbies.wire import media
+from pocolobby.bridge import broker, core, files, link, notices, results
 from tests.server import REPO_ROOT
 
 SHARED = (
@@ -36,11 +38,14 @@ SHARED = (
     "FRAME_HOST_WRITTEN",
     "FRAME_HEARTBEAT",
     "FRAME_CATALOG",
+    "IMAGE_SIGNATURES",
+    "DEFAULT_IMAGE_BYTES",
+    "DEFAULT_DOCUMENT_BYTES",
 )
 
 
 def test_both_sides_hold_the_wire_modules_own_objects():
-    for module in (consumers, frames, selectors, state, link, results):
+    for module in (consumers, frames, selectors, core, link, results):
         assert module.EVENT_VERSION is wire_frames.EVENT_VERSION, module.__name__
     for module in (link, broker):
         assert module.RUNTIME_HEADER is wire_frames.RUNTIME_HEADER
@@ -58,6 +63,9 @@ def test_both_sides_hold_the_wire_modules_own_objects():
     assert consumers.FRAME_CATALOG is wire_frames.FRAME_CATALOG
     assert notices.FRAME_RECEIVED is wire_frames.FRAME_RECEIVED
     assert notices.FRAME_HOST_WRITTEN is wire_frames.FRAME_HOST_WRITTEN
+    # An image is what its bytes say, by one rule on both sides (lobbies/wire/media.py).
+    assert files.sniff_image is media.sniff_image
+    assert broker_attachments.sniff_image is media.sniff_image
 
 
 def _assigned_names(path: Path) -> set[str]:
@@ -76,7 +84,7 @@ def test_no_module_defines_its_own_copy_of_a_wire_name():
     copies = []
     for folder in ("lobbies", "console", "board", "pocolobby", "tests", "benchmarks"):
         for path in (REPO_ROOT / folder).rglob("*.py"):
-            if path == REPO_ROOT / "lobbies" / "wire.py" or "migrations" in path.parts:
+            if path.parent == REPO_ROOT / "lobbies" / "wire" or "migrations" in path.parts:
                 continue
             copies += [
                 f"{path.relative_to(REPO_ROOT)}: {n}" for n in _assigned_names(path) & set(SHARED)
@@ -93,10 +101,12 @@ def test_the_broker_reads_the_headers_the_wire_names():
 
 def test_the_wire_module_imports_nothing_of_django_or_the_apps():
     code = (
-        "import sys, lobbies.wire\n"
+        "import sys, lobbies.wire, pkgutil, importlib\n"
+        "for m in pkgutil.iter_modules(lobbies.wire.__path__):\n"
+        "    importlib.import_module('lobbies.wire.' + m.name)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'channels', 'console', 'board', 'pocolobby') or "
-        "(m.startswith('lobbies') and m not in ('lobbies', 'lobbies.wire'))))\n"
+        "(m.startswith('lobbies.') and not m.startswith('lobbies.wire'))))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -109,21 +119,28 @@ def test_the_wire_module_imports_nothing_of_django_or_the_apps():
     assert result.stdout.strip() == "[]", result.stdout
 
 
+class _Written:
+    """A stand-in for the bridge's notice writer: the notices the link handed it."""
+
+    def __init__(self) -> None:
+        self.frames: list[wire_frames.NoticeFrame] = []
+
+    async def on_notice(self, frame: wire_frames.NoticeFrame, send: object) -> None:
+        self.frames.append(frame)
+
+    def report_delivery(self) -> None:
+        pass
+
+
 class _Told:
     """A stand-in for the bridge: what the link handed it, frame by frame."""
 
     def __init__(self) -> None:
-        self.notices: list[wire_frames.NoticeFrame] = []
+        self.notices = _Written()
         self.welcomes: list[wire_frames.WelcomeFrame] = []
-
-    async def on_notice(self, frame: wire_frames.NoticeFrame, send: object) -> None:
-        self.notices.append(frame)
 
     def on_welcome(self, frame: wire_frames.WelcomeFrame) -> None:
         self.welcomes.append(frame)
-
-    def report_delivery(self) -> None:
-        pass
 
 
 async def _unused_send(frame: wire_frames.BridgeFrame) -> None:
@@ -154,7 +171,7 @@ async def test_a_notice_built_by_push_parses_in_the_bridge_to_the_same_frame():
     built = _pushed_notice()
     told = _Told()
     await _reader(told).take(json.dumps(built, ensure_ascii=False))  # as consumers sends it
-    assert told.notices == [built]
+    assert told.notices.frames == [built]
     assert wire_frames.parse_notice(json.loads(json.dumps(built))) == built
 
 
@@ -169,7 +186,7 @@ async def test_a_malformed_frame_is_refused_with_a_log_line_never_a_traceback(ca
         await reader.take(json.dumps(welcome))
         await reader.take("[1, 2]")
         await reader.take("{not json")
-    assert told.notices == [] and told.welcomes == []
+    assert told.notices.frames == [] and told.welcomes == []
     said = [r.getMessage() for r in caplog.records]
     assert said[0] == (
         "refused a notice frame from the broker: message_ids: a list of integers expected"

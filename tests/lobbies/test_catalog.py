@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from lobbies.api import catalog
@@ -11,6 +13,15 @@ def _tools(client) -> dict:
     response = client.client.get("/v1/tools", HTTP_AUTHORIZATION=f"Bearer {client.token}")
     assert response.status_code == 200
     return response.json()
+
+
+def test_the_catalog_says_this_brokers_attachment_limits(backend, settings):
+    """The bridge obeys these (pocolobby/bridge/files.py), so they are the settings' own."""
+    settings.BOUNDS = dataclasses.replace(settings.BOUNDS, attachment_image_bytes=1000)
+    assert _tools(backend)["attachment_limits"] == {
+        "image_bytes": 1000,
+        "document_bytes": settings.BOUNDS.attachment_document_bytes,
+    }
 
 
 def test_catalog_serves_schemas_generated_from_the_validating_models(backend):
