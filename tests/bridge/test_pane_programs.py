@@ -18,6 +18,7 @@ import pytest
 
 from pocolobby.bridge.pane import MARKER, is_idle
 from tests.bridge_client import send_message
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -94,14 +95,13 @@ def headless(config: Path, *args: str, env: dict[str, str] | None = None) -> Ite
 
 
 async def until_screen(server: Server, pane: str, predicate, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = server.screen(pane)
-        if predicate(screen):
-            return screen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the pane never matched:\n{screen}")
-        await asyncio.sleep(0.2)
+    """The pane's screen once `predicate` holds for it."""
+    return await eventually_async(
+        lambda: screen if predicate(screen := server.screen(pane)) else None,
+        timeout=timeout,
+        every=0.2,
+        what=lambda: f"the pane matching:\n{server.screen(pane)}",
+    )
 
 
 def submitted(text: str):
