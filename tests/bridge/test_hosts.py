@@ -314,11 +314,12 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
     )
     message_id = await send_message(broker.url, lead, host, "while asking", "asking")
 
-    async def held() -> dict[str, Any] | None:
+    async def notice_held() -> dict[str, Any] | None:
         listed = await api(broker.url, lead, "POST", "/v1/tools/list_agents", {})
         return {a["agent_id"]: a for a in listed["agents"]}[host]["notices_held"]
 
-    assert "busy" in (await eventually_async(held, timeout=30, what="the notice held"))["reason"]
+    held_now = await eventually_async(notice_held, timeout=30, what="the notice held")
+    assert "busy" in held_now["reason"]
     assert f"ids {message_id} " not in session.screen()
     assert session.first_turn_with(message_id) is None
     session.tmux("send-keys", "-t", session.pane, "Escape")
