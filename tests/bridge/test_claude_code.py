@@ -166,10 +166,12 @@ def test_the_ordinary_day_of_a_claude_code_user(
     waiting.wait_for_screen(lambda s: REFUSAL_EVENT in s, 90)
     # The owner sees the wait once the refused conversation asked again (a health check asks
     # once): hand over when `status` shows it, as an owner reading it would.
-    deadline = time.monotonic() + 60
-    while "waiting to take over coder" not in broker.cli_ok("status", "team").stdout:
-        assert time.monotonic() < deadline, "the refused conversation never showed as waiting"
-        time.sleep(0.5)
+    eventually(
+        lambda: "waiting to take over coder" in broker.cli_ok("status", "team").stdout,
+        timeout=60,
+        every=0.5,
+        what="the refused conversation shown as waiting",
+    )
     broker.cli_ok("agent", "hand-over", "team", "coder")
     nonces.append(waiting.wait_ready(timeout=90))
     assert len(set(nonces)) == len(nonces), nonces
