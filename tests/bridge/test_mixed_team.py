@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.bridge.host import ChannelEvent, Host
-from tests.bridge.test_hosts import Session, _bootstrapped, _until, real_host
+from tests.bridge.test_hosts import Session, _bootstrapped, real_host
 from tests.bridge.test_pane_programs import headless
 from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, BrokerFactory, clean_env
@@ -134,7 +134,9 @@ async def test_a_coordinator_is_told_every_turn_of_a_mixed_team(
             assert (scripted["activity"], scripted["through_msg"]) == ("idle", True), scripted
             await _turns(lead, hosts, pane, configs, tmp_path)
             # Codex's bridge read Codex's own session files after its turns: counts per day.
-            await _until(lambda: _token_rows(broker, "codex"), 10, "codex's token counts")
+            await eventually_async(
+                lambda: _token_rows(broker, "codex"), timeout=10, what="codex's token counts"
+            )
 
             # The coordinator's own turn: its watcher hears of it, the coordinator does not.
             before = len(claude.events)
