@@ -26,6 +26,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from harness import django_on_store, operator_client, stamp, timed_get  # a sibling script
+
 BAR_MS = 100.0
 
 
@@ -41,12 +43,9 @@ def build_store(
     db = sqlite3.connect(data_dir / "pocolobby.sqlite3")
     now = datetime.now(UTC).replace(tzinfo=None)
 
-    def stamp(moment: datetime) -> str:
-        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
-
     db.execute(
-        "INSERT INTO lobbies_lobby (name, created_at, message_sequence, delivery_paused)"
-        " VALUES (?, ?, ?, 0)",
+        "INSERT INTO lobbies_lobby (name, created_at, message_sequence, delivery_paused,"
+        " agents_may_watch) VALUES (?, ?, ?, 0, 0)",
         ("bench", stamp(now), count),
     )
     agent_cols = (
@@ -128,26 +127,9 @@ def main() -> None:
         f"in {time.perf_counter() - started:.0f} s"
     )
 
-    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
-        os.environ.pop(name)
-    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
-    # local: the data directory and settings module are chosen above, before Django loads
-    import django
-
-    django.setup()
-    # local: models and settings are usable only after django.setup()
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    from console import local
-
-    client = Client(HTTP_HOST="127.0.0.1:8787")
-    client.cookies["__Host-pocolobby-operator"] = local.redeem_ticket(local.issue_ticket()) or ""
-
-    from board.selectors import SETTLED  # local: after django.setup(), as above
+    django_on_store(data_dir)
+    client = operator_client()
+    from board.selectors import SETTLED  # local: after django.setup()
 
     def cold(path: str) -> float:
         """A render right after a start: every quarter hour of the day counted (templates
@@ -161,21 +143,8 @@ def main() -> None:
 
     print(f"first render after a start (all 96 quarter hours counted): {cold('/bench/'):.1f} ms")
 
-    def timed(path: str) -> tuple[list[float], int, int]:
-        times, queries, size = [], 0, 0
-        for run in range(args.runs + 2):
-            with CaptureQueriesContext(connection) as captured:
-                t = time.perf_counter()
-                response = client.get(path)
-                elapsed = (time.perf_counter() - t) * 1000
-            assert response.status_code == 200, response.content[:300]
-            if run >= 2:  # the first two warm caches and templates
-                times.append(elapsed)
-            queries, size = len(captured), len(response.content)
-        return times, queries, size
-
     for label, path in (("whole dashboard", "/bench/"), ("agents part", "/bench/parts/agents")):
-        times, queries, size = timed(path)
+        times, queries, size = timed_get(client, path, args.runs)
         median = statistics.median(times)
         print(
             f"{label:<16}: median {median:.1f} ms, max {max(times):.1f} ms over {args.runs} runs; "

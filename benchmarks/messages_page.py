@@ -17,7 +17,6 @@ stamped at build time, so a store built long ago has fewer of them in the last d
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import statistics
 import sys
@@ -27,9 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_render import build_store  # a sibling script, not a package
-
-BAR_MS = 100.0
+from dashboard_render import BAR_MS, build_store  # sibling scripts, not a package
+from harness import django_on_store, operator_client, stamp, timed_get
 
 
 def main() -> None:
@@ -49,9 +47,6 @@ def main() -> None:
 
 def build(data_dir: Path, args: argparse.Namespace) -> None:
     now = datetime.now(UTC).replace(tzinfo=None)
-
-    def stamp(moment: datetime) -> str:
-        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
 
     started = time.perf_counter()
     build_store(data_dir, args.agents, args.messages)
@@ -108,22 +103,8 @@ def build(data_dir: Path, args: argparse.Namespace) -> None:
 
 
 def measure(data_dir: Path, args: argparse.Namespace) -> None:
-    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
-        os.environ.pop(name)
-    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
-    import django
-
-    django.setup()
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    from console import local
-
-    client = Client(HTTP_HOST="127.0.0.1:8787")
-    client.cookies["__Host-pocolobby-operator"] = local.redeem_ticket(local.issue_ticket()) or ""
+    django_on_store(data_dir)
+    client = operator_client()
     middle = args.messages // 2
     cases = [
         ("newest page", "/bench/messages"),
@@ -146,16 +127,7 @@ def measure(data_dir: Path, args: argparse.Namespace) -> None:
     ]
     worst = 0.0
     for label, path in cases:
-        times, queries, size = [], 0, 0
-        for run in range(args.runs + 2):
-            with CaptureQueriesContext(connection) as captured:
-                t = time.perf_counter()
-                response = client.get(path)
-                elapsed = (time.perf_counter() - t) * 1000
-            assert response.status_code == 200, response.content[:300]
-            if run >= 2:  # the first two warm caches and templates
-                times.append(elapsed)
-            queries, size = len(captured), len(response.content)
+        times, queries, size = timed_get(client, path, args.runs)
         median = statistics.median(times)
         worst = max(worst, median)
         print(

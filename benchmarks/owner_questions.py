@@ -10,17 +10,16 @@ ratios, measured in one run, and each against the dashboard's 100 ms bar.
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_render import BAR_MS, build_store
+from dashboard_render import BAR_MS, build_store  # sibling scripts, not a package
+from harness import django_on_store, operator_client, stamp, timed_get
 
 AGENTS = 50
 
@@ -30,9 +29,6 @@ def add_questions(data_dir: Path, questions: int, first_id: int) -> None:
     and the owner's reply (reply_to) to every other one."""
     db = sqlite3.connect(data_dir / "pocolobby.sqlite3")
     now = datetime.now(UTC).replace(tzinfo=None)
-
-    def stamp(moment: datetime) -> str:
-        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
 
     owner = db.execute(
         "INSERT INTO lobbies_agent (lobby_id, agent_id, description, role, enabled, manage_rooms,"
@@ -99,35 +95,14 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="pocolobby-questions-"))
     build_store(data_dir, AGENTS, args.messages)
 
-    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
-        os.environ.pop(name)
-    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
-    # local: the data directory and settings module are chosen above, before Django loads
-    import django
+    django_on_store(data_dir)
+    client = operator_client()
+    from django.db import connection  # local: after django.setup()
 
-    django.setup()
-    # local: models and settings are usable only after django.setup()
-    from django.db import connection
-    from django.test import Client
-
-    from console import local
-
-    client = Client(HTTP_HOST="127.0.0.1:8787")
-    client.cookies["__Host-pocolobby-operator"] = local.redeem_ticket(local.issue_ticket()) or ""
     paths = {"whole dashboard": "/bench/", "waiting part": "/bench/parts/waiting"}
 
     def median_ms(path: str) -> float:
-        times = []
-        for run in range(args.runs + 2):
-            t = time.perf_counter()
-            response = client.get(path)
-            elapsed = (time.perf_counter() - t) * 1000
-            assert response.status_code == 200, response.content[:300]
-            if run >= 2:  # the first two warm caches and templates
-                times.append(elapsed)
-        return statistics.median(times)
+        return statistics.median(timed_get(client, path, args.runs)[0])
 
     before = {label: median_ms(path) for label, path in paths.items()}
     connection.close()

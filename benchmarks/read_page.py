@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_render import build_store  # a sibling script, not a package
+from dashboard_render import build_store  # sibling scripts, not a package
+from harness import django_on_store
 
 TARGET_MS = 10.0
 PAGE = 200
@@ -49,14 +50,7 @@ def main() -> None:
     db.commit()
     db.close()
 
-    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
-        os.environ.pop(name)
-    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
-    import django
-
-    django.setup()
+    django_on_store(data_dir)
     from lobbies import selectors
     from lobbies.models import Agent
 

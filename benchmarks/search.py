@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_render import build_store  # a sibling script, not a package
+from dashboard_render import build_store  # sibling scripts, not a package
+from harness import django_on_store
 
 TARGET_MS = 20.0
 PAGE = 200
@@ -109,15 +110,7 @@ def main() -> None:
         f"ready in {time.perf_counter() - started:.0f} s ({data_dir}); page of {PAGE}"
     )
 
-    for name in [k for k in os.environ if k.startswith("POCOLOBBY_")]:
-        os.environ.pop(name)
-    os.environ["POCOLOBBY_DATA_DIR"] = str(data_dir)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "pocolobby.settings"
-    # local: the data directory and settings module are chosen above, before Django loads
-    import django
-
-    django.setup()
+    django_on_store(data_dir)
     # local: models are usable only after django.setup()
     from django.db.models import Exists, OuterRef, Q
     from django.db.models.expressions import RawSQL

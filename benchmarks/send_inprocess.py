@@ -27,49 +27,22 @@ instructions, which do not swing with the machine's speed.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
-import json
-import os
 import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+
+from harness import drain, provision, serve_in_process  # a sibling script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 DRAIN_EVERY = 200
 WARMUP = 96  # sends, a multiple of each batch size
 CONTENT = "x" * 200
-
-
-def _first_module(*names: str) -> Any:
-    """The first of these modules that exists in the checkout under test."""
-    for name in names[:-1]:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    return importlib.import_module(names[-1])
-
-
-def provision(root: Path) -> list[dict[str, Any]]:
-    # local: imported from the checkout `--code` names, put on the path by main()
-    from tests.server import Broker
-
-    broker = Broker(root / "data")
-    broker.start()
-    try:
-        configs = broker.provision("bench", ["alice", "bob"], root / "configs")
-    finally:
-        broker.stop()
-    return [json.loads(configs[name].path.read_text()) for name in ("alice", "bob")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="pocolobby-inprocess-") as temp:
         root = Path(temp)
-        configs = provision(root)
+        configs = provision(root, ["alice", "bob"])  # tests.server from the `--code` checkout
         template = root / "template.sqlite3"
         # The backup API, not a file copy: the last rows may still be in the WAL.
         with (
@@ -93,30 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             closing(sqlite3.connect(template)) as copy,
         ):
             kept.backup(copy)
-        os.environ.update(
-            {
-                "POCOLOBBY_DATA_DIR": str(root / "data"),
-                "POCOLOBBY_LOG_LEVEL": "WARNING",
-                "POCOLOBBY_SENDS_PER_MINUTE": "1000000",
-                "POCOLOBBY_QUEUED_MESSAGES": "1000000",
-                "POCOLOBBY_NOTICES_PER_MINUTE": "1000000",
-                "DJANGO_SETTINGS_MODULE": "pocolobby.settings",
-            }
-        )
-        # local: Django is set up by importing the ASGI application, after the settings above
+        lane = serve_in_process(root)
+        # local: usable once serve_in_process set Django up
         from django.core.handlers.asgi import ASGIRequest
         from django.db import connection
 
-        importlib.import_module("pocolobby.asgi")
-        # Either layout, so send_instructions.py can count a checkout from before the move.
-        lane = _first_module("lobbies.fastlane.lane", "pocolobby.asgi")
-        events = _first_module("lobbies.push.events", "lobbies.events")
         from tests.fast_lane import agent_post
-
-        # Wakes go to a running loop, as under `serve` (else each would start one of its own).
-        loop = asyncio.new_event_loop()
-        threading.Thread(target=loop.run_forever, daemon=True).start()
-        events.SERVER_LOOP["loop"] = loop
 
         counter = iter(range(10**9))
 
@@ -125,17 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             sender, recipient = configs[n % 2], configs[(n + 1) % 2]
             body = {"to": recipient["agent"], "content": CONTENT, "client_request_id": f"s-{n}"}
             return agent_post(sender["token"], body)
-
-        def drain() -> None:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE lobbies_delivery SET state = 'seen', agent_seen_at = delivered_at "
-                    "WHERE state = 'pending'"
-                )
-                cursor.execute(
-                    "UPDATE lobbies_message SET created_at = datetime(created_at, '-5 minutes')"
-                    " WHERE created_at > datetime('now', '-5 minutes')"
-                )
 
         def measure(size: int) -> float:
             connection.close()
@@ -148,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             spent, counted = 0.0, 0
             for done in range(-WARMUP, args.sends, size):  # the warm-up is not counted
                 if done % DRAIN_EVERY < size:
-                    drain()
+                    drain(connection)
                 batch = [request() for _ in range(size)]
                 began = time.thread_time()
                 answers = [lane._serve_api(batch[0])] if size == 1 else lane._serve_together(batch)

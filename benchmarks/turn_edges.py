@@ -22,34 +22,16 @@ to a send, all measured in this one run.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
-import json
-import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import drain, provision, serve_in_process  # a sibling script
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def provision(root: Path, agents: int) -> list[dict[str, Any]]:
-    # local: the test harness is on the path only once main() ran
-    from tests.server import Broker
-
-    broker = Broker(root / "data")
-    broker.start()
-    names = ["lead"] + [f"a{n}" for n in range(agents - 1)]
-    try:
-        configs = broker.provision("bench", names, root / "configs")
-        broker.cli_ok("agent", "permissions", "bench", "lead", "--manage-rooms", "yes")
-    finally:
-        broker.stop()
-    return [json.loads(configs[name].path.read_text()) for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,31 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     with tempfile.TemporaryDirectory(prefix="pocolobby-turns-") as temp:
         root = Path(temp)
-        configs = provision(root, args.agents)
-        os.environ.update(
-            {
-                "POCOLOBBY_DATA_DIR": str(root / "data"),
-                "POCOLOBBY_LOG_LEVEL": "WARNING",
-                "POCOLOBBY_SENDS_PER_MINUTE": "1000000",
-                "POCOLOBBY_QUEUED_MESSAGES": "1000000",
-                "POCOLOBBY_NOTICES_PER_MINUTE": "1000000",
-                "DJANGO_SETTINGS_MODULE": "pocolobby.settings",
-            }
-        )
-        # Django is set up by importing the ASGI application, after the settings above.
-        importlib.import_module("pocolobby.asgi")
-        lane = importlib.import_module("lobbies.fastlane.lane")
+        names = ["lead"] + [f"a{n}" for n in range(args.agents - 1)]
+        configs = provision(root, names, managers=("lead",))
+        lane = serve_in_process(root)
         # local: the models load only once Django is set up (above)
         from django.db import connection
         from django.utils import timezone
 
         from lobbies.models import Agent, AgentActivity
-        from lobbies.push import activity_timer, events
+        from lobbies.push import activity_timer
         from tests.fast_lane import agent_post
 
-        loop = asyncio.new_event_loop()
-        threading.Thread(target=loop.run_forever, daemon=True).start()
-        events.SERVER_LOOP["loop"] = loop
         connection.ensure_connection()
         connection.connection.execute("PRAGMA synchronous=OFF")
         lead, worker = configs[0], configs[1]
@@ -112,16 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             event = "start" if next(counter) % 2 else "end"
             return agent_post(worker["token"], {"event": event, "host": "shell"}, "/v1/turns")
 
-        def drain() -> None:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE lobbies_delivery SET state = 'seen', agent_seen_at = delivered_at "
-                    "WHERE state = 'pending'"
-                )
-                cursor.execute(
-                    "UPDATE lobbies_message SET created_at = datetime(created_at, '-5 minutes')"
-                )
-
         def watching(on: bool) -> None:
             agent = Agent.objects.get(agent_id="lead", lobby__name="bench")
             AgentActivity.objects.update_or_create(
@@ -140,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 
         results: dict[str, list[float]] = {}
         for _ in range(args.rounds):
-            drain()
+            drain(connection)
             watching(False)
             results.setdefault("send", []).append(timed(send))
-            drain()
+            drain(connection)
             results.setdefault("edge", []).append(timed(edge))
             watching(True)
             results.setdefault("edge, watched", []).append(timed(edge))

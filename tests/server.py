@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -94,6 +94,20 @@ def with_empty_store(data_dir: Path) -> Path:
         shutil.copyfile(_template_store(), store)
         store.chmod(0o600)
     return data_dir
+
+
+def admin(url: str, token: str, method: str, path: str, body: Any = None) -> Any:
+    """A call to a running broker's admin API at `url` (the operator's side, on loopback): its
+    JSON answer; fails the test on an error status, with the broker's answer."""
+    response = httpx.request(
+        method,
+        f"{url}/v1/admin{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert response.status_code < 300, response.text
+    return response.json()
 
 
 def free_port() -> int:

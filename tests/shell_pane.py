@@ -9,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.eventually import eventually
 from tests.server import REPO_ROOT, clean_env
 
 # Skipped without tmux or bash (apt-get install tmux bash), unless POCOLOBBY_REQUIRE_TMUX=1
@@ -64,14 +64,12 @@ class ShellPane:
         return self.history.read_text().splitlines() if self.history.exists() else []
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if predicate(screen):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the pane never showed what was expected:\n{screen}")
-            time.sleep(0.1)
+        """The screen once `predicate` holds for it."""
+        return eventually(
+            lambda: screen if predicate(screen := self.screen()) else None,
+            timeout=timeout,
+            what=lambda: f"the pane showing what was expected:\n{self.screen()}",
+        )
 
     def wait_for_prompt(self, prompts: int) -> str:
         """The screen once bash has shown `prompts` prompts (each command ends in one)."""

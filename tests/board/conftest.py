@@ -22,6 +22,16 @@ def _fresh_vapid_key() -> Iterator[None]:
 
 
 @pytest.fixture
+def hosted(settings: Any) -> None:
+    """The broker as it is hosted: lobbies on subdomains of pocolobby.test, the API on its own
+    host, public links in https."""
+    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
+    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
+    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
+    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
+
+
+@pytest.fixture
 def router(settings: Any) -> Iterator[respx.MockRouter]:
     settings.GITHUB_TOKEN = "ghp_test-read-only"
     settings.GITHUB_API_URL = GITHUB

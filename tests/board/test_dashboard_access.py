@@ -66,13 +66,6 @@ def test_the_routes_are_found_from_the_url_patterns() -> None:
     assert set(OPEN) <= set(ROUTES), "OPEN names a route that no longer exists"
 
 
-@pytest.fixture
-def hosted(settings) -> None:
-    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
-    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
-    settings.ALLOWED_HOSTS = [".pocolobby.test"]
-
-
 def _account(email: str) -> Account:
     return Account.objects.create(email=email, created_at=timezone.now())
 

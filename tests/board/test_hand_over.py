@@ -26,14 +26,6 @@ pytestmark = pytest.mark.django_db
 WAITS = "A new conversation is waiting to take over <bdi>backend</bdi>"
 
 
-@pytest.fixture
-def hosted(settings) -> None:
-    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
-    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
-    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
-    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
-
-
 def _holder(agent: AgentClient) -> str:
     runtime = str(uuid.uuid4())
     claim_runtime(agent.agent, runtime, None)

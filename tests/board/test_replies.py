@@ -26,14 +26,6 @@ HOST = "my-team.pocolobby.test"
 ORIGIN = f"https://{HOST}"
 
 
-@pytest.fixture
-def hosted(settings) -> None:
-    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
-    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
-    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
-    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
-
-
 def _browser(email: str, lobby: Lobby, role: str, host: str = HOST) -> Client:
     account = Account.objects.create(email=email, created_at=timezone.now())
     if role == "owner":

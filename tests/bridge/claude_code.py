@@ -29,6 +29,7 @@ from typing import Any
 
 from pocolobby.bridge.connect import claude_project_key
 from tests.bridge.npm_hosts import terminal_env
+from tests.eventually import eventually
 from tests.server import REPO_ROOT, AgentConfig, Broker, clean_env
 
 CLAUDE_VERSION_SPEC = "@anthropic-ai/claude-code@2"
@@ -580,28 +581,30 @@ class ClaudeSession:
         )
 
     def wait_for_screen(self, predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if predicate(text):
-                return text
-            time.sleep(0.25)
-        raise TimeoutError(f"{self.name}: the screen never matched; it shows:\n{self.screen()}")
+        """The screen once `predicate` holds for it."""
+        return eventually(
+            lambda: text if predicate(text := self.screen()) else None,
+            timeout=timeout,
+            every=0.25,
+            what=lambda: f"{self.name}: the screen matching; it shows:\n{self.screen()}",
+        )
 
     def wait_ready(self, timeout: float = 60.0) -> str:
         """The nonce this session's `ready` confirmed (the broker answered ready: true)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            confirmed = self.workspace.api.confirmed(self.session_id, self.first_turn)
-            if confirmed:
-                return confirmed[-1]
-            if not self.alive():
-                break
-            time.sleep(0.25)
-        raise TimeoutError(
-            f"{self.name} never confirmed a bootstrap; its screen:\n{self.screen()}\n"
-            f"its debug log's channel lines:\n{self.channel_lines()}"
+        confirmed = eventually(
+            lambda: (
+                self.workspace.api.confirmed(self.session_id, self.first_turn) or not self.alive()
+            ),  # gone: waiting longer shows nothing more
+            timeout=timeout,
+            every=0.25,
+            what=lambda: f"{self.name} confirming a bootstrap",
         )
+        if confirmed is True:
+            raise AssertionError(
+                f"{self.name} ended before it confirmed a bootstrap; its screen:\n"
+                f"{self.screen()}\nits debug log's channel lines:\n{self.channel_lines()}"
+            )
+        return confirmed[-1]
 
     def channel_lines(self) -> str:
         try:
@@ -617,11 +620,12 @@ class ClaudeSession:
             return
         self.keys("Escape")
         self.type("/exit")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.alive():
-            time.sleep(0.2)
-        if self.alive():
-            raise TimeoutError(f"{self.name} did not quit; its screen:\n{self.screen()}")
+        eventually(
+            lambda: not self.alive(),
+            timeout=timeout,
+            every=0.2,
+            what=lambda: f"{self.name} quitting; its screen:\n{self.screen()}",
+        )
 
     def kill(self) -> None:
         if self.alive():

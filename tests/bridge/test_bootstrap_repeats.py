@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from pocolobby.bridge.turns import record_turn
 from tests.bridge.host import Host
 from tests.bridge.test_bridge import host_for, provision, session_id
 from tests.bridge.test_units import FakeBroker, FakeHost, Frames, make_bridge, notice, welcome
+from tests.eventually import eventually_async
 from tests.server import BrokerFactory
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -42,11 +44,6 @@ def quick_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def offer(bridge: Bridge, frames: Frames, nonce: str = "n1", notice_id: str = "boot") -> None:
     await bridge.notices.on_notice(notice(notice_id, "bootstrap", [], {"nonce": nonce}), frames)
-
-
-async def copies_written(host: FakeHost, count: int) -> None:
-    while len(host.channel()) < count:
-        await asyncio.sleep(0.005)
 
 
 async def schedule_ended(bridge: Bridge) -> None:
@@ -90,8 +87,7 @@ async def test_a_tool_call_running_through_the_bridge_stops_the_repeats():
     bridge, host, _ = make_bridge(broker)
     welcome(bridge)
     running = asyncio.ensure_future(bridge.call_tool("get_messages", {}))
-    while bridge.continuity.tool_calls_running == 0:
-        await asyncio.sleep(0)
+    await eventually_async(lambda: bridge.continuity.tool_calls_running, every=0)
     await offer(bridge, Frames())
     await schedule_ended(bridge)
     release.set()
@@ -164,7 +160,8 @@ async def test_after_a_hand_over_the_refused_turns_last_call_does_not_quiet_the_
     welcome(bridge)  # handed over
     await offer(bridge, Frames())
     assert not (await bridge.call_tool("get_context", {})).is_error  # the turn's last call
-    await asyncio.wait_for(copies_written(host, 3), 5)  # the refusal, the bootstrap, a repeat
+    # the refusal, the bootstrap, a repeat
+    await eventually_async(lambda: len(host.channel()) >= 3, timeout=5, every=0.005)
     assert not (await bridge.call_tool("get_context", {})).is_error  # now acting on it
     await schedule_ended(bridge)
     assert "n1" in bridge.continuity.quiet_nonces
@@ -190,40 +187,43 @@ class BusyPane:
         return "typed"
 
 
-@pytest.mark.asyncio
-async def test_a_busy_pane_types_one_bootstrap_line_whatever_the_retries():
-    bridge, _, _ = make_bridge()
-    pane = BusyPane()
-    bridge.notices.pane = pane  # type: ignore[assignment]
-    welcome(bridge)
-    frames = Frames()
-    await offer(bridge, frames)
-    while pane.held_reason is None:
-        await asyncio.sleep(0)
-    await offer(bridge, frames, notice_id="boot-again")  # the broker's retry, same nonce
-    pane.idle.set()
-    while not frames.kinds("boot")[1:]:
-        await asyncio.sleep(0.01)
-    assert len(pane.lines) == 1
-    assert frames.kinds("boot-again") == ["received"]
+async def _the_broker_retries(bridge: Bridge, frames: Frames) -> None:
+    await offer(bridge, frames, notice_id="boot-again")  # same nonce
 
 
-@pytest.mark.asyncio
-async def test_a_bootstrap_line_held_until_its_nonce_was_echoed_is_dropped():
-    bridge, _, _ = make_bridge()
-    pane = BusyPane()
-    bridge.notices.pane = pane  # type: ignore[assignment]
-    welcome(bridge)
-    frames = Frames()
-    await offer(bridge, frames)
-    while pane.held_reason is None:
-        await asyncio.sleep(0)
+async def _the_nonce_is_echoed(bridge: Bridge, frames: Frames) -> None:
     assert not (await bridge.call_tool("ready", {"nonce": "n1"})).is_error
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("meanwhile", "typed", "boot", "boot_again"),
+    [
+        (_the_broker_retries, 1, ["received", "host_written"], ["received"]),
+        (_the_nonce_is_echoed, 0, ["received"], []),
+    ],
+    ids=["whatever-the-retries-one-line", "nonce-echoed-dropped"],
+)
+async def test_a_busy_pane_holds_one_bootstrap_line_and_drops_it_once_its_nonce_was_echoed(
+    meanwhile: Callable[[Bridge, Frames], Awaitable[None]],
+    typed: int,
+    boot: list[str],
+    boot_again: list[str],
+):
+    bridge, _, _ = make_bridge()
+    pane = BusyPane()
+    bridge.notices.pane = pane  # type: ignore[assignment]
+    welcome(bridge)
+    frames = Frames()
+    await offer(bridge, frames)
+    await eventually_async(lambda: pane.held_reason, every=0)  # the line is held
+    await meanwhile(bridge, frames)
     pane.idle.set()
     await asyncio.wait_for(
         asyncio.gather(*bridge.background.tasks), 10
     )  # the line's delivery ended
-    assert pane.lines == [] and frames.kinds("boot") == ["received"]
+    assert len(pane.lines) == typed
+    assert (frames.kinds("boot"), frames.kinds("boot-again")) == (boot, boot_again)
 
 
 @pytest.mark.slow

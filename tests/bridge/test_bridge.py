@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from tests.bridge.host import Host
 from tests.bridge.proxy import Proxy
 from tests.bridge_client import api, send_message
+from tests.eventually import eventually_async
 from tests.server import AgentConfig, Broker, BrokerFactory
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -177,11 +178,9 @@ async def test_bootstrap_then_a_peer_message_arrives_as_a_channel_event_with_its
             (entry,) = [m for m in await history_of(url, alpha) if m["message_id"] == sent]
             return entry["recipients"][0]
 
-        for _ in range(50):
-            recipient = await facts()
-            if recipient["notification_attempted_at"]:
-                break
-            await asyncio.sleep(0.1)
+        recipient = await eventually_async(
+            lambda: _when(facts(), "notification_attempted_at"), timeout=5
+        )
         assert recipient["adapter_received_at"] and recipient["notification_attempted_at"]
         assert recipient["agent_seen_at"] is None
 
@@ -646,3 +645,9 @@ async def test_the_owner_disabling_the_agent_stops_the_bridge_which_says_so(
         assert "disabled" in tools["get_context"]
     finally:
         assert await host.close() == 0
+
+
+async def _when(facts: Any, key: str) -> Any:
+    """The awaited facts once `key` is set in them; None before."""
+    found = await facts
+    return found if found[key] else None

@@ -28,6 +28,7 @@ from tests.bridge.claude_code import (
     broker_admits_after_a_clean_end,
     why_unavailable,
 )
+from tests.eventually import eventually
 from tests.server import AgentConfig, Broker
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -75,16 +76,6 @@ def send(broker: Broker, sender: AgentConfig, to: str, content: str) -> None:
     assert response.status_code == 200, response.text
 
 
-def wait_for(probe: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_fresh_conversation_reaches_ready_with_its_bootstrap(workspace: Workspace) -> None:
     session = workspace.session("fresh").start()
     nonce = session.wait_ready()
@@ -111,12 +102,13 @@ def test_claude_mcp_list_during_a_live_session_is_healthy_and_disturbs_nothing(
     assert "runtime_conflict" not in got.stdout
     # The health checks claimed nothing: the live session still holds the agent and receives.
     send(broker, configs["lead"], "coder", "still there after mcp list?")
-    wait_for(
+    eventually(
         lambda: any(
             "still there after mcp list?" in t.last_user_text for t in api.of(session.session_id)
         ),
-        90,
-        "the live session to receive the message",
+        timeout=90,
+        every=0.25,
+        what="the live session to receive the message",
     )
     assert REFUSAL_EVENT not in session.screen()
 
@@ -130,14 +122,15 @@ def test_a_refused_conversation_shows_one_event_and_its_tools_start_with_it(
     screen = refused.wait_for_screen(lambda s: REFUSAL_EVENT in s, 90)
     assert "runtime_conflict" in screen
     # The scripted model calls get_context on the event, as its description says.
-    answer = wait_for(
+    answer = eventually(
         lambda: [
             t.last_user_text
             for t in api.of(refused.session_id)
             if t.last_user_text.startswith(REFUSAL_EVENT) and "bridge" in t.last_user_text
         ],
-        90,
-        "the refused session's get_context answer",
+        timeout=90,
+        every=0.25,
+        what="the refused session's get_context answer",
     )
     assert isinstance(answer, list) and answer[0].startswith(
         f"{REFUSAL_EVENT} (409 runtime_conflict)."
@@ -173,10 +166,12 @@ def test_the_ordinary_day_of_a_claude_code_user(
     waiting.wait_for_screen(lambda s: REFUSAL_EVENT in s, 90)
     # The owner sees the wait once the refused conversation asked again (a health check asks
     # once): hand over when `status` shows it, as an owner reading it would.
-    deadline = time.monotonic() + 60
-    while "waiting to take over coder" not in broker.cli_ok("status", "team").stdout:
-        assert time.monotonic() < deadline, "the refused conversation never showed as waiting"
-        time.sleep(0.5)
+    eventually(
+        lambda: "waiting to take over coder" in broker.cli_ok("status", "team").stdout,
+        timeout=60,
+        every=0.5,
+        what="the refused conversation shown as waiting",
+    )
     broker.cli_ok("agent", "hand-over", "team", "coder")
     nonces.append(waiting.wait_ready(timeout=90))
     assert len(set(nonces)) == len(nonces), nonces

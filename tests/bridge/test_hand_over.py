@@ -14,6 +14,7 @@ import pytest
 
 from tests.bridge.host import Host
 from tests.bridge_client import send_message
+from tests.eventually import eventually_async
 from tests.server import AgentConfig, Broker
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -39,6 +40,12 @@ async def _holding(config: AgentConfig, tmp_path: Path, name: str) -> Host:
 
 async def _status(broker: Broker, lobby: str) -> str:
     return (await asyncio.to_thread(broker.cli_ok, "status", lobby)).stdout
+
+
+async def _waiting_status(broker: Broker, lobby: str) -> str | None:
+    """`pocolobby status` once it shows a new conversation waiting to take over beta."""
+    status = await _status(broker, lobby)
+    return status if "a new conversation is waiting to take over beta" in status else None
 
 
 async def test_after_the_host_quits_a_new_conversation_is_admitted_and_bootstrapped(
@@ -95,11 +102,9 @@ async def test_after_a_crash_the_new_conversation_waits_and_hand_over_admits_it(
         assert "never ended cleanly" in refused.content
         pending = await send_message(url, alpha, "beta", "for whoever takes over", "p-1")
         # Its bridge keeps asking; the owner sees it waiting, then hands over.
-        for _ in range(40):
-            status = await _status(module_broker, "crashed")
-            if "a new conversation is waiting to take over beta" in status:
-                break
-            await asyncio.sleep(0.5)
+        status = await eventually_async(
+            lambda: _waiting_status(module_broker, "crashed"), every=0.5, what="the wait shown"
+        )
         assert "pocolobby agent hand-over crashed beta" in status, status
         handed = await asyncio.to_thread(
             module_broker.cli_ok, "agent", "hand-over", "crashed", "beta"

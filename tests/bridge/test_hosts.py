@@ -33,6 +33,7 @@ import pytest
 
 from tests.bridge.npm_hosts import npm_host, terminal_env
 from tests.bridge_client import api, send_message
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -221,28 +222,18 @@ def host_session(
         yield session, {"broker": module_broker, "configs": configs, "host": host, "pids": pids}
 
 
-async def _until(probe, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} never happened")
-
-
 async def _pending(broker: Broker, token: str) -> set[int]:
     answer = await api(broker.url, token, "POST", "/v1/tools/get_messages", {"view": "inbox"})
     return {m["message_id"] for m in answer["messages"]}
 
 
 async def _acknowledged(broker: Broker, token: str, message_id: int, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if message_id not in await _pending(broker, token):
-            return time.time()
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"message {message_id} was never acknowledged")
+    async def acknowledged() -> float | None:
+        return time.time() if message_id not in await _pending(broker, token) else None
+
+    return await eventually_async(
+        acknowledged, timeout=timeout, what=f"message {message_id} acknowledged"
+    )
 
 
 def _figures(samples: list[float]) -> str:
@@ -291,12 +282,12 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
     for n in range(BUSY_MESSAGES):
         before = len(session.records("requests.jsonl"))
         session.type(f"work {WORK_SECONDS:g}")
-        work = await _until(
+        work = await eventually_async(
             lambda b=before: [
                 r for r in session.records("requests.jsonl")[b:] if "work" in r.get("step", {})
             ],
-            60,
-            "the owner's turn",
+            timeout=60,
+            what="the owner's turn",
         )
         ends_at = work[0]["t"] + WORK_SECONDS
         await asyncio.sleep(0.5)
@@ -318,9 +309,17 @@ async def _exchange(session: Session, facts: dict[str, Any]) -> None:
     # An approval prompt holds a notice until the owner answers it (here: declines).
     before = len(session.records("requests.jsonl"))
     session.type("approve")
-    await _until(lambda: "Action Required" in session.title(), 60, "the approval prompt")
+    await eventually_async(
+        lambda: "Action Required" in session.title(), timeout=60, what="the approval prompt"
+    )
     message_id = await send_message(broker.url, lead, host, "while asking", "asking")
-    await asyncio.sleep(3.0)
+
+    async def notice_held() -> dict[str, Any] | None:
+        listed = await api(broker.url, lead, "POST", "/v1/tools/list_agents", {})
+        return {a["agent_id"]: a for a in listed["agents"]}[host]["notices_held"]
+
+    held_now = await eventually_async(notice_held, timeout=30, what="the notice held")
+    assert "busy" in held_now["reason"]
     assert f"ids {message_id} " not in session.screen()
     assert session.first_turn_with(message_id) is None
     session.tmux("send-keys", "-t", session.pane, "Escape")
@@ -391,20 +390,20 @@ async def _restart(session: Session, facts: dict[str, Any]) -> None:
             await asyncio.sleep(0.5)
     else:
         session.type("/quit")
-    await _until(
-        lambda: _pane_dead(session),
-        30,
-        f"{host} quitting",
-    )
-    await _until(
-        lambda: not any(Path(f"/proc/{pid}").exists() for pid in bridges), 10, "the bridge ending"
+    await eventually_async(lambda: _pane_dead(session), timeout=30, what=f"{host} quitting")
+    await eventually_async(
+        lambda: not any(Path(f"/proc/{pid}").exists() for pid in bridges),
+        timeout=10,
+        what="the bridge ending",
     )
     readies = len(session.calls("ready"))
     requests = len(session.records("requests.jsonl"))
     restarted_at = time.time()
     _respawn(session, facts)
-    ready = await _until(
-        lambda: session.calls("ready")[readies:], 120, f"{host}'s bootstrap after the restart"
+    ready = await eventually_async(
+        lambda: session.calls("ready")[readies:],
+        timeout=120,
+        what=f"{host}'s bootstrap after the restart",
     )
     notices = [
         r["user"]

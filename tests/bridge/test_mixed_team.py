@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 
 from tests.bridge.host import ChannelEvent, Host
-from tests.bridge.test_hosts import Session, _bootstrapped, _until, real_host
+from tests.bridge.test_hosts import Session, _bootstrapped, real_host
 from tests.bridge.test_pane_programs import headless
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, BrokerFactory, clean_env
 from tests.shell_pane import shell_pane
 
@@ -133,7 +134,9 @@ async def test_a_coordinator_is_told_every_turn_of_a_mixed_team(
             assert (scripted["activity"], scripted["through_msg"]) == ("idle", True), scripted
             await _turns(lead, hosts, pane, configs, tmp_path)
             # Codex's bridge read Codex's own session files after its turns: counts per day.
-            await _until(lambda: _token_rows(broker, "codex"), 10, "codex's token counts")
+            await eventually_async(
+                lambda: _token_rows(broker, "codex"), timeout=10, what="codex's token counts"
+            )
 
             # The coordinator's own turn: its watcher hears of it, the coordinator does not.
             before = len(claude.events)
@@ -163,10 +166,12 @@ async def _turns(
                      "shell": "shell"}  # fmt: skip
     for agent in ("claude", "shell", "codex", "gemini"):
         # Settled first: a pane host's bootstrap turn ends before its measured one starts.
-        deadline = time.monotonic() + 30
-        while (await _listed(lead, agent))["activity"] == "working":
-            assert time.monotonic() < deadline, f"{agent} never finished its earlier turn"
-            await asyncio.sleep(0.2)
+        await eventually_async(
+            lambda a=agent: _not_working(lead, a),
+            timeout=30,
+            every=0.2,
+            what=f"{agent} finishing its earlier turn",
+        )
         before = len(lead.events)
         if agent == "claude":
             project = tmp_path / "claude-project"
@@ -205,3 +210,7 @@ async def _turns(
         await asyncio.sleep(max(0.0, ended - time.time()))
         await _told(lead, agent, "idle", ended, before)
         assert (await _listed(lead, agent))["activity"] == "idle"
+
+
+async def _not_working(lead: Host, agent: str) -> bool:
+    return (await _listed(lead, agent))["activity"] != "working"

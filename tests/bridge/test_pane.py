@@ -23,6 +23,7 @@ import pytest
 from pocolobby.bridge.pane import Pane, _flock
 from tests.bridge.host import Host
 from tests.bridge_client import api, send_message
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -53,12 +54,11 @@ class AgentPane:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     async def wait_for(self, predicate, timeout: float = 20.0) -> list[str]:
-        for _ in range(int(timeout * 10)):
-            lines = self.lines()
-            if predicate(lines):
-                return lines
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"the pane's log never matched: {self.lines()}")
+        return await eventually_async(
+            lambda: (lines := self.lines()) and predicate(lines) and lines,
+            timeout=timeout,
+            what=lambda: f"the pane's log matching: {self.lines()}",
+        )
 
 
 @pytest.fixture
@@ -163,10 +163,10 @@ async def test_a_busy_pane_holds_the_notice_until_its_prompt_returns(
         agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "-l", "busy 4")
         agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
         await agent_pane.wait_for(lambda ls: "busy 4" in ls)
-        message_id = await send_message(
-            module_broker.url, configs["lead"].token, "coder", "later", "p-2"
-        )
-        await asyncio.sleep(2.0)
+        lead = configs["lead"].token
+        message_id = await send_message(module_broker.url, lead, "coder", "later", "p-2")
+        held = await eventually_async(lambda: _held(agents(module_broker, lead), "coder"))
+        assert held["notices_held"]["reason"] == "the agent is busy (no idle prompt)"
         assert len(marked(agent_pane.lines())) == 1  # held while the agent works
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
         assert f"ids {message_id} " in marked(lines)[1]
@@ -199,10 +199,10 @@ async def test_another_writer_holding_the_pane_lock_keeps_the_bridge_from_typing
         await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
         lock = Pane(agent_pane.pane_id, str(agent_pane.socket)).lock_path()
         async with pane_lock_taken(lock):
-            message_id = await send_message(
-                module_broker.url, configs["lead"].token, "coder", "x", "p-3"
-            )
-            await asyncio.sleep(2.5)
+            lead = configs["lead"].token
+            message_id = await send_message(module_broker.url, lead, "coder", "x", "p-3")
+            held = await eventually_async(lambda: _held(agents(module_broker, lead), "coder"))
+            assert held["notices_held"]["reason"] == "another writer holds the pane lock"
             assert len(marked(agent_pane.lines())) == 1
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
         assert f"ids {message_id} " in marked(lines)[1]
@@ -219,15 +219,6 @@ async def agents(broker: Broker, token: str) -> dict[str, dict]:
 async def inbox(broker: Broker, token: str) -> list[int]:
     answer = await api(broker.url, token, "POST", "/v1/tools/get_messages", {"view": "inbox"})
     return [m["message_id"] for m in answer["messages"]]
-
-
-async def until(probe, timeout: float = 20.0):
-    for _ in range(int(timeout * 10)):
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError("the condition never held")
 
 
 @pytest.mark.parametrize("fault", ["no TMUX_PANE", "no tmux", "pane gone"])
@@ -262,11 +253,10 @@ async def test_deliver_tmux_without_a_usable_pane_says_why_and_the_broker_keeps_
 
         lead = configs["lead"].token
         sent = await send_message(module_broker.url, lead, "coder", "are you there", "n-1")
-        facts = await until(
+        facts = await eventually_async(
             lambda: _held(agents(module_broker, lead), "coder")
         )  # reported by the bridge's delivery frame
         assert facts["transport"] == "tmux" and said in facts["notices_held"]["reason"]
-        await asyncio.sleep(1.0)
         assert host.events == []  # nothing went to a channel either
         assert sent in await inbox(module_broker, configs["coder"].token)  # still pending
     finally:
@@ -295,10 +285,10 @@ async def test_a_pane_that_never_idles_holds_then_requires_attention_and_loses_n
         await agent_pane.wait_for(lambda ls: "busy 12" in ls)
         sent = await send_message(broker.url, lead, "coder", "stuck?", "s-1")
 
-        held = await until(lambda: _held(agents(broker, lead), "coder"))
+        held = await eventually_async(lambda: _held(agents(broker, lead), "coder"))
         assert held["notices_held"]["reason"] == "the agent is busy (no idle prompt)"
         assert held["notification_attention_required"] is False
-        attention = await until(
+        attention = await eventually_async(
             lambda: _flag(agents(broker, lead), "coder", "notification_attention_required")
         )
         # still held: the broker's next retry waits for the pane in its turn
@@ -312,7 +302,7 @@ async def test_a_pane_that_never_idles_holds_then_requires_attention_and_loses_n
         )
         first = next(i for i, line in enumerate(lines) if f"ids {sent} " in line)
         assert lines.index("busy 12") < first
-        released = await until(
+        released = await eventually_async(
             lambda: _flag(agents(broker, lead), "coder", "notices_held", want=None)
         )
         assert released["transport"] == "tmux"
@@ -344,8 +334,9 @@ def _tmux_wrapper(directory: Path, on_enter: str) -> Path:
 
 
 def _gated_tmux(directory: Path, gate: Path) -> Path:
-    """While `gate` exists, a `tmux` that stops before an Enter and leaves without it once
-    its caller died: a bridge killed between a line and its Enter."""
+    """While `gate` exists, a `tmux` that stops before an Enter (`gate`.reached) and leaves
+    without it once its caller died (`gate`.left): a bridge killed between a line and its
+    Enter."""
     return _tmux_wrapper(
         directory,
         f"""
@@ -354,17 +345,21 @@ if os.path.exists({str(gate)!r}):
     open({str(gate)!r} + '.reached', 'w').close()
     while os.getppid() == parent:
         time.sleep(0.05)
+    open({str(gate)!r} + '.left', 'w').close()
     sys.exit(1)
 """,
     )
 
 
-def _slow_enter_tmux(directory: Path, seconds: float) -> Path:
+def _slow_enter_tmux(directory: Path, seconds: float, pressed: Path) -> Path:
     """A `tmux` that answers an Enter at once and delivers it `seconds` later: a pane whose
-    program is slow to show the Enter taken (a loaded machine, a busy TUI)."""
+    program is slow to show the Enter taken (a loaded machine, a busy TUI). Each Enter asked
+    for is a line in `pressed`, written before it is delivered."""
     return _tmux_wrapper(
         directory,
         f"""
+with open({str(pressed)!r}, 'a') as pressed:
+    pressed.write('Enter\\n')
 if os.fork() == 0:
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
@@ -396,15 +391,11 @@ async def test_a_bridge_killed_between_the_line_and_enter_is_typed_again_after_r
     await agent_pane.wait_for(lambda ls: len(marked(ls)) == 1)
     gate.touch()
     sent = await send_message(module_broker.url, configs["lead"].token, "coder", "x", "k-1")
-    for _ in range(200):
-        if Path(f"{gate}.reached").exists():
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the bridge never reached the Enter")
+    await eventually_async(Path(f"{gate}.reached").exists, what="the bridge reaching the Enter")
     await first.kill()
     gate.unlink()
-    await asyncio.sleep(1.0)
+    # The stopped tmux saw its bridge die and left without pressing Enter.
+    await eventually_async(Path(f"{gate}.left").exists, what="the Enter left unpressed")
     assert not any(f"ids {sent} " in line for line in agent_pane.lines())  # never submitted
     screen = agent_pane.tmux("capture-pane", "-p", "-t", agent_pane.pane_id)
     assert f"> # pocolobby: 1 new message: ids {sent} " in screen  # typed, waiting for Enter
@@ -434,19 +425,22 @@ async def test_a_pane_slow_to_take_an_enter_gets_no_second_enter(
     configs = await asyncio.to_thread(
         module_broker.provision, "pane-slow-enter", ["lead", "coder"], tmp_path
     )
-    slow = _slow_enter_tmux(tmp_path / "bin", 1.5)
+    pressed = tmp_path / "enters"
+    slow = _slow_enter_tmux(tmp_path / "bin", 1.5, pressed)
     host = await tmux_host(configs["coder"].path, agent_pane, tmp_path, tmux_first=slow).start()
     try:
-        for _ in range(200):  # the bootstrap line typed, its Enter not yet taken
-            if "> # pocolobby: bootstrap" in agent_pane.tmux(
-                "capture-pane", "-p", "-t", agent_pane.pane_id
-            ):
-                break
-            await asyncio.sleep(0.05)
+        await eventually_async(  # the bootstrap line typed, its Enter not yet taken
+            lambda: (
+                "> # pocolobby: bootstrap"
+                in agent_pane.tmux("capture-pane", "-p", "-t", agent_pane.pane_id)
+            ),
+            every=0.05,
+        )
         sent = await send_message(module_broker.url, configs["lead"].token, "coder", "x", "s-1")
         lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) == 2)
-        await asyncio.sleep(2.0)  # a second Enter, had one been pressed, would have landed
-        lines = agent_pane.lines()
+        # Every Enter the bridge asked for is written before it is delivered, and a second
+        # Enter for the bootstrap line would have been asked for before the next line was.
+        assert pressed.read_text().splitlines() == ["Enter", "Enter"]
         assert lines == marked(lines), lines  # no empty line submitted between our two
         assert lines[1].startswith(f"# pocolobby: 1 new message: ids {sent} ")
     finally:
@@ -467,7 +461,7 @@ async def test_a_message_acknowledged_while_held_is_not_typed(
         agent_pane.tmux("send-keys", "-t", agent_pane.pane_id, "Enter")
         await agent_pane.wait_for(lambda ls: "busy 4" in ls)
         held = await send_message(module_broker.url, lead, "coder", "read by polling", "p-4")
-        await asyncio.sleep(1.0)
+        await eventually_async(lambda: _held(agents(module_broker, lead), "coder"))
         await host.ok("acknowledge_messages", message_ids=[held])
 
         after = await send_message(module_broker.url, lead, "coder", "next", "p-5")
@@ -498,23 +492,29 @@ async def test_two_bridges_on_one_pane_type_whole_lines(
                 for name in ("one", "two")
             )
         )
-        lines = await agent_pane.wait_for(lambda ls: len(marked(ls)) >= 4, timeout=30)
-        await asyncio.sleep(1.0)
-        lines = agent_pane.lines()
+        lines = await agent_pane.wait_for(
+            lambda ls: _typed_ids(marked(ls)[2:]) >= set(sent), timeout=30
+        )
         whole = re.compile(
             r"^# pocolobby: (bootstrap: call get_context, then ready with nonce [A-Za-z0-9_-]+"
             r"|\d+ new messages?: ids \d+(,\d+)* - call get_messages, then acknowledge_messages)$"
         )
         assert all(whole.match(line) for line in lines), lines
-        typed = {
-            int(i)
-            for line in marked(lines)[2:]
-            for i in line.split("ids ")[1].split()[0].split(",")
-        }
-        assert typed == set(sent)
+        assert _typed_ids(marked(lines)[2:]) == set(sent)
     finally:
         for host in reversed(hosts):  # each host's task scopes close in reverse order
             await host.close()
+
+
+def _typed_ids(lines: list[str]) -> set[int]:
+    """The message ids named by the notice lines among `lines`."""
+    return {
+        int(i)
+        for line in marked(lines)
+        if "ids " in line
+        for i in line.split("ids ")[1].split()[0].split(",")
+        if i.isdigit()
+    }
 
 
 async def test_a_channel_agent_and_a_tmux_agent_exchange_messages_and_receipts(
@@ -732,14 +732,14 @@ async def test_a_pane_busy_then_back_at_its_prompt_is_one_stretch_of_work(
             entry = (await agents(module_broker, lead))["shell"]
             return entry if entry["activity"] == "working" else None
 
-        entry = await until(working)
+        entry = await eventually_async(working)
         assert entry["host"] == "shell" and entry["transport"] == "tmux"
 
         async def closed() -> list | None:
             rows = await asyncio.to_thread(_stretches, module_broker, "pane-turns", "shell")
             return rows if rows and rows[-1][1] is not None else None
 
-        rows = await until(closed, timeout=30)
+        rows = await eventually_async(closed, timeout=30)
         assert len(rows) == 1, rows  # no stretch for the bootstrap line or the flicker
         started, ended = (datetime.fromisoformat(t) for t in rows[0])
         assert timedelta(seconds=3.5) <= ended - started <= timedelta(seconds=8), rows

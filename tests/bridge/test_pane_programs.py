@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pocolobby.bridge.pane import MARKER, is_idle
-from tests.bridge_client import send_message
+from tests.bridge_client import api, send_message
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT, Broker, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -94,14 +95,13 @@ def headless(config: Path, *args: str, env: dict[str, str] | None = None) -> Ite
 
 
 async def until_screen(server: Server, pane: str, predicate, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = server.screen(pane)
-        if predicate(screen):
-            return screen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the pane never matched:\n{screen}")
-        await asyncio.sleep(0.2)
+    """The pane's screen once `predicate` holds for it."""
+    return await eventually_async(
+        lambda: screen if predicate(screen := server.screen(pane)) else None,
+        timeout=timeout,
+        every=0.2,
+        what=lambda: f"the pane matching:\n{server.screen(pane)}",
+    )
 
 
 def submitted(text: str):
@@ -147,7 +147,15 @@ async def test_a_program_without_a_prompt_receives_a_notice_only_with_idle_after
     pane = server.start("cat")
     target = ["--pane", pane, "--tmux-socket", str(server.socket)]
     with headless(configs["cat"].path, *target, "--hold-seconds", "60"):
-        await asyncio.sleep(4.0)
+
+        async def held() -> dict | None:
+            listed = await api(
+                module_broker.url, configs["cat"].token, "POST", "/v1/tools/list_agents", {}
+            )
+            return {a["agent_id"]: a for a in listed["agents"]}["cat"]["notices_held"]
+
+        reason = (await eventually_async(held, what="the bootstrap reported held"))["reason"]
+        assert reason == "the agent is busy (no idle prompt)"
         assert MARKER not in server.screen(pane)  # held: no prompt, no opt-in
     started = time.monotonic()
     with headless(configs["cat"].path, *target, "--idle-after", "1.5"):

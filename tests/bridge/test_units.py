@@ -34,6 +34,7 @@ from pocolobby.bridge.pane import TurnEdges, host_of
 from pocolobby.bridge.results import Stop
 from pocolobby.bridge.server import TerminalSafeFormatter
 from pocolobby.bridge.tools import OWN_TOOLS, instructions_for
+from tests.eventually import eventually_async
 from tests.server import REPO_ROOT
 
 # ---------------------------------------------------------------- the catalog
@@ -574,9 +575,9 @@ async def test_the_link_sends_a_heartbeat_frame_on_schedule(monkeypatch):
     socket = Socket()
     bridge, _, _ = make_bridge()
     beating = asyncio.ensure_future(link.Link(bridge, "t")._heartbeat(socket))  # type: ignore[arg-type]
-    await asyncio.sleep(0.1)
+    await eventually_async(lambda: len(socket.sent) >= 3, every=0.01)
     beating.cancel()
-    assert len(socket.sent) >= 3 and {json.loads(s)["type"] for s in socket.sent} == {"heartbeat"}
+    assert {json.loads(s)["type"] for s in socket.sent} == {"heartbeat"}
 
 
 @pytest.mark.asyncio

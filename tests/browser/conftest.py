@@ -9,9 +9,9 @@ Screenshots are kept under test-artifacts/screenshots/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +19,16 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserType, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserType, Page, Playwright, sync_playwright
 
-from tests.server import Broker, free_port
+from tests.board.notifications.webpush_service import (
+    FAKE_PUSH_SERVICE,
+    Device,
+    PushService,
+    Received,
+)
+from tests.eventually import eventually
+from tests.server import Broker, admin, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ADMIN_TOKEN = "pla_browser-admin-token"
@@ -74,15 +81,7 @@ class HostedBroker:
         return f"http://{lobby}.{self.domain}"
 
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = httpx.request(
-            method,
-            f"{self.broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        assert response.status_code < 300, response.text
-        return response.json()
+        return admin(self.broker.url, ADMIN_TOKEN, method, path, body)
 
     def agent_call(self, token: str, method: str, path: str, body: Any = None) -> Any:
         response = httpx.request(
@@ -112,8 +111,8 @@ class HostedBroker:
 
     def latest_code(self, address: str, timeout: float = 10.0) -> str:
         """The newest six-digit code mailed to `address`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def newest() -> str:
             found = ""
             for path in sorted(self.mail_dir.glob("*.log"), key=lambda p: p.stat().st_mtime):
                 for message in path.read_text(errors="replace").split("-" * 79):
@@ -121,10 +120,9 @@ class HostedBroker:
                         match = re.search(r"\b(\d{6})\b", message.split("\n\n", 1)[-1])
                         if match:
                             found = match.group(1)
-            if found:
-                return found
-            time.sleep(0.1)
-        raise AssertionError(f"no code was mailed to {address}")
+            return found
+
+        return eventually(newest, timeout=timeout, what=f"a code mailed to {address}")
 
 
 @pytest.fixture(scope="session")
@@ -157,6 +155,69 @@ def run_hosted_broker(
     ).start()
     yield HostedBroker(broker, domain, mail_dir)
     broker.stop()
+
+
+@pytest.fixture(scope="module")
+def push_service() -> Iterator[PushService]:
+    """The loopback stand-in for a browser's push service
+    (tests/board/notifications/webpush_service.py)."""
+    with PushService() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def push_broker(
+    tmp_path_factory: pytest.TempPathFactory, push_service: PushService
+) -> Iterator[HostedBroker]:
+    """A hosted broker that may push to the stand-in and trusts its certificate."""
+    yield from run_hosted_broker(
+        tmp_path_factory,
+        POCOLOBBY_PUSH_ENDPOINT_ALLOW=push_service.host_port,
+        REQUESTS_CA_BUNDLE=str(push_service.ca),
+    )
+
+
+@dataclass
+class PushDevice:
+    """This browser as a device that can be pushed to: `PushManager.subscribe` answers with a
+    subscription at the stand-in under `endpoint` and this device's keys (headless Chromium
+    has no push service of its own)."""
+
+    device: Device
+    service: PushService
+    endpoint: str
+
+    def pushes(self, count: int = 1, timeout: float = 20.0) -> list[Received]:
+        """The pushes that reached the stand-in for this device, once there are `count`."""
+        path = self.endpoint.split("/push/", 1)[1]
+        return eventually(
+            lambda: (
+                mine
+                if len(
+                    mine := [r for r in self.service.received if r.path.startswith(f"/push/{path}")]
+                )
+                >= count
+                else None
+            ),
+            timeout=timeout,
+            every=0.2,
+            what=f"{count} pushes reaching the stand-in at {self.endpoint}",
+        )
+
+
+@pytest.fixture
+def push_device(
+    page: Page, push_service: PushService, push_broker: HostedBroker, request: pytest.FixtureRequest
+) -> PushDevice:
+    """The page's browser made a device with notifications allowed on every lobby of
+    `push_broker`, subscribing at the stand-in under an endpoint named for the test."""
+    device = Device()
+    endpoint = push_service.endpoint(re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()) + "-")
+    page.context.grant_permissions(["notifications"])
+    page.add_init_script(
+        FAKE_PUSH_SERVICE % (json.dumps(device.subscription("")["keys"]), endpoint)
+    )
+    return PushDevice(device, push_service, endpoint)
 
 
 # pytest-playwright starts one sync Playwright for the whole session; while it runs, its event

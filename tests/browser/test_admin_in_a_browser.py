@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import ADMIN_TOKEN, enter_emailed_code
-from tests.server import Broker
+from tests.server import Broker, admin
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +34,7 @@ def local_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 def admin_api(broker: Broker, method: str, path: str, body: Any = None) -> Any:
-    response = httpx.request(
-        method,
-        f"{broker.url}/v1/admin{path}",
-        json=body,
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-        timeout=10,
-    )
-    assert response.status_code < 300, response.text
-    return response.json()
+    return admin(broker.url, ADMIN_TOKEN, method, path, body)
 
 
 def enabled(broker: Broker, agent: str) -> bool:

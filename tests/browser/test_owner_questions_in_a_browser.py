@@ -13,23 +13,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.board.notifications.webpush_service import Device, PushService, Received
 from tests.browser.agent_host import AgentSession
 from tests.browser.conftest import (
     ADMIN_TOKEN,
     ARTIFACTS,
     HostedBroker,
-    run_hosted_broker,
+    PushDevice,
     sign_in_through_lobby,
 )
-from tests.browser.test_notifications_in_a_browser import FAKE_PUSH_SERVICE
 from tests.server import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -39,23 +35,6 @@ pytestmark = pytest.mark.slow
 def look(request: pytest.FixtureRequest) -> str:
     """Phone width only; the dark screenshots switch the page's colour scheme in place."""
     return str(request.param)
-
-
-@pytest.fixture(scope="module")
-def push_service() -> Iterator[PushService]:
-    with PushService() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def hosted_broker(
-    tmp_path_factory: pytest.TempPathFactory, push_service: PushService
-) -> Iterator[HostedBroker]:
-    yield from run_hosted_broker(
-        tmp_path_factory,
-        POCOLOBBY_PUSH_ENDPOINT_ALLOW=push_service.host_port,
-        REQUESTS_CA_BUNDLE=str(push_service.ca),
-    )
 
 
 def _pocolobby(hosted: HostedBroker, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,19 +58,6 @@ def _shell_config(hosted: HostedBroker, directory: Path, lobby: str, token: str)
     return config
 
 
-def _pushes(push_service: PushService, prefix: str, count: int) -> list[Received]:
-    """The pushes that reached the stand-in at endpoints under `prefix` (the page's fake
-    subscribe adds a time stamp to it)."""
-    path = prefix.split("/push/", 1)[1]
-    deadline = time.monotonic() + 20
-    mine: list[Received] = []
-    while len(mine) < count and time.monotonic() < deadline:
-        time.sleep(0.2)
-        mine = [r for r in push_service.received if r.path.startswith(f"/push/{path}")]
-    assert len(mine) >= count, f"{len(mine)} of {count} pushes reached the stand-in"
-    return mine
-
-
 def _screenshots(page: Page, name: str) -> None:
     """Waiting for you alone, light and dark, at the page's phone width."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -111,25 +77,19 @@ def _waiting_count(page: Page, hosted: HostedBroker, lobby: str) -> str | None:
 
 
 def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
-    hosted_broker: HostedBroker, push_service: PushService, page: Page, tmp_path: Path
+    push_broker: HostedBroker, push_device: PushDevice, page: Page, tmp_path: Path
 ) -> None:
     lobby, owner = "asks", "asks-owner@example.com"
-    tokens = hosted_broker.seed_lobby(lobby, owner, ("backend", "lead"))
-    base = hosted_broker.lobby_url(lobby)
-    device = Device()
-    page.context.grant_permissions(["notifications"], origin=base)
-    endpoint_prefix = push_service.endpoint("asks-")
-    page.add_init_script(
-        FAKE_PUSH_SERVICE % (json.dumps(device.subscription("")["keys"]), endpoint_prefix)
-    )
-    sign_in_through_lobby(page, hosted_broker, lobby, owner, "/")
+    tokens = push_broker.seed_lobby(lobby, owner, ("backend", "lead"))
+    base = push_broker.lobby_url(lobby)
+    sign_in_through_lobby(page, push_broker, lobby, owner, "/")
     card = page.locator("#notifications")
     with page.expect_response(lambda r: r.url.endswith("/push/subscriptions")) as posted:
         card.get_by_role("button", name="Turn on notifications on this device").click()
     assert posted.value.status == 201
 
     session = AgentSession(
-        tmp_path, hosted_broker.broker.url, tokens["backend"], lobby, "backend"
+        tmp_path, push_broker.broker.url, tokens["backend"], lobby, "backend"
     ).start()
     try:
         # backend asks through its bridge; lead through the shell command.
@@ -141,9 +101,9 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
             client_request_id="ask-sso",
         )
         by_bridge = asked["message_id"]
-        lead_config = _shell_config(hosted_broker, tmp_path, lobby, tokens["lead"])
+        lead_config = _shell_config(push_broker, tmp_path, lobby, tokens["lead"])
         sent = _pocolobby(
-            hosted_broker,
+            push_broker,
             "msg",
             "send",
             "owner",
@@ -164,14 +124,14 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
         lead_item = waiting.locator(f'[data-question="{by_shell}"]')
         expect(backend_item).to_contain_text("Should the login page use SSO?")
         expect(lead_item).to_contain_text("May I drop the old API on Friday?")
-        assert _waiting_count(page, hosted_broker, lobby) == "2"
-        status = _pocolobby(hosted_broker, "status", lobby)
+        assert _waiting_count(page, push_broker, lobby) == "2"
+        status = _pocolobby(push_broker, "status", lobby)
         assert status.returncode == 0, status.stderr
         assert f"backend asks you (question, message {by_bridge}" in status.stdout
         assert f"lead asks you (question, message {by_shell}" in status.stdout
 
         # A push for each reached the subscribed device, naming the sender, not the words.
-        payloads = [device.decrypt(r.body) for r in _pushes(push_service, endpoint_prefix, 2)]
+        payloads = [push_device.device.decrypt(r.body) for r in push_device.pushes(2)]
         assert {(p["agent"], p["body"]) for p in payloads} == {
             ("backend", f"asks you a question (message {by_bridge})"),
             ("lead", f"asks you a question (message {by_shell})"),
@@ -199,7 +159,7 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
             by_bridge,
             True,
         )
-        assert _waiting_count(page, hosted_broker, lobby) == "1"
+        assert _waiting_count(page, push_broker, lobby) == "1"
 
         # The owner answers lead from the Messages page.
         page.goto(f"{base}/messages")
@@ -210,7 +170,7 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
         line.screenshot(path=str(ARTIFACTS / "owner-questions--messages-page--phone-light.png"))
         line.get_by_role("button", name="Send").click()
         expect(line.locator("[data-answered]")).to_contain_text("answered")
-        inbox = _pocolobby(hosted_broker, "msg", "inbox", "--json", "--config", str(lead_config))
+        inbox = _pocolobby(push_broker, "msg", "inbox", "--json", "--config", str(lead_config))
         assert inbox.returncode == 0, inbox.stderr
         replies = [m for m in json.loads(inbox.stdout)["messages"] if m["from"] == "owner"]
         assert [(m["content"], m["reply_to"]) for m in replies] == [
@@ -222,8 +182,8 @@ def test_questions_to_the_owner_wait_push_and_are_answered_from_both_pages(
         expect(waiting.locator("[data-answered]")).to_have_count(2)
         expect(waiting.locator("[data-question]:not([data-answered])")).to_have_count(0)
         _screenshots(page, "owner-questions--all-answered")
-        assert _waiting_count(page, hosted_broker, lobby) is None
-        status = _pocolobby(hosted_broker, "status", lobby)
+        assert _waiting_count(page, push_broker, lobby) is None
+        status = _pocolobby(push_broker, "status", lobby)
         assert "asks you" not in status.stdout
     finally:
         session.close()

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.bridge_client import Bridge, payload, send_message
+from tests.eventually import eventually
 from tests.server import REPO_ROOT, AgentConfig, Broker, BrokerFactory, clean_env
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -34,12 +35,6 @@ def backup_path(stdout: str) -> Path:
 
 def last_message_id(stdout: str) -> int:
     return int(re.search(r"last message id (\d+)", stdout).group(1))
-
-
-def _until(condition, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, umask: int = 0o022):
@@ -82,11 +77,11 @@ def test_a_backup_under_send_load_holds_exactly_the_sends_answered_before_it(
     threads = [threading.Thread(target=sender, args=(w,)) for w in range(3)]
     for thread in threads:
         thread.start()
-    _until(lambda: len(answered) >= 30 or bool(refusals))
+    eventually(lambda: len(answered) >= 30 or bool(refusals), timeout=60, every=0.05)
     began = time.monotonic()
     result = broker.cli("backup", "--to", str(tmp_path / "backups"))
     ended = len(answered)
-    _until(lambda: len(answered) >= ended + 10 or bool(refusals))
+    eventually(lambda: len(answered) >= ended + 10 or bool(refusals), timeout=60, every=0.05)
     stop.set()
     for thread in threads:
         thread.join()
@@ -487,8 +482,7 @@ def test_what_a_killed_backup_left_is_removed_by_the_next_one_and_a_running_ones
             leftover = found[0] if found else leftover
             return (leftover / "store.sqlite3").exists()
 
-        _until(working)
-        assert working(), "the backup never made its working folder"
+        eventually(working, timeout=60, every=0.05, what="the backup's working folder")
     finally:
         killed.kill()  # SIGKILL: no cleanup of its own
         killed.wait()

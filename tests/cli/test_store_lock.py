@@ -11,13 +11,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.eventually import eventually
 from tests.server import REPO_ROOT, Broker, clean_env, free_port
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -117,10 +117,12 @@ def test_serve_applies_no_schema_step_while_another_process_holds_the_lock(tmp_p
     )
     try:
         lock = data / "pocolobby.sqlite3.serve-lock"
-        deadline = time.monotonic() + 60
-        while f"pid {holder.pid}," not in (lock.read_text() if lock.exists() else ""):
-            assert holder.poll() is None and time.monotonic() < deadline, holder.stderr
-            time.sleep(0.05)
+
+        def held() -> bool:
+            assert holder.poll() is None, holder.stderr
+            return f"pid {holder.pid}," in (lock.read_text() if lock.exists() else "")
+
+        eventually(held, timeout=60, every=0.05, what="the holder's serve lock")
         before = files(data)
 
         serve = cli(data, "serve", "--port", str(free_port()))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -15,6 +13,7 @@ from django.db import connection
 
 from lobbies.fastlane.sqlite.checkpoints import BACKSTOP_PAGES, WalCheckpointer
 from pocolobby.backup import STORE_NAME
+from tests.eventually import eventually
 
 pytest_plugins = ("tests.server_fixtures",)
 
@@ -37,15 +36,6 @@ def _rows_in_the_store_file_alone(store: Path, table: str, tmp_path: Path) -> in
         reader.close()
 
 
-def _wait_for(check: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_commits_reach_the_store_file_through_the_checkpointer_thread(tmp_path: Path):
     store = tmp_path / "store.sqlite3"
     writer = sqlite3.connect(store, isolation_level=None)
@@ -57,13 +47,17 @@ def test_commits_reach_the_store_file_through_the_checkpointer_thread(tmp_path: 
     assert _rows_in_the_store_file_alone(store, "message", tmp_path) == -1  # all in the WAL
     checkpointer = WalCheckpointer(store, seconds=0.05).start()
     try:
-        assert _wait_for(lambda: checkpointer.checkpoints >= 1)
+        eventually(lambda: checkpointer.checkpoints >= 1, timeout=10, every=0.05)
         assert _rows_in_the_store_file_alone(store, "message", tmp_path) == 50
         # The writer goes on meanwhile, and what it commits later follows.
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("INSERT INTO message (body) VALUES ('late')")
         writer.execute("COMMIT")
-        assert _wait_for(lambda: _rows_in_the_store_file_alone(store, "message", tmp_path) == 51)
+        eventually(
+            lambda: _rows_in_the_store_file_alone(store, "message", tmp_path) == 51,
+            timeout=10,
+            every=0.05,
+        )
     finally:
         checkpointer.stop()
         writer.close()
@@ -92,4 +86,8 @@ def test_a_served_stores_sends_reach_its_file_well_before_the_backstop(broker, t
         )
         assert answer.status_code == 200, answer.text
     store = broker.data_dir / STORE_NAME
-    assert _wait_for(lambda: _rows_in_the_store_file_alone(store, "lobbies_message", tmp_path) == 5)
+    eventually(
+        lambda: _rows_in_the_store_file_alone(store, "lobbies_message", tmp_path) == 5,
+        timeout=10,
+        every=0.05,
+    )

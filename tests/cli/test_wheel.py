@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.eventually import eventually
 from tests.server import READY_TIMEOUT, REPO_ROOT, clean_env, free_port
 
 pytestmark = pytest.mark.slow
@@ -100,11 +100,15 @@ def unpacked_broker(wheel: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while f"listening on {url}" not in (tmp_path / "serve.log").read_text(errors="replace"):
-            assert process.poll() is None, (tmp_path / "serve.log").read_text(errors="replace")
-            assert time.monotonic() < deadline, "the broker from the wheel did not start"
-            time.sleep(0.05)
+
+        def listening() -> bool:
+            log = (tmp_path / "serve.log").read_text(errors="replace")
+            assert process.poll() is None, log
+            return f"listening on {url}" in log
+
+        eventually(
+            listening, timeout=READY_TIMEOUT, every=0.05, what="the broker from the wheel started"
+        )
         cli = subprocess.run(
             [sys.executable, "-m", "pocolobby", "lobby", "create", "wheel-team"],
             cwd=elsewhere,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.console.conftest import DOMAIN
-from tests.server import Broker, free_port, with_empty_store
+from tests.server import Broker, admin, free_port, with_empty_store
 
 ADMIN_TOKEN = "pla_console-server-tests"
 SIGN_IN_COOKIE = "__Host-pocolobby-sign-in"
@@ -36,15 +36,7 @@ class HostedServer:
         )
 
     def admin(self, method: str, path: str, body: dict[str, Any]) -> Any:
-        answer = httpx.request(
-            method,
-            f"{self.broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        assert answer.status_code < 300, answer.text
-        return answer.json()
+        return admin(self.broker.url, ADMIN_TOKEN, method, path, body)
 
     def mails_to(self, address: str) -> list[str]:
         """Every mail the broker wrote for `address` (Django's file backend: a file per

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.deploy.caddy import LOOPBACK_NAMES, Caddy, PostmarkStandIn, caddy_path, doc_caddyfile
-from tests.server import Broker, free_port
+from tests.server import Broker, admin, free_port
 
 ADMIN_TOKEN = "pla_deploy-admin-token"
 POSTMARK_TOKEN = "postmark-server-token-for-tests"
@@ -84,15 +84,7 @@ class Deployment:
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """The admin API, straight to a broker on loopback (the operator's side)."""
         broker = next(b for b in self.brokers if b.running)
-        response = httpx.request(
-            method,
-            f"{broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        assert response.status_code < 300, response.text
-        return response.json()
+        return admin(broker.url, ADMIN_TOKEN, method, path, body)
 
     def client(self, local_address: str | None = None) -> httpx.Client:
         """An HTTPS client through Caddy that trusts Caddy's root only, connecting from

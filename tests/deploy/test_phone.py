@@ -29,7 +29,7 @@ from tests.board.notifications.webpush_service import (
     verify_vapid,
 )
 from tests.deploy.caddy import Caddy, doc_caddyfile, trust_store
-from tests.server import REPO_ROOT, Broker, free_port
+from tests.server import REPO_ROOT, Broker, admin, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -59,15 +59,7 @@ class Pocket:
         return self.origin.split("://", 1)[1]
 
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = httpx.request(
-            method,
-            f"{self.broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        assert response.status_code < 300, response.text
-        return response.json()
+        return admin(self.broker.url, ADMIN_TOKEN, method, path, body)
 
     def agent_call(self, token: str, path: str, body: Any) -> Any:
         """An agent's call through Caddy: the API answers at the public origin too."""

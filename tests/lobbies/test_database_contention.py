@@ -9,7 +9,6 @@ would; skipped on SQLite (one writer at a time, no row locks).
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from django.db import connection
 from lobbies.actions.runtime import claim_runtime
 from lobbies.models import Delivery, Notice
 from lobbies.push import frames
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,9 +85,7 @@ def test_an_acknowledgment_aborted_by_a_deadlock_is_run_again_not_answered_500(l
         other.execute("SELECT id FROM lobbies_delivery WHERE message_id = %s FOR UPDATE", [sent])
         worker = threading.Thread(target=acknowledge)
         worker.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not _waiting_on_a_lock(other):
-            time.sleep(0.05)
+        eventually(lambda: _waiting_on_a_lock(other), timeout=10, every=0.05)
         other.execute(
             "SELECT id FROM lobbies_agent WHERE id = %s FOR KEY SHARE", [backend.agent.pk]
         )
@@ -141,9 +139,7 @@ def test_transport_facts_wait_for_an_acknowledgment_instead_of_deadlocking_with_
         )
         worker = threading.Thread(target=record)
         worker.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not _waiting_on_a_lock(acknowledgment):
-            time.sleep(0.05)
+        eventually(lambda: _waiting_on_a_lock(acknowledgment), timeout=10, every=0.05)
         acknowledgment.execute(
             "SELECT id FROM lobbies_delivery WHERE recipient_id = %s FOR UPDATE",
             [backend.agent.pk],
@@ -178,9 +174,7 @@ def test_transport_facts_do_not_deadlock_with_a_send_checking_its_recipients(lea
         send.execute("SELECT id FROM lobbies_agent WHERE id = %s FOR UPDATE", [sender])
         worker = threading.Thread(target=record)
         worker.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not _waiting_on_a_lock(send):
-            time.sleep(0.05)
+        eventually(lambda: _waiting_on_a_lock(send), timeout=10, every=0.05)
         send.execute("SELECT id FROM lobbies_agent WHERE id = %s FOR KEY SHARE", [recipient])
         send.commit()
         worker.join(30)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.db import connection
 
 from pocolobby.loops import Leadership
+from tests.eventually import eventually
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the lock is PostgreSQL's; SQLite is one process"
@@ -28,9 +27,7 @@ def test_a_follower_asks_again_on_its_own_connection_and_takes_over_when_freed()
         leader.release()  # as when the leader's process dies with its session
         # The server frees the lock when the closed session's backend exits, a moment after
         # the client closed it; a follower asks at each attempt, as the loop does.
-        deadline = time.monotonic() + 10
-        while not follower.hold() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(follower.hold, timeout=10, every=0.05, what="the follower taking the lock")
         assert follower.leading is True
         assert follower.connection is waiting_on
     finally:

@@ -26,6 +26,7 @@ import pytest
 
 from pocolobby.loops import LEADER_LOCK_KEY
 from tests.bridge_client import Bridge, acknowledge, payload, send_message
+from tests.eventually import eventually
 from tests.scale_out import admin_connection, store_env
 from tests.server import Broker
 
@@ -92,10 +93,11 @@ class Cluster:
     ) -> tuple[Broker, Broker, float]:
         """(leader, follower, seconds waited) once `expected` (or either) holds the lock."""
         started = time.monotonic()
-        while (holder := self.leader()) is None or expected not in (None, holder):
-            waited = time.monotonic() - started
-            assert waited < timeout, f"after {waited:.1f}s the lock is {self.name(holder)}'s"
-            time.sleep(0.1)
+        holder = eventually(
+            lambda: (found := self.leader()) is not None and expected in (None, found) and found,
+            timeout=timeout,
+            what=lambda: f"the lock held as expected (it is {self.name(self.leader())}'s)",
+        )
         follower = self.b if holder is self.a else self.a
         return holder, follower, time.monotonic() - started
 

@@ -96,14 +96,6 @@ def postmark(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Postmar
 
 
 @pytest.fixture
-def hosted(settings: Any) -> None:
-    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
-    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
-    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
-    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
-
-
-@pytest.fixture
 def owner(hosted: None, lobby: Lobby) -> Account:
     account = Account.objects.create(email="boss@example.com", created_at=timezone.now())
     LobbyOwner.objects.create(lobby=lobby, account=account, created_at=timezone.now())

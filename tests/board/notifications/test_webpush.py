@@ -390,14 +390,6 @@ def test_the_dashboard_offers_notifications_to_the_operator(lobby: Lobby) -> Non
 HOST = "my-team.pocolobby.test"
 
 
-@pytest.fixture
-def hosted(settings: Any) -> None:
-    settings.POCOLOBBY_DOMAIN = "pocolobby.test"
-    settings.POCOLOBBY_API_HOSTS = frozenset({"api.pocolobby.test"})
-    settings.POCOLOBBY_PUBLIC_SCHEME = "https"
-    settings.ALLOWED_HOSTS = [".pocolobby.test", "127.0.0.1"]
-
-
 def _browser(email: str, lobby: Lobby, role: str) -> Client:
     from console.access import LOBBY_COOKIE
     from console.models import Account, DashboardViewer, LobbyOwner, WebSession
