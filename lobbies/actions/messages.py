@@ -20,7 +20,6 @@ from lobbies.api.schemas import Broadcast, SendMessage, SendOptions, SendRoomMes
 from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
 from lobbies.fastlane import queries, store
 from lobbies.models import (
-    DELIVERABLE,
     Agent,
     Delivery,
     DeliveryState,
@@ -32,6 +31,8 @@ from lobbies.models import (
     RoomMember,
     Schedule,
     Scope,
+    hold_copies,
+    is_silent_self_note,
 )
 from lobbies.names import OWNER_SENDER
 from lobbies.push.events import wake_recipients_on_commit
@@ -243,8 +244,9 @@ def _check_supersedes(sender: Agent, message_id: int | None) -> None:
 
 def _hold_superseded(sender: Agent, message_id: int) -> None:
     """Unseen copies of the replaced message are held; whoever saw it gets the new one."""
-    Delivery.objects.filter(DELIVERABLE, message_id=message_id, message__sender=sender).update(
-        state=DeliveryState.HELD, held_reason=HeldReason.SUPERSEDED
+    hold_copies(
+        Delivery.objects.filter(message_id=message_id, message__sender=sender),
+        HeldReason.SUPERSEDED,
     )
 
 
@@ -436,11 +438,15 @@ def _do_after_storing(
     if any(r.agent_id == OWNER_SENDER for r in addressing.recipients):
         hooks.message_to_owner(message)
     if args.deliver_at is None:
+        schedule_pk = schedule.pk if schedule is not None else None
         wake_recipients_on_commit(
             [
                 (r.pk, args.priority)
                 for r in addressing.recipients
-                if r.pk != sender.pk and r.agent_id != OWNER_SENDER
+                if r.agent_id != OWNER_SENDER
+                and not is_silent_self_note(
+                    sender.pk, r.pk, deliver_at=None, schedule_pk=schedule_pk
+                )
             ]
         )
 

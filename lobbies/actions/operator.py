@@ -13,17 +13,16 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
 from lobbies.errors import conflict, not_found
 from lobbies.models import (
-    DELIVERABLE,
     ActorKind,
     Agent,
     AuditAction,
     Credential,
     DeletedLobby,
     Delivery,
-    DeliveryState,
     HeldReason,
     Lobby,
     RetiredRuntime,
+    hold_copies,
 )
 from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
 from lobbies.push.events import announce_catalog_on_commit, close_sockets_on_commit
@@ -287,9 +286,7 @@ def disable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> int:
         agent = _locked(agent_named(lobby_name, agent_id))
         if not agent.enabled:
             raise conflict("already_disabled", f"agent {agent_id!r} is already disabled")
-        held = Delivery.objects.filter(DELIVERABLE, recipient=agent).update(
-            state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
-        )
+        held = hold_copies(Delivery.objects.filter(recipient=agent), HeldReason.RECIPIENT_DISABLED)
         Agent.objects.filter(pk=agent.pk).update(enabled=False)
         retire_runtime(agent)
         close_sockets_on_commit(agent.pk, "agent_disabled", "the owner disabled this agent")

@@ -16,19 +16,18 @@ from lobbies.actions.messages import MAX_SCHEDULE_AHEAD
 from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.errors import bad_request, conflict, not_found
 from lobbies.models import (
-    DELIVERABLE,
     ActorKind,
     Agent,
     ArchivedRoom,
     AuditAction,
     Delivery,
-    DeliveryState,
     HeldReason,
     Room,
     RoomMember,
     Schedule,
     ScheduleStatus,
     Scope,
+    hold_copies,
 )
 from lobbies.names import OWNER_SENDER, check_name
 from lobbies.push.events import wake_recipients_on_commit
@@ -98,7 +97,7 @@ def _remove(room: Room, agents: list[Agent], *, hold: bool) -> list[str]:
     )
     if hold and pks:
         copies = Delivery.objects.filter(message__room=room, recipient_id__in=pks)
-        copies.filter(DELIVERABLE).update(state=DeliveryState.HELD, held_reason=HeldReason.REMOVED)
+        hold_copies(copies, HeldReason.REMOVED)
         copies.update(redacted=True)
     RoomMember.objects.filter(room=room, agent_id__in=pks).delete()
     return removed
@@ -203,11 +202,7 @@ def delete_room(actor: Agent, room_id: str, runtime: RuntimeCaller | None = None
         _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         now = timezone.now()
-        held = (
-            Delivery.objects.filter(message__room=room)
-            .filter(DELIVERABLE)
-            .update(state=DeliveryState.HELD, held_reason=HeldReason.ROOM_DELETED)
-        )
+        held = hold_copies(Delivery.objects.filter(message__room=room), HeldReason.ROOM_DELETED)
         cancelled = _cancel_schedules_into(room, now)
         members = RoomMember.objects.filter(room=room).count()
         room.delete()
