@@ -12,6 +12,7 @@ from console.forms import BroadcastForm, ReplyForm
 from console.lobby_views import actor_of
 from console.pages import LobbyPage
 from console.web import PageRefusal, json_ok, parse_json_post
+from lobbies.errors import ErrorCode
 
 NOT_OWNER = "only this lobby's owner can answer its agents; viewers may read, not send"
 
@@ -25,7 +26,7 @@ def _reply_bytes() -> int:
 @dashboard_page
 def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
-        raise PageRefusal(403, NOT_OWNER, "forbidden")
+        raise PageRefusal(403, NOT_OWNER, ErrorCode.FORBIDDEN)
     form = parse_json_post(request, ReplyForm, max_bytes=_reply_bytes())
     outcome = reply_to_agent(
         actor_of(page.visitor),
@@ -46,7 +47,7 @@ def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
 @dashboard_page
 def broadcast(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
-        raise PageRefusal(403, NOT_OWNER, "forbidden")
+        raise PageRefusal(403, NOT_OWNER, ErrorCode.FORBIDDEN)
     form = parse_json_post(request, BroadcastForm, max_bytes=_reply_bytes())
     outcome = broadcast_to_lobby(
         actor_of(page.visitor),

@@ -15,6 +15,7 @@ import contextlib
 
 import mcp_types as types
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import WelcomeFrame
 from lobbies.wire.jsontext import JSONObject, JSONValue
 from pocolobby.bridge import attachments
@@ -58,7 +59,7 @@ class Bridge(Notices):
     def end_wait(self) -> bool:
         """Forget the refusal of a wait for a hand over (admitted, or refused for another
         reason now); True when this process was waiting."""
-        if self.stop is None or self.stop.code != "runtime_conflict" or self.welcomed:
+        if self.stop is None or self.stop.code != ErrorCode.RUNTIME_CONFLICT or self.welcomed:
             return False
         self.stop = None
         self.state = "starting"
@@ -258,7 +259,7 @@ class Bridge(Notices):
 
     def render(self, name: str, arguments: JSONObject, outcome: Outcome) -> types.CallToolResult:
         """A broker answer as the model should read it; a superseded generation rechecks."""
-        if outcome.code == "generation_superseded" and self.recheck is not None:
+        if outcome.code == ErrorCode.GENERATION_SUPERSEDED and self.recheck is not None:
             # The binding moved on (a newer process, or the owner's reset) while the stream
             # still looked fine: reconnect it, so the broker's refusal settles the state.
             self.recheck()
@@ -293,7 +294,7 @@ class Bridge(Notices):
         outcome = await self._call("save_checkpoint", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
-        if outcome.status == 404 and outcome.code == "unknown_tool":
+        if outcome.status == 404 and outcome.code == ErrorCode.UNKNOWN_TOOL:
             return failure(
                 "Nothing was saved: this broker does not serve save_checkpoint yet (it is older "
                 "than this bridge). Keep your handoff notes in the repository meanwhile."
@@ -309,7 +310,7 @@ class Bridge(Notices):
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
-        if outcome.status == 404 and outcome.code == "unknown_tool":
+        if outcome.status == 404 and outcome.code == ErrorCode.UNKNOWN_TOOL:
             return await self._local_context()
         if not outcome.ok or outcome.data is None:
             return self.render("get_context", arguments, outcome)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from lobbies.fastlane import queries
 from lobbies.models import Message
-from lobbies.push.presentation import messages_content
+from lobbies.push.presentation import message_payload, messages_content
+from tests.conftest import AgentClient
 
 T = datetime(2026, 12, 5, 9, 30, tzinfo=UTC)
 
@@ -86,3 +90,34 @@ def test_a_plain_pushed_message_keeps_its_bytes():
         ),
         False,
     )
+
+
+@pytest.mark.django_db
+def test_a_push_says_of_a_message_what_its_answer_says(lead: AgentClient, backend: AgentClient):
+    """The pushed shape and `MessageEntry` are two views of one message: every key a push
+    carries has the answer's value (a push omits what does not apply instead of null)."""
+    lead.ok("create_room", room_id="ops", members=["lead", "backend"])
+    first = lead.ok("send_room_message", room_id="ops", content="one", client_request_id="r-1")[
+        "message_id"
+    ]
+    sent = lead.ok(
+        "send_room_message",
+        room_id="ops",
+        addressed_to=["backend"],
+        content='say "hi"',
+        client_request_id="r-2",
+        kind="request",
+        priority="important",
+        reply_to=first,
+        correlation_id="c-1",
+        fields={"commit": "abc1234"},
+        supersedes=first,
+    )["message_id"]
+    [message] = queries.messages_by_id([sent])
+    pushed = dict(message_payload(message))
+    [answered] = [m for m in backend.ok("get_messages")["messages"] if m["message_id"] == sent]
+    assert pushed == {key: answered[key] for key in pushed}
+    assert set(pushed) >= {"room_id", "addressed_to", "supersedes", "correlation_id", "fields"}
+    header = dict(message_payload(message, with_body=False))
+    assert header.pop("content_bytes") == len('say "hi"')
+    assert header == {key: answered[key] for key in header}
