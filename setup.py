@@ -17,6 +17,6 @@ setup(
     ],
     package_dir=PAGE_ASSETS,
     # lobbies/storage/shape.json: the shape the schema steps make (lobbies/storage/shape.py).
-    package_data={"lobbies": ["store_shape.json"], **{name: ["**/*"] for name in PAGE_ASSETS}},
+    package_data={"lobbies.storage": ["shape.json"], **{name: ["**/*"] for name in PAGE_ASSETS}},
     exclude_package_data={name: [".keep"] for name in PAGE_ASSETS},
 )

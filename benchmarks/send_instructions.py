@@ -4,7 +4,8 @@ swing with the machine's speed.
     .venv/bin/python benchmarks/send_instructions.py [--size 1] [CHECKOUT ...]
 
 CPU time on this project's development machine swings by a third from one minute to the
-next (docs/PERFORMANCE.md), so a change worth a few percent cannot be seen in it. The
+next (docs/PERFORMANCE.md, "Instructions per send"), so a change worth a few percent cannot be
+seen in it. The
 number of instructions a send executes barely moves from run to run (0.2% here), and fewer
 instructions is less CPU on any machine of the kind.
 

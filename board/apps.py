@@ -10,7 +10,7 @@ class BoardConfig(AppConfig):
     def ready(self) -> None:
         # A message to `owner` that expects a reply pushes to the owner's devices: queued
         # by the send's own transaction (lobbies/hooks.py says why it is a hook).
-        from board.alerts import notify_owner_of_message
+        from board.notifications.alerts import notify_owner_of_message
         from lobbies.hooks import on_message_to_owner
 
         on_message_to_owner(notify_owner_of_message)

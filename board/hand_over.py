@@ -6,10 +6,9 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from board.actions import hand_over_as
+from board.forms import HandOverForm
 from board.views import dashboard_page
-from console.forms import HandOverForm
-from console.lobby_views import actor_of
-from console.pages import LobbyPage
+from console.pages import LobbyPage, actor_of
 from console.web import PageRefusal, json_ok, parse_json_post
 from lobbies.errors import ErrorCode
 

@@ -184,7 +184,7 @@ class AttemptOutcome(models.TextChoices):
     FAILED = "failed"  # network, timeout, API error
     INVALID = "invalid"  # an answer that did not validate
     # Claimed in the store before the model is called, its cost the estimate, until settled
-    # with the real outcome (board/summary.py, "One decision per lobby").
+    # with the real outcome (board/summaries/attempts.py).
     RESERVED = "reserved"
 
 
@@ -195,6 +195,11 @@ class SummaryAttempt(models.Model):
     model = models.CharField(max_length=40, choices=SummaryModel.choices)
     effort = models.CharField(max_length=8, choices=Effort.choices)
     input_hash = models.CharField(max_length=64)
+    # What the input was made of, so that any broker can tell an input that only lost
+    # messages since this attempt was answered (board/summaries/attempts.py, `unchanged`):
+    # the hash of the request without its messages, and the messages' sequence numbers.
+    base_hash = models.CharField(max_length=64, blank=True, default="")
+    message_ids = models.JSONField(default=list, blank=True)
     outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
     error = models.CharField(max_length=300, blank=True, default="")
     input_tokens = models.PositiveIntegerField(default=0)

@@ -38,7 +38,7 @@ NOTES_INTERVAL = timedelta(minutes=5)
 # (`truncated`) and on the snapshot, and the page says so.
 FILE_CHARS = 40_000
 SOURCE_CHARS = 100_000
-# The summarizer's cap over all of a lobby's sources (board/summary.py applies it).
+# The summarizer's cap over all of a lobby's sources (board/summaries/prompt.py applies it).
 LOBBY_CHARS = 200_000
 # Files a single source may list; more are cut visibly rather than downloaded one by one.
 SOURCE_FILES = 100

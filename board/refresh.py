@@ -5,8 +5,8 @@ the store (one upsert, at most every NOTE_EVERY per lobby and process). Every br
 loop (pocolobby/loops.py) takes the due openings (`take_due`, a conditional update, so one
 broker starts a lobby's work however many see the opening) and runs `run_refresh` on its own
 threads, one at a time per lobby in a process. `picture_of` reads only the store (and what
-this process remembers of the summarizer: the daily ceiling, an attempt whose record waits
-to be stored).
+this process remembers of the summarizer: that the ceiling stopped its last try, an attempt
+whose record waits to be stored).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from board import notes, summary
+from board import notes
 from board.models import (
     AttemptOutcome,
     DashboardOpening,
@@ -30,6 +30,7 @@ from board.models import (
     NotesSource,
     SummaryAttempt,
 )
+from board.summaries import prompt, runs
 from lobbies.models import Lobby
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class RefreshOutcome:
     """What one background run did, for tests and logs."""
 
     fetches: dict[int, notes.FetchResult] = field(default_factory=dict)  # by source id
-    summary: summary.SummaryStatus | None = None
+    summary: runs.SummaryStatus | None = None
 
 
 def _when(moment: datetime) -> str:
@@ -115,11 +116,11 @@ def picture_of(lobby: Lobby) -> Picture:
     if sources and not settings.GITHUB_TOKEN:
         problems.insert(0, notes.MISSING_TOKEN)
     if not settings.ANTHROPIC_API_KEY:
-        problems.append(summary.MISSING_KEY)
+        problems.append(runs.MISSING_KEY)
     last_good = last_good_summary(lobby)
     last = (
         SummaryAttempt.objects.filter(lobby=lobby)
-        .exclude(outcome=AttemptOutcome.RESERVED)  # under way (or its broker died: see summary)
+        .exclude(outcome=AttemptOutcome.RESERVED)  # under way, or its broker died
         .order_by("-finished_at")
         .first()
     )
@@ -133,11 +134,11 @@ def picture_of(lobby: Lobby) -> Picture:
         problems.append(
             f"The last summary attempt failed ({reason}) at {_when(last.finished_at)}; {shown}"
         )
-    problems.extend(summary.problems_in_memory(lobby.pk))
-    cost = summary.cost_since(lobby.pk, timezone.now() - timedelta(hours=24))
+    cost = runs.cost_since(lobby.pk, timezone.now() - timedelta(hours=24))
+    problems.extend(runs.problems(lobby.pk, cost))
     if last_good is None or not isinstance(last_good.summary, dict):
         return Picture(problems=problems, sources=sources, cost_last_day_usd=cost)
-    visible = summary.visible_agent_ids(lobby.pk)
+    visible = prompt.visible_agent_ids(lobby.pk)
     agents = {k: v for k, v in agent_summaries(last_good).items() if k in visible}
     return Picture(
         agents=agents,
@@ -207,7 +208,7 @@ def forget() -> None:
     with _lock:
         _noted.clear()
         _running.clear()
-    summary.forget()
+    runs.forget()
 
 
 def dashboard_opened(lobby_id: int) -> None:
@@ -263,15 +264,15 @@ def run_refresh(lobby_id: int) -> RefreshOutcome:
     try:
         lobby = Lobby.objects.filter(pk=lobby_id).first()
         if lobby is None:
-            summary.forget(lobby_id)
+            runs.forget(lobby_id)
             return RefreshOutcome()
         now = timezone.now()
         for source in NotesSource.objects.filter(room__lobby_id=lobby_id).order_by("pk"):
             if notes.is_due(source, now):
                 fetches[source.pk] = notes.fetch_source(source.pk)
         if any(result.status == "stored" for result in fetches.values()):
-            summary.notes_changed(lobby_id)
-        return RefreshOutcome(fetches=fetches, summary=summary.maybe_summarize(lobby))
+            runs.notes_changed(lobby_id)
+        return RefreshOutcome(fetches=fetches, summary=runs.maybe_summarize(lobby))
     except Exception:
         log.exception("the dashboard's background work failed for lobby %s", lobby_id)
         return RefreshOutcome(fetches=fetches)

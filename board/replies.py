@@ -6,11 +6,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 
+from board.forms import BroadcastForm, ReplyForm
 from board.views import dashboard_page
 from console.actions.owner_replies import broadcast_to_lobby, reply_to_agent
-from console.forms import BroadcastForm, ReplyForm
-from console.lobby_views import actor_of
-from console.pages import LobbyPage
+from console.pages import LobbyPage, actor_of
 from console.web import PageRefusal, json_ok, parse_json_post
 from lobbies.errors import ErrorCode
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from board import hand_over, message_views, push_views, replies, settings_views, views
+from board import hand_over, message_views, replies, views
+from board.notifications import views as notifications
 from lobbies.api.http import handle_bad_request, handle_not_found
 
 handler400 = handle_bad_request
@@ -21,17 +22,11 @@ urlpatterns = [
     path("hand-over", hand_over.hand_over_view, name="dashboard-hand-over"),
     path("messages", message_views.messages, name="dashboard-messages"),
     path("parts/messages", message_views.messages_part, name="dashboard-messages-part"),
-    path("settings", settings_views.settings_page),
-    path("settings/visibility", settings_views.visibility),
-    path("settings/agents/appearance", settings_views.appearance),
-    path("settings/summary", settings_views.summary),
-    path("settings/notes-source", settings_views.notes_source),
-    path("settings/public-contents", settings_views.public_contents),
-    path("settings/viewer-notifications", push_views.viewer_notifications),
-    path("push/service-worker.js", push_views.service_worker, name="push-service-worker"),
-    path("push/key", push_views.key, name="push-key"),
-    path("push/subscriptions", push_views.subscriptions, name="push-subscriptions"),
-    path("push/preferences", push_views.preferences, name="push-preferences"),
-    path("push/unsubscribe/<str:token>", push_views.unsubscribe, name="push-unsubscribe"),
+    path("push/service-worker.js", notifications.service_worker, name="push-service-worker"),
+    path("push/key", notifications.key, name="push-key"),
+    path("push/subscriptions", notifications.subscriptions, name="push-subscriptions"),
+    path("push/preferences", notifications.preferences, name="push-preferences"),
+    path("push/unsubscribe/<str:token>", notifications.unsubscribe, name="push-unsubscribe"),
+    path("", include("board.settings.urls")),
     path("", include("console.lobby_urls")),
 ]

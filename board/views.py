@@ -16,10 +16,10 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from board import selectors
-from board.alert_settings import may_get_pushes, preferences_of
 from board.history import contents_shown_to
+from board.notifications.preferences import may_get_pushes, preferences_of
 from board.refresh import Picture, dashboard_opened, picture_of
-from board.summary import DAILY_CEILING_USD
+from board.summaries.prices import DAILY_CEILING_USD
 from board.token_chart import agent_tokens
 from console.pages import LobbyPage, lobby_page
 

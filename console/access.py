@@ -164,8 +164,8 @@ def admin_identity(request: HttpRequest) -> Any | None:
 class OperatorAdmin:
     """The Django admin's identity comes from the console's own sign-ins: on a local broker
     the session `pocolobby settings` opened (same 12-hour life, no `createsuperuser`), on a
-    hosted one the email-code session of an account marked operator (docs/DECISIONS.md,
-    "One person sign-in on a hosted broker").
+    hosted one the email-code session of an account marked operator (docs/DECISIONS.md, "The
+    hosted operator").
 
     Async-capable: one sync-only middleware would put every page request of the process
     through Django's single sync thread (pocolobby/middleware.py says why that matters).

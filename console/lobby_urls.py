@@ -1,5 +1,5 @@
-"""A lobby host's console routes: sign-in start, hand-off, sign-out, rooms, viewers, activity
-and deletion (board.urls adds the settings page and the dashboard's settings)."""
+"""A lobby host's console routes: sign-in start, hand-off, sign-out and the activity page
+(board.urls adds the dashboard, and board.settings.urls the settings pages)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,4 @@ urlpatterns = [
     path("sign-out", views.sign_out),
     path("activity", views.activity_page),
     path("settings/activity", views.activity_moved),
-    path("settings/rooms/create", views.create_room),
-    path("settings/rooms/members", views.room_members),
-    path("settings/rooms/archive", views.archive_room),
-    path("settings/rooms/restore", views.restore_room),
-    path("settings/viewers/add", views.add_viewer),
-    path("settings/viewers/remove", views.remove_viewer),
-    path("settings/delete", views.delete),
-    path("settings/agents/rest", views.agent_rest),
-    path("settings/agents/retry-notifications", views.agent_retry),
-    path("settings/agents/cancel-scheduled", views.agent_cancel_scheduled),
-    path("settings/agents/permissions", views.agent_permissions),
-    path("settings/delivery", views.delivery),
-    path("settings/watching", views.watching),
-    path("settings/scheduled/cancel", views.cancel_scheduled),
 ]

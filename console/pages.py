@@ -22,12 +22,13 @@ from console.access import (
     operator_signed_in,
     visitor_of,
 )
+from console.actions.lobby_settings import Actor
 from console.actions.sign_in import end_session
 from console.models import Account, SessionPlace
 from console.web import PageRefusal, clear_host_cookie, host_cookie, refusal_response, site_of
 from lobbies.access.hosts import hosted
 from lobbies.errors import BrokerError, ErrorCode
-from lobbies.models import Lobby
+from lobbies.models import ActorKind, Lobby
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,12 @@ class LobbyPage:
 
 
 LobbyView = Callable[..., HttpResponse]
+
+
+def actor_of(visitor: Visitor) -> Actor:
+    if visitor.role == "operator" or visitor.account is None:
+        return Actor.operator()
+    return Actor(ActorKind.ACCOUNT, visitor.account.pk, visitor.account.email)
 
 
 def _refused(request: HttpRequest, refusal: PageRefusal | BrokerError) -> HttpResponse:

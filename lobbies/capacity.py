@@ -19,8 +19,8 @@ from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Scope
 
 # Free space read at most this often: a statvfs per send showed in a send's profile
-# (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine (2026-12-02): before and after,
-# one window"), and a volume does not fill in a second by anything this guard could stop.
+# (docs/PERFORMANCE.md, "Figures from code comments"), and a volume does not fill in a second by
+# anything this guard could stop.
 FREE_SPACE_SECONDS = 1.0
 _free_space: dict[str, tuple[float, int]] = {}
 
@@ -28,7 +28,7 @@ _free_space: dict[str, tuple[float, int]] = {}
 @functools.lru_cache(maxsize=8)
 def _folder(store: str) -> str:
     """The store file's folder, worked out once: `abspath` stats nothing but still costs a
-    send (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)")."""
+    send (docs/PERFORMANCE.md, "Figures from code comments")."""
     return os.path.dirname(os.path.abspath(store))
 
 

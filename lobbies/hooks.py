@@ -1,11 +1,11 @@
 """What the floors above the broker ask to hear about, inside the write's own transaction.
 
 `lobbies` imports nothing above it (import-linter), yet a send to the lobby's human owner
-must queue the owner's push in the same transaction that accepts it (`board.alerts`). The
-board registers its function here when Django loads it (board/apps.py); the send action
-calls every registered one, inside its transaction, so the push is queued exactly when the
-message is accepted and never for a send that rolled back. A hook that raises rolls the
-send back with it.
+must queue the owner's push in the same transaction that accepts it
+(`board.notifications.alerts`). The board registers its function here when Django loads it
+(board/apps.py); the send action calls every registered one, inside its transaction, so the
+push is queued exactly when the message is accepted and never for a send that rolled back. A
+hook that raises rolls the send back with it.
 """
 
 from __future__ import annotations

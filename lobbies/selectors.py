@@ -98,7 +98,7 @@ def _shown(messages: QuerySet[Message]) -> list[Shown]:
     """The queryset's rows as `Shown`, its SQL run directly and converted here.
 
     Building 200 model instances and running the ORM's per-value converters took most of a
-    page's time (docs/PERFORMANCE.md, "Inbox and history pages (`benchmarks/read_page.py`)");
+    page's time (docs/PERFORMANCE.md, "Reads");
     the filters stay the ORM's, so the rows are the same ones.
     """
     sql, params = messages.values_list(*_SHOWN).query.sql_with_params()
@@ -333,7 +333,7 @@ def _searched(messages: QuerySet[Message], query: str, limit: int) -> list[Shown
     folds case for all of Unicode. Its matches are read newest first (rowid descending) in
     windows, and each window's messages filtered and cut at the page: a query most
     of the day's messages match stops after a page's worth instead of collecting every
-    match first (benchmarks/search.py, docs/PERFORMANCE.md). Exact
+    match first (benchmarks/search.py, docs/PERFORMANCE.md, "Reads"). Exact
     because a lobby's message ids and sequences grow together (both are taken in the send's
     transaction, under the lobby's sequence bump).
     PostgreSQL (and queries under 3 characters): `icontains`, which on PostgreSQL compares

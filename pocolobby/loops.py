@@ -1,5 +1,5 @@
 """The loops `pocolobby serve` runs beside the server: the dispatcher, presence, the
-owner's alerts (Web Push and still-waiting mail, board/alerts.py) and the dashboard's
+owner's alerts (Web Push and still-waiting mail, board/notifications/alerts.py) and the dashboard's
 background work (notes checks and summaries, board/refresh.py).
 
 The dispatcher runs the lobby timers (lobbies/push/timers.py) with the console's expiry sweep
@@ -22,8 +22,10 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from board import alert_mail, alert_senders, alerts, refresh
-from board.vapid import Vapid02, broker_vapid
+from board import refresh
+from board.notifications import alerts, waiting_mail
+from board.notifications.senders import AlertSenders
+from board.notifications.vapid import Vapid02, broker_vapid
 from console.actions.expiry import sweep_expired
 from lobbies.actions.restore import access_closed
 from lobbies.api import http
@@ -203,7 +205,7 @@ class AlertWork:
     """One alerts pass: what the database step found to send."""
 
     pushes: list[alerts.Push] = field(default_factory=list)
-    mails: list[alert_mail.WaitingMail] = field(default_factory=list)
+    mails: list[waiting_mail.WaitingMail] = field(default_factory=list)
     vapid: Vapid02 | None = None
 
 
@@ -214,7 +216,7 @@ def _find_alert_work(with_mail: bool) -> AlertWork:
     if access_closed():  # restore mode: nothing goes out until the operator finishes it
         return AlertWork()
     alerts.watch_lobbies()
-    work = AlertWork(alerts.take_pushes(), alert_mail.due_mail() if with_mail else [])
+    work = AlertWork(alerts.take_pushes(), waiting_mail.due_mail() if with_mail else [])
     if work.pushes:
         work.vapid = broker_vapid()
     return work
@@ -222,7 +224,7 @@ def _find_alert_work(with_mail: bool) -> AlertWork:
 
 def _record_alert_work(sent: list[alerts.Sent], mailed: list[int]) -> None:
     alerts.record_sends(sent)
-    alert_mail.record_mailed(mailed)
+    waiting_mail.record_mailed(mailed)
 
 
 async def run_alerts() -> None:
@@ -230,7 +232,7 @@ async def run_alerts() -> None:
 
     The database steps run where all database work runs (on SQLite, its one thread); the
     pushes go out on a pool of their own, one worker per lobby at a time, and mail on a
-    thread of its own (board/alert_senders.py): a slow push or mail service
+    thread of its own (board/notifications/senders.py): a slow push or mail service
     never holds up requests, sockets, the dispatcher's timers, another lobby's pushes or
     the mail. The pass never waits for a send; it records what finished since the last.
     Its own lock, apart from the dispatcher's.
@@ -239,7 +241,7 @@ async def run_alerts() -> None:
     hold = database_sync_to_async(leadership.hold, thread_sensitive=False)
     find = database_sync_to_async(_find_alert_work, thread_sensitive=False)
     record = database_sync_to_async(_record_alert_work, thread_sensitive=False)
-    senders = alert_senders.AlertSenders()
+    senders = AlertSenders()
     try:
         while True:
             try:
@@ -290,7 +292,7 @@ async def run_dashboard_work() -> None:
 
     In every process (no leadership lock): openings are noted in the store, and whichever
     broker claims a lobby's start runs its work (a summary is claimed in the store again,
-    board/summary.py). The work runs on threads of its own, so a slow GitHub or Anthropic
+    board/summaries/attempts.py). The work runs on threads of its own, so a slow GitHub or Anthropic
     never holds up requests or the other loops.
     """
     workers = concurrent.futures.ThreadPoolExecutor(

@@ -71,7 +71,7 @@ POCOLOBBY_TRUSTED_PROXY_HOPS = int(os.environ.get("POCOLOBBY_TRUSTED_PROXY_HOPS"
 POCOLOBBY_ADMIN_PASSWORD_RECOVERY = os.environ.get("POCOLOBBY_ADMIN_PASSWORD_RECOVERY") == "1"
 
 # Push endpoints admitted although their host is private or loopback (`host:port`, commas):
-# for tests and private push services (board/push_endpoints.py).
+# for tests and private push services (board/notifications/webpush_endpoints.py).
 POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset(
     item.strip().lower()
     for item in os.environ.get("POCOLOBBY_PUSH_ENDPOINT_ALLOW", "").split(",")
@@ -101,6 +101,14 @@ GITHUB_TOKEN = os.environ.get("POCOLOBBY_GITHUB_TOKEN", "")
 GITHUB_API_URL = os.environ.get("POCOLOBBY_GITHUB_API_URL", "https://api.github.com")
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("POCOLOBBY_ANTHROPIC_BASE_URL") or None
+# A lobby's summaries: at most one attempt per interval, and a claimed attempt whose broker
+# died holds the lobby until it expires (board/summaries/attempts.py). Shorter only for tests.
+POCOLOBBY_SUMMARY_INTERVAL_SECONDS = float(
+    os.environ.get("POCOLOBBY_SUMMARY_INTERVAL_SECONDS", "600")
+)
+POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS = float(
+    os.environ.get("POCOLOBBY_SUMMARY_CLAIM_EXPIRES_SECONDS", "300")
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -172,8 +180,7 @@ else:
                     "PRAGMA journal_mode=WAL;PRAGMA synchronous=FULL;PRAGMA foreign_keys=ON;"
                     # A shared commit's savepoint journal (and RETURNING's table) in memory:
                     # on disk it spilled to a new temporary file each commit
-                    # (docs/PERFORMANCE.md, "Issue 18's CPU bar, sixth pass (2026-12-02,
-                    # fifth session)").
+                    # (docs/PERFORMANCE.md, "Figures from code comments").
                     "PRAGMA temp_store=MEMORY;"
                     # A backstop: `pocolobby serve` checkpoints on a thread of its own
                     # (lobbies/fastlane/sqlite/checkpoints.py); 10x the default otherwise.

@@ -68,7 +68,7 @@ def openapi(request: HttpRequest) -> JsonAnswer:
     """This API's OpenAPI 3.1 document, generated from the schemas that validate requests.
 
     Served without a token, like /v1/health: it describes the code, which is public, and no
-    lobby, agent or setting of this broker (docs/DECISIONS.md).
+    lobby, agent or setting of this broker (docs/DECISIONS.md, "The published contract").
     """
     return JsonAnswer(document(__name__))
 

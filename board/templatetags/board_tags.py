@@ -30,7 +30,7 @@ def _quarter_labels(start: datetime) -> tuple[str, ...]:
 def strip_svg(cells: list[Cell]) -> SafeString:
     """96 rects per agent, joined as plain strings: every value is an int or a time label we
     formatted, never text anyone wrote, so per-value escaping, a large share of a busy page's
-    render (docs/PERFORMANCE.md, "Dashboard render (`benchmarks/dashboard_render.py`)"),
+    render (docs/PERFORMANCE.md, "Dashboard render"),
     buys nothing here."""
     if not cells:
         return SafeString("")
@@ -178,7 +178,7 @@ def reply_box(
 ) -> SafeString:
     """The owner's folded reply box for one agent, built here rather than by an include: a
     page draws one per agent row, and an include per row was a large share of the agents part
-    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
+    (docs/PERFORMANCE.md, "Figures from code comments").
     `agent_id` is a validated name; `name` (an owner-chosen display name) is escaped.
     With `reply_to` (a question's id) the box answers that question
     (lobbies/question_selectors.py); its live part refreshes once the reply is sent."""

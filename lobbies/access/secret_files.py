@@ -10,8 +10,8 @@ import secrets
 import tempfile
 from pathlib import Path
 
-# The broker's Web Push (VAPID) private key on SQLite (board/vapid.py; on PostgreSQL a row):
-# backups carry it, so a restored store's push subscriptions still match it.
+# The broker's Web Push (VAPID) private key on SQLite (board/notifications/vapid.py; on
+# PostgreSQL a row): backups carry it, so a restored store's push subscriptions still match it.
 VAPID_KEY_FILE = "vapid-private-key.pem"
 
 

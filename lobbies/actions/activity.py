@@ -44,8 +44,8 @@ def record_turn(
 
 # agent pk -> the msg presence this process last stored or read, so a burst of msg calls (a
 # send each) reads nothing more: one ORM read per send cost a third of a send's CPU
-# (docs/PERFORMANCE.md, "Issue 42: turn edges, activity events and msg presence
-# (2026-12-05)"). Another process reads the store once, then keeps its own.
+# (docs/PERFORMANCE.md, "Figures from code comments"). Another process reads the store once,
+# then keeps its own.
 _known: dict[int, datetime] = {}
 
 

@@ -17,7 +17,7 @@ def request_hash(args: BaseModel) -> str:
 
     The digest is of the standard encoder's text (sorted keys, no spaces, ASCII escapes),
     which every stored digest was made of. orjson writes the same bytes faster
-    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)")
+    (docs/PERFORMANCE.md, "Figures from code comments")
     for what the hashed operations hold (text, integers, booleans, null: no numbers with a
     fraction, tests/lobbies/test_idempotency_digest.py) unless the text has a character
     past `~`, which the standard encoder escapes: those requests take the standard encoder.

@@ -80,11 +80,31 @@ class DeliveryFacts(TypedDict):
     """A copy's delivery facts."""
 
     delivery_state: DeliveryStateName
-    held_reason: HeldReasonName | None
-    delivered_at: Time | None
-    adapter_received_at: Time | None
-    notification_attempted_at: Time | None
-    agent_seen_at: Time | None
+    held_reason: Annotated[
+        HeldReasonName | None, Field(description="Why it is held; null exactly when not held")
+    ]
+    delivered_at: Annotated[
+        Time | None,
+        Field(
+            description="When the copy became pending: created_at for a message sent now, the "
+            "delivery time for a scheduled one, null while it is held as scheduled"
+        ),
+    ]
+    adapter_received_at: Annotated[
+        Time | None,
+        Field(
+            description="When the recipient's bridge confirmed it received the push (a receipt "
+            "frame); null with no bridge connected"
+        ),
+    ]
+    notification_attempted_at: Annotated[
+        Time | None,
+        Field(
+            description="When the broker last pushed the message to the recipient's bridge; "
+            "null with no bridge connected"
+        ),
+    ]
+    agent_seen_at: Annotated[Time | None, Field(description="When the recipient acknowledged it")]
 
 
 @with_config(ANSWER_CONFIG)
@@ -125,8 +145,14 @@ class SendAnswer(TypedDict):
     message_id: int
     sequence: int
     created_at: Time
-    duplicate: bool
-    recipients: list[RecipientFacts]
+    duplicate: Annotated[
+        bool,
+        Field(description="true when a retry found the original: this is its answer, as of now"),
+    ]
+    recipients: Annotated[
+        list[RecipientFacts],
+        Field(description="One entry per recipient, with its delivery facts as they are now"),
+    ]
     attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
 
 
@@ -206,10 +232,31 @@ class MessagesPage(TypedDict):
 
 @with_config(ANSWER_CONFIG)
 class AcknowledgeAnswer(TypedDict):
-    acknowledged: list[int]
-    unknown_message_ids: list[int]
-    held_message_ids: list[int]
-    receipt_sequence: int
+    acknowledged: Annotated[
+        list[int],
+        Field(
+            description="Your deliveries among the ids that are not held, newly seen or seen "
+            "before: a repeated call returns the same ids and records nothing new"
+        ),
+    ]
+    unknown_message_ids: Annotated[
+        list[int],
+        Field(
+            description="Ids of no stored message (never existed, or deleted): nothing is "
+            "recorded for them, and they are no error"
+        ),
+    ]
+    held_message_ids: Annotated[
+        list[int],
+        Field(
+            description="Your deliveries that are held (recipient_disabled ones stay held after "
+            "re-enabling): not acknowledged, never in the inbox"
+        ),
+    ]
+    receipt_sequence: Annotated[
+        int,
+        Field(description="Your highest receipt-event number after the call, 0 when none"),
+    ]
 
 
 # ------------------------------------------------------------------ agents

@@ -583,8 +583,7 @@ def catalog_for(agent: Agent) -> answers.Catalog:
 def _catalog_of(tools: tuple[Tool, ...]) -> answers.Catalog:
     """Built once per set of tools and process: the definitions are code, and building them
     (pydantic schemas, the hash) cost far more than reading them, paid by every bridge at
-    every connect (docs/PERFORMANCE.md, "Catalog reads at connect (in-process, one caller, 300
-    calls)")."""
+    every connect (docs/PERFORMANCE.md, "Reads")."""
     definitions = [tool.definition() for tool in tools]
     canonical = json.dumps(definitions, sort_keys=True, separators=(",", ":"))
     revision = hashlib.sha256(canonical.encode()).hexdigest()[:16]

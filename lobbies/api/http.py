@@ -51,7 +51,7 @@ class JsonAnswer(HttpResponse):
     """A /v1 answer: a JSON object as compact UTF-8, encoded by orjson.
 
     The standard encoder was a large share of the broker's CPU serving a page of 200 messages
-    (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)"). Datetimes
+    (docs/PERFORMANCE.md, "Figures from code comments"). Datetimes
     pass to Django's encoder, so times read as they always have; whatever orjson refuses (an
     integer past 64 bits in a checkpoint, which JSON allows) is encoded by the standard
     library instead, never answered with a 500.
@@ -174,7 +174,7 @@ _UNPREFIXED = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 def request_header(request: HttpRequest, name: str) -> str | None:
     """One request header, read from META where Django keeps it: `request.headers` parses
     every header of the request on first use, a cost every send paid (docs/PERFORMANCE.md,
-    "Figures from code comments (issue 30, 2026-12-03)")."""
+    "Figures from code comments")."""
     key = name.upper().replace("-", "_")
     return request.META.get(key if key in _UNPREFIXED else f"HTTP_{key}")
 
@@ -235,14 +235,14 @@ _DIGITS = b"0123456789"
 def _may_hold_a_long_number(raw: bytes) -> bool:
     """Whether `raw` may hold a run of 19 digits. Most bodies have fewer digits than that in
     all, counted in C far faster than the pattern searches every body (docs/PERFORMANCE.md,
-    "Figures from code comments (issue 30, 2026-12-03)")."""
+    "Figures from code comments")."""
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     return digits >= _LONG_RUN and _LONG_NUMBER.search(raw) is not None
 
 
 def _parsed(raw: bytes) -> JSONValue:
     """JSON text parsed by orjson, faster than the standard parser (docs/PERFORMANCE.md,
-    "Figures from code comments (issue 30, 2026-12-03)"); what orjson
+    "Figures from code comments"); what orjson
     refuses (NaN, a lone surrogate, an infinite number, UTF-16) and text with a long number
     go to the standard parser, which accepts, or refuses with its own message, exactly what
     it did before. Text nesting past PARSE_DEPTH reaches neither."""

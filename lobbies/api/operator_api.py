@@ -288,7 +288,10 @@ def _rotate(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers
 
 
 class Enroll(Operation):
-    expires_minutes: int = enrollment.DEFAULT_MINUTES
+    expires_minutes: int = Field(
+        enrollment.DEFAULT_MINUTES,
+        description=f"Minutes until the code expires, 1-{enrollment.MAX_MINUTES} (7 days)",
+    )
 
 
 def _enroll(request: HttpRequest, lobby: str, agent_id: str) -> operator_answers.EnrollmentCode:

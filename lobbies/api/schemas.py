@@ -217,6 +217,11 @@ Attachments = Annotated[list[AttachmentDescription], Field(max_length=MAX_ATTACH
 ATTACHMENTS_DESCRIPTION = (
     f"Up to {MAX_ATTACHMENTS} files, as absolute local paths; the bridge reads and uploads them"
 )
+# What the HTTP routes take in place of the paths the catalog shows the model (catalog.py).
+ATTACHMENT_DESCRIPTIONS = (
+    f"Up to {MAX_ATTACHMENTS} files' descriptions, each uploaded first "
+    "(PUT /v1/attachments/<sha256>); the catalog shows the model absolute local paths instead"
+)
 
 
 class SendOptions(Operation):
@@ -235,7 +240,9 @@ class SendOptions(Operation):
         None, description="What you expect: request, notice, assignment, report or question"
     )
     reply_expected: bool | None = Field(
-        None, description="Defaults to false for notice and report, true for other kinds"
+        None,
+        description="Only with a kind; defaults to false for notice and report, true for the "
+        "other kinds",
     )
     priority: Literal["info", "important"] = "info"
     reply_to: MessageId | None = Field(None, description="The message this one answers")
@@ -254,7 +261,7 @@ class SendOptions(Operation):
         description="One of your earlier messages this replaces: its copies not yet seen are "
         "held, and those who saw it get this one as an ordinary message",
     )
-    attachments: Attachments | None = Field(None, description=ATTACHMENTS_DESCRIPTION)
+    attachments: Attachments | None = Field(None, description=ATTACHMENT_DESCRIPTIONS)
 
     @model_validator(mode="after")
     def _reply_expectation_needs_kind(self) -> SendOptions:
@@ -313,7 +320,7 @@ class ScheduleMessage(Operation):
     weekdays: Annotated[list[int], Field(min_length=1, max_length=7)] | None = Field(
         None, description="ISO weekdays 1=Monday..7=Sunday; every day when left out"
     )
-    attachments: Attachments | None = Field(None, description=ATTACHMENTS_DESCRIPTION)
+    attachments: Attachments | None = Field(None, description=ATTACHMENT_DESCRIPTIONS)
 
     @model_validator(mode="after")
     def _one_target(self) -> ScheduleMessage:
@@ -456,7 +463,9 @@ class Ready(Operation):
     your receipts so far.
     """
 
-    nonce: Annotated[str, one_line(64, 1)]
+    nonce: Annotated[str, one_line(64, 1)] = Field(
+        description="The nonce of your runtime's latest bootstrap notice"
+    )
     checkpoint_revision: Annotated[int, Field(ge=0)] | None = Field(
         None,
         description=(
@@ -502,7 +511,8 @@ class SaveCheckpoint(Operation):
     )
     covers_receipts_through: Annotated[int, Field(ge=0)] = Field(
         description="The receipt_sequence this checkpoint accounts for (from get_context or an "
-        "acknowledgment); receipts after it stay listed as uncertain work"
+        "acknowledgment), at most your current one; receipts after it stay listed as uncertain "
+        "work"
     )
     acknowledge_message_ids: Annotated[list[MessageId], Field(max_length=500)] = Field(
         default_factory=list,
@@ -527,14 +537,20 @@ class ListAgents(Operation):
 class SetStatus(Operation):
     """Set the one line peers read beside you in list_agents; empty clears it."""
 
-    status: Annotated[str, one_line(200)]
+    status: Annotated[str, one_line(200)] = Field(
+        description="Stored trimmed; empty or blank clears it"
+    )
 
 
 class SetOwnerRequests(Operation):
     """Say what you wait on from the owner: a count and one line naming each. 0 clears it."""
 
-    count: Annotated[int, Field(ge=0, le=99)]
-    line: Annotated[str, one_line(300)] = ""
+    count: Annotated[int, Field(ge=0, le=99)] = Field(
+        description="How many things you wait on; 0 clears the requests"
+    )
+    line: Annotated[str, one_line(300)] = Field(
+        "", description="Names them, non-blank when count is above 0, empty when 0; stored trimmed"
+    )
 
     @model_validator(mode="after")
     def _line_names_requests(self) -> SetOwnerRequests:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from pydantic import Field
 
 from lobbies import agent_selectors, attachment_selectors
 from lobbies.access.clients import client_address, client_bucket
@@ -177,7 +178,9 @@ def attachment_meta(request: HttpRequest, key: str) -> JsonAnswer:
 
 
 class Join(Operation):
-    code: Annotated[str, bounded_text(64)]
+    code: Annotated[str, bounded_text(64)] = Field(
+        description="The enrolment code; case and separators do not matter"
+    )
 
 
 @api_view(

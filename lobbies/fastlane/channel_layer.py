@@ -16,8 +16,8 @@ class InMemoryChannelLayer(channels.layers.InMemoryChannelLayer):  # type: ignor
 
     The stock layer walks every channel's queue and every group's members on each `receive`
     and `group_send`: with 1,000 sockets connected, every wake, fence and socket receive paid
-    for all of them (docs/PERFORMANCE.md, "Reconnect storm (`benchmarks/reconnect_storm.py`,
-    new)"). Messages expire after 60 s and group memberships after a day, so a sweep a second
+    for all of them (docs/PERFORMANCE.md, "Reconnect storm"). Messages expire after 60 s and
+    group memberships after a day, so a sweep a second
     expires them as the stock layer does, to within a second.
     """
 
@@ -37,7 +37,7 @@ class InMemoryChannelLayer(channels.layers.InMemoryChannelLayer):  # type: ignor
         """The stock layer's, without a task per member gathered by `as_completed`: `send`
         never waits, so the members are sent to in turn. Every wake built a task set, a
         queue and futures, even for an agent with no socket here (docs/PERFORMANCE.md,
-        "Figures from code comments (issue 30, 2026-12-03)")."""
+        "Figures from code comments")."""
         assert isinstance(message, dict), "Message is not a dict"  # as the stock layer
         self.require_valid_group_name(group)
         self._clean_expired()

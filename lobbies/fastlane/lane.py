@@ -76,7 +76,7 @@ def _api_route(
 ) -> tuple[ApiView, tuple[Any, ...], dict[str, Any]] | None:
     """The /v1 view a path resolves to, with its arguments (None: Django serves it),
     remembered: resolving walked the URL patterns on every request (docs/PERFORMANCE.md,
-    "Issue 18's CPU bar, fourth pass (2026-12-02, third session)")."""
+    "Figures from code comments")."""
     try:
         match = resolve(path, urlconf)
     except Resolver404:
@@ -97,8 +97,8 @@ def _serve_together(requests: list[ASGIRequest]) -> list[HttpResponse | Exceptio
     On SQLite every database call of the process runs on one thread, so requests arriving
     together waited for each other anyway; each then paid its own commit, and its own copy
     of the pages the others also wrote (the lobby's row, the indexes' last leaves). Together,
-    each costs the database thread less (docs/PERFORMANCE.md, "Issue 18's bars, third pass
-    (2026-12-02, second session): before and after, one window"). A failure stays its own: a
+    each costs the database thread less (docs/PERFORMANCE.md, "Group commit"). A failure stays
+    its own: a
     request that answers 5xx or raises, or whose atomic block fails, has its writes rolled
     back and the others' kept. None is answered before the commit, so `stored` still means
     stored. If the commit itself fails, every request of the batch is answered 503 and

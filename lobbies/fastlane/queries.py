@@ -1,10 +1,10 @@
 """Every hand-written statement of the broker's hot paths, with its vendor branches, in one place.
 
 The ORM compiles every query on every call, and on the send, push and connect paths that cost
-more than the database work (docs/PERFORMANCE.md), so these statements are written as SQL and
-run by lobbies/fastlane/store.py. Each rule is written once here, named for what it means to the
-product; callers (lobbies/actions/, lobbies/push/frames.py, lobbies/access/tokens.py) ask by name
-and get
+more than the database work (docs/PERFORMANCE.md, "The send path"), so these statements are
+written as SQL and run by lobbies/fastlane/store.py. Each rule is written once here, named for
+what it means to the product; callers (lobbies/actions/, lobbies/push/frames.py,
+lobbies/access/tokens.py) ask by name and get
 plain values, small dataclasses or model instances back, never a row to pick apart.
 Both SQLite and PostgreSQL take this SQL; where they differ, the branch is here.
 """
@@ -158,8 +158,7 @@ def locked_agent(agent_pk: int) -> Agent | None:
     """The agent's row locked (not its lobby's), its `lobby` holding only the name, whether
     delivery is paused and whether agents may watch (the rest deferred). Every bridge's
     connect, fence and push reads this, and the ORM compiling it was a large part of a
-    reconnect storm (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine (2026-12-02):
-    before and after, one window")."""
+    reconnect storm (docs/PERFORMANCE.md, "Figures from code comments")."""
     agent = store.select(
         Agent,
         "t.id = %s",
@@ -266,8 +265,7 @@ def messages_by_id(ids: list[int]) -> list[Message]:
 class Recipient:
     """What a push needs of its agent's row: read as one plain row per push, since a
     broadcast pushes to every agent of the lobby and a whole Agent instance per recipient
-    was the largest piece of a push (docs/PERFORMANCE.md, "Issue 18's bars on a quiet machine
-    (2026-12-02): before and after, one window")."""
+    was the largest piece of a push (docs/PERFORMANCE.md, "Figures from code comments")."""
 
     pk: int
     agent_id: str

@@ -1,7 +1,7 @@
 """The HTTP and WebSocket server `pocolobby serve` runs: uvicorn on uvloop, httptools parsing.
 
-Chosen over daphne by measurement (docs/DECISIONS.md; docs/PERFORMANCE.md, "Meeting the bar
-(2026-11-30, later session)"): the broker is bound by Python CPU under one GIL, and daphne's
+Chosen over daphne by measurement (docs/DECISIONS.md, "Serving /v1"; docs/PERFORMANCE.md,
+"Figures from code comments"): the broker is bound by Python CPU under one GIL, and daphne's
 Twisted HTTP layer cost a request far more of it than uvicorn's. Everything above the ASGI
 interface (Channels consumers, the /v1 fast lane, Django) is unchanged.
 """
@@ -99,7 +99,7 @@ class HeaderDeadline(HttpToolsProtocol):
     bound starts), and when it fires it closes the connection only if headers are still
     arriving past their time, else waits for the rest of it (a timer set and cancelled per
     request showed in the loop's time per send: docs/PERFORMANCE.md, "Figures from code
-    comments (issue 30, 2026-12-03)").
+    comments").
 
     Headers over `header_bytes` (request line included) are answered 431 and the connection
     closed; httptools sets no bound of its own. A body that stops arriving for
@@ -363,8 +363,8 @@ def confine_sqlite_to_one_thread() -> None:
     pool thread each send re-read the pages the previous send, on another thread, had
     just written (pread, counted with strace). SQLite serializes writers anyway and the
     broker is bound by Python CPU under one GIL: one thread gives up no parallelism that
-    existed, and durable sends took less CPU (docs/PERFORMANCE.md, "Meeting the bar
-    (2026-11-30, later session)").
+    existed, and durable sends took less CPU (docs/PERFORMANCE.md, "Figures from code
+    comments").
     PostgreSQL keeps the default pool. Call on the server's loop.
     """
     # local: this module (uvicorn's setup) is importable before Django is set up
@@ -392,8 +392,7 @@ def freeze_startup_objects() -> None:
 
     Every full collection walked all of it with the GIL held, and each one was the p99 of
     pushes and sends; frozen, a full collection walks only what was made since
-    (docs/PERFORMANCE.md, "Issue 18's bars, third pass (2026-12-02, second session): before
-    and after, one window"). A cycle among frozen
+    (docs/PERFORMANCE.md, "Figures from code comments"). A cycle among frozen
     objects is never collected, so the collection before the freeze clears startup's own.
     """
     gc.collect()

@@ -62,14 +62,14 @@ def embedded() -> bool:
 
     There `connection` is per task: each request's `connection.vendor` built a new
     DatabaseWrapper, a large share of the loop's time in a send (docs/PERFORMANCE.md, "Figures
-    from code comments (issue 30, 2026-12-03)")."""
+    from code comments")."""
     return bool(connections[DEFAULT_DB_ALIAS].vendor == "sqlite")
 
 
 def _db() -> BaseDatabaseWrapper:
     """This thread's connection, looked up once per call: each `connection.x` is a lookup
     through asgiref's thread-local, and a send made dozens of them (docs/PERFORMANCE.md,
-    "Figures from code comments (issue 30, 2026-12-03)")."""
+    "Figures from code comments")."""
     return connections[DEFAULT_DB_ALIAS]
 
 
@@ -117,8 +117,8 @@ def _run(sql: str, params: Params, db: BaseDatabaseWrapper, read: Callable[[Curs
 
     On an open SQLite connection with no query logging (DEBUG, CaptureQueriesContext) and no
     execute wrappers, the statement goes straight to the driver: Django's cursor wrapper
-    cost more than SQLite took to run most of these (docs/PERFORMANCE.md, "Cutting per-request
-    Python (later runs, faster machine)"). The same
+    cost more than SQLite took to run most of these (docs/PERFORMANCE.md, "Figures from code
+    comments"). The same
     checks run first (thread, broken transaction) and errors are Django's either way.
     """
     raw = db.connection
@@ -181,8 +181,8 @@ def _instance(model: type[M], attnames: list[str], values: list[object], alias: 
 
     `Model.__init__` sets each field through its descriptor and sends pre_init and
     post_init; with no receiver for either (none of our models has one) the instance is the
-    same with its attributes set at once, in much less time (docs/PERFORMANCE.md, "Figures
-    from code comments (issue 30, 2026-12-03)").
+    same with its attributes set at once, in much less time (docs/PERFORMANCE.md, "Figures from
+    code comments").
     """
     if (pre_init.receivers or post_init.receivers) and (
         pre_init.has_listeners(model) or post_init.has_listeners(model)
@@ -329,7 +329,7 @@ def _writer(
     if vendor != "sqlite" and pk.attname not in names:
         # SQLite answers a generated key as the connection's last rowid (`_new_key`):
         # RETURNING there buffers its rows in an ephemeral table opened and closed per
-        # statement (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
+        # statement (docs/PERFORMANCE.md, "Figures from code comments").
         sql += f' RETURNING "{pk.column}"'
     plan: list[Written] = [(f, f.attname, _plain_types(f), _kind(f, vendor)) for f in written]
     return sql, plan, [f.attname for f in model._meta.concrete_fields]
@@ -364,7 +364,7 @@ def _db_time(moment: datetime, db: BaseDatabaseWrapper) -> str | None:
     connection time zone is UTC here) directly, as the naive UTC text Django writes."""
     if db.vendor == "sqlite" and moment.tzinfo is UTC and db.timezone is UTC:
         # str() of the naive datetime; `replace(tzinfo=None)` parses keywords, slowly
-        # (docs/PERFORMANCE.md, "Issue 18's CPU bar, fifth pass (2026-12-02, fourth session)").
+        # (docs/PERFORMANCE.md, "Figures from code comments").
         return datetime.combine(moment.date(), moment.time()).isoformat(" ")
     return db.ops.adapt_datetimefield_value(moment)
 
@@ -435,8 +435,8 @@ def time_reader() -> Callable[[Any], datetime | None]:
 
     SQLite stores UTC (the connection's time zone is UTC here), read as naive datetimes where
     the column's declared type says so and as text otherwise; marking them UTC directly is
-    much cheaper than the ORM's converter (docs/PERFORMANCE.md, "Inbox and history pages
-    (`benchmarks/read_page.py`)"), which is kept for any other time zone.
+    much cheaper than the ORM's converter (docs/PERFORMANCE.md, "Figures from code comments"),
+    which is kept for any other time zone.
     PostgreSQL's driver already returns aware datetimes.
     """
     if connection.vendor != "sqlite":
@@ -455,8 +455,8 @@ def _utc(value: datetime | str | None) -> datetime | None:
     if value is None:
         return None
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    # `moment.replace(tzinfo=UTC)`, without its keyword parsing (docs/PERFORMANCE.md,
-    # "Figures from code comments (issue 30, 2026-12-03)").
+    # `moment.replace(tzinfo=UTC)`, without its keyword parsing (docs/PERFORMANCE.md, "Figures
+    # from code comments").
     return datetime.combine(moment.date(), moment.time(), UTC)
 
 

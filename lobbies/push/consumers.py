@@ -363,8 +363,8 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         """channels' dispatch without its `aclose_old_connections()` before every handler.
 
         That call is a hop to Django's sync thread for each frame and each group message, a
-        large share of the broker's GIL time in a broadcast (docs/PERFORMANCE.md, "Issue 18's
-        bars on a quiet machine (2026-12-02): before and after, one window"); this
+        large share of the broker's GIL time in a broadcast (docs/PERFORMANCE.md, "Figures from
+        code comments"); this
         consumer's database work runs only through `on_worker`, which closes stale
         connections around each call on the thread that holds them.
         """

@@ -182,8 +182,8 @@ def push_frames(asks: list[tuple[int, int]]) -> list[PushAnswer]:
     with one statement each, the copies marked and the notices written with a few, and the
     text of a notice composed once for every recipient of the same messages; one socket's
     push after another cost ~10 statements each and held the process's one SQLite thread
-    through a broadcast (docs/PERFORMANCE.md, "Issue 18's bars, third pass (2026-12-02, second
-    session): before and after, one window"). Should the batch fail, it is rolled back
+    through a broadcast (docs/PERFORMANCE.md, "Broadcast fan-out"). Should the batch fail, it is
+    rolled back
     and each push runs again in its own savepoint, so a failure stays that socket's. For the
     embedded store, where every write of the process goes through one thread and one
     connection; on PostgreSQL each socket's push commits on its own pool thread

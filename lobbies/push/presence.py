@@ -40,7 +40,7 @@ def open_connections(sockets: list[tuple[int, int]]) -> list[int]:
     The process's row must exist and look alive; a fresh one (the heartbeat keeps it so) is
     only read. A burst of reconnects after a restart paid an update of it and a commit per
     socket here, the largest piece of a reconnect storm (docs/PERFORMANCE.md, "Reconnect
-    storm (`benchmarks/reconnect_storm.py`, new)").
+    storm").
     """
     now = timezone.now()
     with transaction.atomic():

@@ -116,7 +116,7 @@ _GUARDED_WORDS = (
     r"|(?:api|secret|private|access|auth|signing|encryption|master)[-_]?key)"
 )
 # Matched in text lowered (ASCII only, so offsets stay): case-insensitive matching was
-# slower (docs/PERFORMANCE.md, "Figures from code comments (issue 30, 2026-12-03)").
+# slower (docs/PERFORMANCE.md, "Figures from code comments").
 SECRET_ASSIGNMENT = re.compile(
     r"(?=[tspaem])(?P<word>" + _GUARDED_WORDS + r")" + r"""["']?[ \t]*(?::=|=>|=|:)(?!=)[ \t]*"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`|[^\s,;#}\])]+)"""

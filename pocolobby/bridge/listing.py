@@ -20,7 +20,8 @@ from pocolobby.bridge.tools import OWN_NAMES, OWN_TOOLS
 CATALOG_WAIT_SECONDS = 5.0
 CATALOG_RETRY_DELAYS = (1.0, 2.0, 5.0, 15.0, 30.0)
 # A host that is still there this long after its handshake (and its first tools/list) is a
-# session, not a health check: only then is the agent's runtime claimed (see DECISIONS.md).
+# session, not a health check: only then is the agent's runtime claimed (docs/DECISIONS.md, "The
+# bridge under a real host").
 CLAIM_AFTER_SECONDS = 1.0
 CONTEXT_FIRST_HINT = "If this session has not called get_context yet, call it first."
 

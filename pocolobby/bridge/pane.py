@@ -10,7 +10,7 @@ up with `attention` reported, and the broker's retries offer it again.
 
 Plain `tmux` commands rather than libtmux: the three calls per notice (`display-message ;
 capture-pane` as one, `send-keys -l`, `send-keys Enter`) are one line each, and the bridge then
-needs no new dependency (docs/DECISIONS.md).
+needs no new dependency (docs/DECISIONS.md, "tmux delivery").
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ async def serve(
     async def link_once_a_session() -> None:
         # Claude Code listens for channel events only once it has the tool list, and a health
         # check lists tools then quits: the agent is claimed (and its bootstrap pushed) only
-        # by a host still there after that (DECISIONS.md, "Claude Code's channel handler").
+        # by a host still there after that (docs/DECISIONS.md, "The bridge under a real host").
         await connection.initialized.wait()
         await bridge.until_a_session()
         log.info("the host is a session: connecting to the broker")
@@ -319,8 +319,8 @@ def main(
     except KeyboardInterrupt:  # a signal before the handlers were installed
         code = 0
     # Everything is written and closed. The interpreter's own teardown (the SDK's many models)
-    # takes longer than the host waits between SIGINT and SIGTERM (docs/PERFORMANCE.md,
-    # "Figures from code comments (issue 30, 2026-12-03)").
+    # takes longer than the host waits between SIGINT and SIGTERM (docs/PERFORMANCE.md, "Figures
+    # from code comments").
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)

@@ -353,7 +353,8 @@ def settings_cmd(args: argparse.Namespace) -> int:
     """Print a one-minute, single-use link that opens this broker's pages as its operator.
 
     Printed, never handed to a browser: `webbrowser.open` starts the browser with the link in
-    its command line, which every local user can read (docs/DECISIONS.md).
+    its command line, which every local user can read (docs/DECISIONS.md, "Hosts and local
+    boundaries").
     """
     answer = call("POST", "/settings-ticket")
     ticket = answer["ticket"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import respx
 
-from board import vapid
+from board.notifications import vapid
 from tests.board.notes_fakes import ANTHROPIC, GITHUB, FakeClaude, FakeGitHub
 
 

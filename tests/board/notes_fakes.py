@@ -3,7 +3,9 @@
 `FakeGitHub` answers GitHub's REST routes (commits with ETags and 304s, recursive trees,
 base64 blobs) in GitHub's own JSON shapes; `FakeClaude` answers the Messages API the way
 Anthropic does. Both sit on a respx router, so the real httpx clients (ours and the
-anthropic SDK's) go through their ordinary code paths.
+anthropic SDK's) go through their ordinary code paths. `MessagesStandIn` answers the same
+wire format on a loopback port, for broker processes: it counts requests and can hold one
+open.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -214,14 +221,20 @@ class FakeClaude:
             if callable(answer):
                 return answer(body)
             return message(body, json.dumps(answer))
-        agents = self.document(body)["agents"]
-        output = {
+        return message(body, every_agent_works(body))
+
+
+def every_agent_works(body: dict[str, Any]) -> str:
+    """The summary's JSON for a request: every agent it names works, next unknown."""
+    agents = FakeClaude.document(body)["agents"]
+    return json.dumps(
+        {
             "agents": [
                 {"agent_id": a["agent_id"], "now": f"{a['name']} works", "next": None}
                 for a in agents
             ]
         }
-        return message(body, json.dumps(output))
+    )
 
 
 def message(
@@ -236,23 +249,36 @@ def message(
     return httpx.Response(
         200,
         headers={"request-id": "req_011CTest", "content-type": "application/json"},
-        json={
-            "id": "msg_01TestSummary",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": stop_reason,
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "service_tier": "standard",
-            },
-        },
+        json=message_body(
+            body,
+            text,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            stop_reason=stop_reason,
+        ),
     )
+
+
+def message_body(
+    body: dict[str, Any], text: str, *, input_tokens: int, output_tokens: int, stop_reason: str
+) -> dict[str, Any]:
+    """The JSON of a Messages API answer."""
+    return {
+        "id": "msg_01TestSummary",
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "service_tier": "standard",
+        },
+    }
 
 
 def api_error(status: int, kind: str, text: str) -> Callable[[dict[str, Any]], httpx.Response]:
@@ -265,3 +291,100 @@ def api_error(status: int, kind: str, text: str) -> Callable[[dict[str, Any]], h
             "request_id": "req_011CTestError",
         },
     )
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One request the stand-in received: whose (the first path segment), when (epoch
+    seconds, comparable with the store's timestamps on this machine), what."""
+
+    caller: str
+    at: float
+    body: dict[str, Any]
+
+
+class MessagesStandIn:
+    """The Messages API on a loopback port: give each broker `url_for(name)` as its
+    POCOLOBBY_ANTHROPIC_BASE_URL, and every request is counted under that name.
+
+    Each answer is a summary of every agent the request names, billed as Anthropic would:
+    input tokens by the request's size, output tokens at the request's max_tokens (so what
+    an attempt costs is close to the broker's estimate). `hold_next()` keeps the next
+    request open until `release()`, for a broker to be killed mid-call.
+    """
+
+    def __init__(self) -> None:
+        self.arrivals: list[Arrival] = []
+        self.held = threading.Event()  # a request is being held
+        self._hold = False
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                stand_in._serve(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> MessagesStandIn:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def url_for(self, caller: str) -> str:
+        return f"{self.url}/{caller}"
+
+    def hold_next(self) -> None:
+        with self._lock:
+            self._hold, self._release = True, threading.Event()
+            self.held.clear()
+
+    def release(self) -> None:
+        self._release.set()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.arrivals)
+
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        caller, _, rest = request.path.lstrip("/").partition("/")
+        raw = request.rfile.read(int(request.headers.get("Content-Length", "0")))
+        if rest != "v1/messages":
+            request.send_error(404)
+            return
+        body = json.loads(raw)
+        with self._lock:
+            self.arrivals.append(Arrival(caller, time.time(), body))
+            hold, self._hold = self._hold, False
+            release = self._release
+        if hold:
+            self.held.set()
+            release.wait(timeout=300)
+        answer = message_body(
+            body,
+            every_agent_works(body),
+            input_tokens=math.ceil(len(raw) / 4),
+            output_tokens=int(body["max_tokens"]),
+            stop_reason="end_turn",
+        )
+        encoded = json.dumps(answer).encode()
+        try:
+            request.send_response(200)
+            request.send_header("content-type", "application/json")
+            request.send_header("request-id", "req_011CStandIn")
+            request.send_header("content-length", str(len(encoded)))
+            request.end_headers()
+            request.wfile.write(encoded)
+        except OSError:  # the caller was killed while it waited
+            pass

@@ -1,9 +1,9 @@
 """Who may see a dashboard: private to its owner and listed viewers (hosted, after a
 hand-off) or the local operator; public to anyone, without account emails.
 
-The routes are found from board/urls.py (with the console's lobby routes it includes), so a
-new route of a lobby's pages is refused to strangers, or named in OPEN with its reason, or
-this fails."""
+The routes are found from board/urls.py (with the settings' and the console's lobby routes
+it includes), so a new route of a lobby's pages is refused to strangers, or named in OPEN
+with its reason, or this fails."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from board.models import AgentAppearance, PushSubscription
 from console.models import SignInThrottle
 from lobbies.models import Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
-from tests.board.push_service import Device
+from tests.board.notifications.webpush_service import Device
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db

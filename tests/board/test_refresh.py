@@ -21,9 +21,10 @@ import pytest
 import respx
 from asgiref.sync import sync_to_async
 
-from board import notes, refresh, summary
+from board import notes, refresh
 from board.actions import set_appearance, set_notes_source
 from board.models import AttemptOutcome, NotesSnapshot, NotesSource, SummaryAttempt
+from board.summaries import runs
 from console.actions.accounts import approve_repository
 from console.actions.lobby_settings import Actor, create_room
 from lobbies.actions import operator
@@ -181,7 +182,7 @@ def test_missing_secrets_are_named(
 ) -> None:
     settings.GITHUB_TOKEN = ""
     settings.ANTHROPIC_API_KEY = ""
-    assert refresh.picture_of(lobby).problems == [summary.MISSING_KEY]
+    assert refresh.picture_of(lobby).problems == [runs.MISSING_KEY]
 
     with_notes(lobby, github)
     refresh.dashboard_opened(lobby.pk)

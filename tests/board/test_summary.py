@@ -13,9 +13,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from board import notes, refresh, summary
+from board import notes, refresh
 from board.actions import set_appearance, set_notes_source, set_summary
 from board.models import AttemptOutcome, NotesSource, SummaryAttempt, SummaryModel
+from board.summaries import prices, prompt, runs
 from console.actions.accounts import approve_repository
 from console.actions.lobby_settings import Actor, create_room
 from lobbies.actions import operator, retention
@@ -74,7 +75,7 @@ def attempts(lobby: Lobby) -> list[SummaryAttempt]:
 def summarized_then_changed(team: Lobby, backend: AgentClient, clock: Any) -> None:
     """A first summary, then a new report once the interval has passed: the next is due."""
     report(backend, "lead", "sweep done", "r1")
-    summary.maybe_summarize(team)
+    runs.maybe_summarize(team)
     clock.shift(timedelta(minutes=11))
     report(backend, "lead", "review done", "r2")
 
@@ -94,14 +95,14 @@ def test_the_request_carries_contents_reports_assignments_and_visible_agents(
     lead.send("backend", "just saying", "n1", kind="notice")
     lead.send("backend", "any news?", "q1", kind="question")
 
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
 
     body = claude.bodies[0]
     assert body["model"] == "claude-haiku-5-5"
-    assert body["system"] == summary.SYSTEM_PROMPT
+    assert body["system"] == prompt.SYSTEM_PROMPT
     assert body["output_config"] == {
         "effort": "low",
-        "format": {"type": "json_schema", "schema": summary.OUTPUT_SCHEMA},
+        "format": {"type": "json_schema", "schema": prompt.OUTPUT_SCHEMA},
     }
     assert "tools" not in body and "cache_control" not in json.dumps(body)
     assert [m["role"] for m in body["messages"]] == ["user"]
@@ -127,7 +128,7 @@ def test_the_request_carries_contents_reports_assignments_and_visible_agents(
     assert attempt.outcome == AttemptOutcome.SUCCEEDED
     assert (attempt.input_tokens, attempt.output_tokens) == (1_000, 200)
     assert attempt.cost_usd == Decimal("0.002000")  # Haiku: $1 in, $5 out per million
-    assert attempt.input_hash == summary.build_request(team.pk).input_hash
+    assert attempt.input_hash == prompt.build_request(team.pk).input_hash
     picture = refresh.picture_of(team)
     assert picture.agents == {
         "backend": refresh.AgentSummary(now="Backend Bee works", next=None),
@@ -142,8 +143,8 @@ def test_the_same_input_gives_the_same_request_whatever_the_commit(
 ) -> None:
     for number in range(3):
         report(backend, "lead", f"step {number}", f"r{number}")
-    before = summary.build_request(team.pk)
-    assert [m["content"] for m in FakeClaude.document(before.request)["messages"]] == [
+    before = prompt.build_request(team.pk)
+    assert [m["content"] for m in FakeClaude.document(before.request.arguments())["messages"]] == [
         "step 0",
         "step 1",
         "step 2",
@@ -153,28 +154,30 @@ def test_the_same_input_gives_the_same_request_whatever_the_commit(
     clock.shift(timedelta(minutes=6))
     assert notes.fetch_source(NotesSource.objects.get(room__lobby=team).pk).commit == commit
 
-    after = summary.build_request(team.pk)
+    after = prompt.build_request(team.pk)
 
     assert after.input_hash == before.input_hash
-    assert summary.canonical(after.request) == summary.canonical(before.request)
+    assert prompt.canonical(after.request.arguments()) == prompt.canonical(
+        before.request.arguments()
+    )
     assert after.sources[0]["commit"] == commit
     report(backend, "lead", "step 3", "r3")
-    assert summary.build_request(team.pk).input_hash != before.input_hash
+    assert prompt.build_request(team.pk).input_hash != before.input_hash
 
 
 def test_it_runs_again_only_on_a_changed_input(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
     report(backend, "lead", "sweep done", "r1")
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     clock.shift(timedelta(minutes=11))
 
-    assert summary.maybe_summarize(team) == "unchanged"
+    assert runs.maybe_summarize(team) == "unchanged"
     assert claude.route.call_count == 1
 
     clock.shift(timedelta(minutes=5))
     report(backend, "lead", "review done", "r2")
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     assert claude.route.call_count == 2
 
 
@@ -182,15 +185,15 @@ def test_at_least_the_interval_passes_between_attempts(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
     report(backend, "lead", "sweep done", "r1")
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     clock.shift(timedelta(minutes=5))
     report(backend, "lead", "review done", "r2")
 
-    assert summary.maybe_summarize(team) == "interval"
+    assert runs.maybe_summarize(team) == "interval"
     assert claude.route.call_count == 1
 
     clock.shift(timedelta(minutes=5))
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     assert claude.route.call_count == 2
 
 
@@ -198,15 +201,15 @@ def test_an_input_found_unchanged_is_not_built_again_for_a_notes_interval(
     team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
 ) -> None:
     report(backend, "lead", "sweep done", "r1")
-    summary.maybe_summarize(team)
+    runs.maybe_summarize(team)
     clock.shift(timedelta(minutes=11))
-    assert summary.maybe_summarize(team) == "unchanged"
+    assert runs.maybe_summarize(team) == "unchanged"
     clock.shift(timedelta(minutes=1))
     report(backend, "lead", "review done", "r2")
 
-    assert summary.maybe_summarize(team) == "unchanged"  # not built: the cache answers
+    assert runs.maybe_summarize(team) == "unchanged"  # not built: the cache answers
     clock.shift(notes.NOTES_INTERVAL)
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     assert claude.route.call_count == 2
 
 
@@ -216,14 +219,17 @@ def test_an_input_that_only_lost_messages_to_expiry_counts_as_unchanged(
     report(backend, "lead", "old news", "r1")
     clock.shift(timedelta(hours=23))
     report(backend, "lead", "recent news", "r2")
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     clock.shift(timedelta(hours=1, minutes=30))
     assert retention.sweep(timezone.now())["messages"] == 1
 
-    built = summary.build_request(team.pk)
-    assert [m["content"] for m in FakeClaude.document(built.request)["messages"]] == ["recent news"]
+    built = prompt.build_request(team.pk)
+    assert [m["content"] for m in FakeClaude.document(built.request.arguments())["messages"]] == [
+        "recent news"
+    ]
     assert built.input_hash != attempts(team)[0].input_hash
-    assert summary.maybe_summarize(team) == "unchanged"
+    runs.forget()  # another broker, or a restart: the store tells, not this process's memory
+    assert runs.maybe_summarize(team) == "unchanged"
     assert claude.route.call_count == 1
 
 
@@ -233,7 +239,7 @@ def test_an_invalid_answer_is_stored_with_its_cost_and_not_paid_for_again(
     summarized_then_changed(team, backend, clock)
     claude.answers.append(lambda body: message(body, "Sure! Here is the summary: lead works."))
 
-    assert summary.maybe_summarize(team) == "invalid"
+    assert runs.maybe_summarize(team) == "invalid"
 
     good, invalid = attempts(team)
     assert invalid.outcome == AttemptOutcome.INVALID
@@ -247,8 +253,8 @@ def test_an_invalid_answer_is_stored_with_its_cost_and_not_paid_for_again(
     ) in picture.problems
     # The same input again, even after a restart forgot everything in memory: not paid again.
     clock.shift(timedelta(minutes=11))
-    summary.forget()
-    assert summary.maybe_summarize(team) == "unchanged"
+    runs.forget()
+    assert runs.maybe_summarize(team) == "unchanged"
     assert claude.route.call_count == 2
 
 
@@ -268,7 +274,7 @@ def test_an_answer_of_the_wrong_structure_is_invalid(
     report(backend, "lead", "sweep done", "r1")
     claude.answers.append(output)
 
-    assert summary.maybe_summarize(team) == "invalid"
+    assert runs.maybe_summarize(team) == "invalid"
     assert [a.outcome for a in attempts(team)] == [AttemptOutcome.INVALID]
     assert refresh.picture_of(team).agents == {}
 
@@ -290,7 +296,7 @@ def test_unknown_hidden_and_repeated_agents_are_dropped_and_strings_clipped(
         }
     )
 
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
 
     [attempt] = attempts(team)
     assert set(attempt.summary["agents"]) == {"lead", "backend"}
@@ -310,7 +316,7 @@ def test_a_failed_attempt_is_retried_once_and_the_last_good_picture_stays(
         api_error(529, "overloaded_error", "Overloaded"),
     ]
 
-    assert summary.maybe_summarize(team) == "failed"
+    assert runs.maybe_summarize(team) == "failed"
 
     assert claude.route.call_count == 3
     good, *failed = attempts(team)
@@ -331,7 +337,7 @@ def test_a_refused_request_is_not_retried(
     report(backend, "lead", "sweep done", "r1")
     claude.answers.append(api_error(400, "invalid_request_error", "bad"))
 
-    assert summary.maybe_summarize(team) == "failed"
+    assert runs.maybe_summarize(team) == "failed"
     assert claude.route.call_count == 1
 
 
@@ -341,7 +347,7 @@ def test_timeouts_keep_the_last_good_picture_and_a_retry_can_succeed(
     report(backend, "lead", "sweep done", "r1")
     claude.answers += [httpx.ReadTimeout("slow"), httpx.ReadTimeout("slow")]
 
-    assert summary.maybe_summarize(team) == "failed"
+    assert runs.maybe_summarize(team) == "failed"
     assert [(a.outcome, a.error) for a in attempts(team)] == [
         (AttemptOutcome.FAILED, "the model did not answer in time")
     ] * 2
@@ -352,7 +358,7 @@ def test_timeouts_keep_the_last_good_picture_and_a_retry_can_succeed(
 
     clock.shift(timedelta(minutes=11))
     claude.answers.append(httpx.ReadTimeout("slow"))
-    assert summary.maybe_summarize(team) == "succeeded"  # the timeout is not an answer
+    assert runs.maybe_summarize(team) == "succeeded"  # the timeout is not an answer
     assert [a.outcome for a in attempts(team)][-2:] == [
         AttemptOutcome.FAILED,
         AttemptOutcome.SUCCEEDED,
@@ -365,11 +371,13 @@ def test_the_daily_ceiling_stops_paid_attempts_before_any_request(
     seed_attempt(team, cost="4.99", hours_ago=2)
     report(backend, "lead", "sweep done", "r1")
 
-    assert summary.maybe_summarize(team) == "ceiling"
+    assert runs.maybe_summarize(team) == "ceiling"
 
     assert claude.route.call_count == 0
     assert len(attempts(team)) == 1
-    assert summary.CEILING_REACHED in refresh.picture_of(team).problems
+    assert runs.CEILING_REACHED in refresh.picture_of(team).problems
+    runs.forget()  # another broker's page: the store's spend tells it too
+    assert runs.CEILING_REACHED in refresh.picture_of(team).problems
 
 
 def test_attempts_older_than_a_day_do_not_count_toward_the_ceiling(
@@ -378,17 +386,17 @@ def test_attempts_older_than_a_day_do_not_count_toward_the_ceiling(
     seed_attempt(team, cost="4.99", hours_ago=25)
     report(backend, "lead", "sweep done", "r1")
 
-    assert summary.maybe_summarize(team) == "succeeded"
-    assert summary.CEILING_REACHED not in refresh.picture_of(team).problems
+    assert runs.maybe_summarize(team) == "succeeded"
+    assert runs.CEILING_REACHED not in refresh.picture_of(team).problems
 
 
 def test_a_sonnet_request_is_estimated_at_its_own_price(team: Lobby) -> None:
     set_summary(Actor.operator(), team.pk, SummaryModel.SONNET, "high")
-    built = summary.build_request(team.pk)
+    built = prompt.build_request(team.pk)
 
     # Its whole max_tokens counts: 8,000 tokens at $15 per million is $0.12 at least.
-    assert built.request["max_tokens"] == 8_000
-    assert summary.estimated_cost(built) > Decimal("0.12")
+    assert built.request.max_tokens == 8_000
+    assert prices.estimated_cost(built) > Decimal("0.12")
 
 
 def seed_attempt(lobby: Lobby, *, cost: str, hours_ago: float) -> None:
@@ -419,29 +427,29 @@ def test_a_paid_attempt_that_cannot_be_stored_blocks_paid_attempts_until_it_is(
         "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
     )
     report(backend, "lead", "sweep done", "r1")
-    estimate = summary.estimated_cost(summary.build_request(team.pk))
+    estimate = prices.estimated_cost(prompt.build_request(team.pk))
     with connection.cursor() as cursor:
         cursor.execute(full_disk)
 
-    assert summary.maybe_summarize(team) == "succeeded"  # answered and paid, not recorded
+    assert runs.maybe_summarize(team) == "succeeded"  # answered and paid, not recorded
     [reserved] = attempts(team)
     assert (reserved.outcome, reserved.cost_usd) == (AttemptOutcome.RESERVED, estimate)
-    assert summary.UNSAVED_ATTEMPT in refresh.picture_of(team).problems
-    assert summary.cost_since(team.pk, timezone.now() - timedelta(days=1)) == estimate
+    assert runs.UNSAVED_ATTEMPT in refresh.picture_of(team).problems
+    assert runs.cost_since(team.pk, timezone.now() - timedelta(days=1)) == estimate
 
     clock.shift(timedelta(minutes=11))
     report(backend, "lead", "review done", "r2")
-    assert summary.maybe_summarize(team) == "blocked"
+    assert runs.maybe_summarize(team) == "blocked"
     assert claude.route.call_count == 1
 
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER full_disk")
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     assert claude.route.call_count == 2
     first, second = attempts(team)
     assert first.started_at == START and first.cost_usd == Decimal("0.002")
     assert second.outcome == AttemptOutcome.SUCCEEDED
-    assert summary.UNSAVED_ATTEMPT not in refresh.picture_of(team).problems
+    assert runs.UNSAVED_ATTEMPT not in refresh.picture_of(team).problems
 
 
 def test_without_a_key_no_request_is_made_and_the_page_names_it(
@@ -450,7 +458,7 @@ def test_without_a_key_no_request_is_made_and_the_page_names_it(
     settings.ANTHROPIC_API_KEY = ""
     report(backend, "lead", "sweep done", "r1")
 
-    assert summary.maybe_summarize(team) == "no_key"
+    assert runs.maybe_summarize(team) == "no_key"
     assert claude.route.call_count == 0
     assert "ANTHROPIC_API_KEY is not set: summaries cannot be written" in (
         refresh.picture_of(team).problems
@@ -466,10 +474,10 @@ def test_injected_text_travels_only_json_encoded_in_the_user_message(
     notes.fetch_source(NotesSource.objects.get(room__lobby=team).pk)
     report(backend, "lead", attack, "r1")
 
-    summary.maybe_summarize(team)
+    runs.maybe_summarize(team)
 
     body = claude.bodies[0]
-    assert body["system"] == summary.SYSTEM_PROMPT and "Ignore" not in body["system"]
+    assert body["system"] == prompt.SYSTEM_PROMPT and "Ignore" not in body["system"]
     raw = claude.route.calls[0].request.content.decode()
     assert attack not in raw  # never verbatim: quotes and newline escaped
     user = body["messages"][0]["content"]
@@ -483,11 +491,11 @@ def test_model_and_effort_enter_the_request_and_its_hash(
     team: Lobby, claude: FakeClaude, backend: AgentClient
 ) -> None:
     report(backend, "lead", "sweep done", "r1")
-    haiku = summary.build_request(team.pk)
+    haiku = prompt.build_request(team.pk)
     set_summary(Actor.operator(), team.pk, SummaryModel.SONNET, "medium")
 
-    sonnet = summary.build_request(team.pk)
-    summary.maybe_summarize(team)
+    sonnet = prompt.build_request(team.pk)
+    runs.maybe_summarize(team)
 
     assert sonnet.input_hash != haiku.input_hash
     assert sonnet.base_hash != haiku.base_hash
@@ -513,7 +521,7 @@ def test_a_lobby_deleted_during_the_attempt_stores_nothing(
 
     claude.answers.append(delete_then_answer)
 
-    assert summary.maybe_summarize(team) == "gone"
+    assert runs.maybe_summarize(team) == "gone"
     assert not SummaryAttempt.objects.exists()
 
 
@@ -524,12 +532,12 @@ def test_one_summary_at_a_time_per_lobby(
     seen: list[str] = []
 
     def answer_while_another_tries(body: dict[str, Any]) -> httpx.Response:
-        seen.append(summary.maybe_summarize(team))
+        seen.append(runs.maybe_summarize(team))
         return message(body, json.dumps({"agents": []}))
 
     claude.answers.append(answer_while_another_tries)
 
-    assert summary.maybe_summarize(team) == "succeeded"
+    assert runs.maybe_summarize(team) == "succeeded"
     assert seen == ["busy"]
     assert claude.route.call_count == 1
 
@@ -546,11 +554,32 @@ def test_notes_are_cut_at_the_lobby_cap_visibly(
     for source in NotesSource.objects.filter(room__room_id__in=rooms):
         assert notes.fetch_source(source.pk).status == "stored"
 
-    built = summary.build_request(team.pk)
+    built = prompt.build_request(team.pk)
 
     contents = [
-        f for source in FakeClaude.document(built.request)["notes"] for f in source["files"]
+        f
+        for source in FakeClaude.document(built.request.arguments())["notes"]
+        for f in source["files"]
     ]
     assert sum(len(f["content"]) for f in contents) == notes.LOBBY_CHARS
     assert built.notes_cut and contents[-1]["truncated"]
     assert any("200,000 characters" in p for p in refresh.picture_of(team).problems)
+
+
+def test_an_answer_without_the_messages_api_fields_settles_as_unusable(
+    team: Lobby, claude: FakeClaude, backend: AgentClient, clock: Any
+) -> None:
+    summarized_then_changed(team, backend, clock)
+    claude.answers.append(
+        lambda body: httpx.Response(
+            200,
+            headers={"request-id": "req_011CTest", "content-type": "application/json"},
+            json={"id": "msg_01Bare", "type": "message", "role": "assistant", "content": []},
+        )
+    )
+
+    assert runs.maybe_summarize(team) == "failed"
+
+    _, bare = attempts(team)
+    assert (bare.outcome, bare.cost_usd) == (AttemptOutcome.FAILED, Decimal(0))
+    assert bare.error.startswith("the Anthropic API's answer was unusable (")

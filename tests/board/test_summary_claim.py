@@ -17,8 +17,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from board import summary
 from board.models import AttemptOutcome, SummaryAttempt, SummaryModel
+from board.summaries import attempts, prices, prompt, runs
 from lobbies.models import Lobby
 from tests.board.notes_fakes import FakeClaude
 from tests.conftest import AgentClient
@@ -69,18 +69,18 @@ def test_two_claimers_at_once_make_one_request(
     # Both pass the first look and build the request before either claims: the race is
     # decided in the claim's transaction, not by the first look.
     both_built = threading.Barrier(2, timeout=20)
-    build = summary.build_request
+    build = prompt.build_request
 
-    def build_then_wait(lobby_id: int) -> summary.BuiltRequest | None:
+    def build_then_wait(lobby_id: int) -> prompt.BuiltRequest | None:
         built = build(lobby_id)
         both_built.wait()
         return built
 
-    monkeypatch.setattr(summary, "build_request", build_then_wait)
+    monkeypatch.setattr(runs, "build_request", build_then_wait)
 
     # Each thread stands for a broker process: it runs the rules past anything one process
     # could keep in its memory, so only the store can decide.
-    statuses = in_threads(2, lambda: summary._maybe(team.pk))
+    statuses = in_threads(2, lambda: runs._maybe(team.pk))
 
     assert statuses == ["busy", "succeeded"]
     assert claude.route.call_count == 1
@@ -93,33 +93,33 @@ def test_a_live_reservation_holds_the_lobby_and_an_expired_one_frees_it(
 ) -> None:
     killed = reservation(team, cost="0.05", minutes_ago=3)
 
-    assert summary.maybe_summarize(team) == "busy"
-    time_machine.shift(summary.CLAIM_EXPIRES)
-    assert summary.maybe_summarize(team) == "interval"  # it started less than 10 min ago
+    assert runs.maybe_summarize(team) == "busy"
+    time_machine.shift(attempts.CLAIM_EXPIRES)
+    assert runs.maybe_summarize(team) == "interval"  # it started less than 10 min ago
     assert claude.route.call_count == 0
 
-    time_machine.shift(summary.SUMMARY_INTERVAL - summary.CLAIM_EXPIRES)
-    assert summary.maybe_summarize(team) == "succeeded"
+    time_machine.shift(attempts.SUMMARY_INTERVAL - attempts.CLAIM_EXPIRES)
+    assert runs.maybe_summarize(team) == "succeeded"
 
     assert claude.route.call_count == 1
     killed.refresh_from_db()
     assert (killed.outcome, killed.error, killed.cost_usd) == (
         AttemptOutcome.FAILED,
-        summary.BROKER_STOPPED,
+        attempts.BROKER_STOPPED,
         Decimal("0.05"),  # never a free run: its estimate still counts
     )
-    assert summary.cost_since(team.pk, timezone.now() - timedelta(days=1)) == Decimal("0.052")
+    assert runs.cost_since(team.pk, timezone.now() - timedelta(days=1)) == Decimal("0.052")
 
 
 def test_a_reservation_that_would_pass_the_ceiling_is_refused(
     team: Lobby, claude: FakeClaude
 ) -> None:
-    built = summary.build_request(team.pk)
+    built = prompt.build_request(team.pk)
     assert built is not None
-    estimate = summary.estimated_cost(built)
-    reservation(team, cost=str(summary.DAILY_CEILING_USD - estimate / 2), minutes_ago=11)
+    estimate = prices.estimated_cost(built)
+    reservation(team, cost=str(prices.DAILY_CEILING_USD - estimate / 2), minutes_ago=11)
 
-    assert summary.maybe_summarize(team) == "ceiling"
+    assert runs.maybe_summarize(team) == "ceiling"
 
     assert claude.route.call_count == 0
     assert list(SummaryAttempt.objects.values_list("outcome", flat=True)) == [AttemptOutcome.FAILED]

@@ -5,9 +5,10 @@ page, on a phone and a desktop, light and dark.
 
 Headless Chromium has no push service of its own to subscribe with (Chrome's is Google's),
 so the page's `PushManager.subscribe` answers with a subscription whose endpoint is a
-loopback https stand-in (tests/board/push_service.py): everything else (permission, worker,
-key, POST, DELETE) is the browser's. Then an agent asks the owner something and the broker's
-own serve loop pushes it to the stand-in, where the test decrypts it with the device's key.
+loopback https stand-in (tests/board/notifications/webpush_service.py): everything else
+(permission, worker, key, POST, DELETE) is the browser's. Then an agent asks the owner
+something and the broker's own serve loop pushes it to the stand-in, where the test decrypts
+it with the device's key.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
-from tests.board.push_service import (
+from tests.board.notifications.webpush_service import (
     FAKE_PUSH_SERVICE,
     Device,
     PushService,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.board.push_service import Device, PushService, Received
+from tests.board.notifications.webpush_service import Device, PushService, Received
 from tests.browser.agent_host import AgentSession
 from tests.browser.conftest import (
     ADMIN_TOKEN,

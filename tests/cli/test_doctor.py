@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.board.push_service import PushService
+from tests.board.notifications.webpush_service import PushService
 from tests.bridge_client import Bridge
 from tests.server import REPO_ROOT, Broker, clean_env
 

@@ -5,7 +5,7 @@ SIGKILLed while messages flow and its real bridges reconnect through Caddy to th
 with nothing lost and nothing pushed twice.
 
 Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 (skipped without them, like
-tests/lobbies/test_scale_out.py, whose database and Redis fixtures this module uses).
+tests/lobbies/test_scale_out.py: the fixtures of tests/scale_out_fixtures.py).
 """
 
 from __future__ import annotations
@@ -34,16 +34,10 @@ from tests.deploy.conftest import (
     hosted_env,
     write_bridge_config,
 )
-from tests.lobbies.test_scale_out import (  # noqa: F401 (fixtures, used by name)
-    PG_SERVER,
-    REDIS_HOST,
-    REDIS_PORT,
-    _admin_connection,
-    database,
-    redis_db,
-)
+from tests.scale_out import admin_connection, store_env
 from tests.server import Broker, free_port
 
+pytest_plugins = ("tests.scale_out_fixtures",)  # the database and redis_db fixtures
 pytestmark = pytest.mark.slow
 
 UPSTREAM_HEADER = "X-PocoLobby-Broker"
@@ -52,8 +46,8 @@ AGENTS = ("w1", "w2", "w3", "w4")
 
 @pytest.fixture(scope="module")
 def cluster(
-    database: str,  # noqa: F811
-    redis_db: int,  # noqa: F811
+    database: str,
+    redis_db: int,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Deployment]:
     """Brokers A and B (same store, same Redis, same secrets) behind one Caddy."""
@@ -73,8 +67,7 @@ def cluster(
     )
     shared = {
         **hosted_env(domain, postmark, f"api.{domain},127.0.0.1:{port_a},127.0.0.1:{port_b}"),
-        "DATABASE_URL": f"{PG_SERVER}/{database}",
-        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
+        **store_env(database, redis_db),
         "POCOLOBBY_SECRET_KEY": secrets.token_urlsafe(32),
         # One sender drives the load; the per-agent send limit is not what is tested here.
         "POCOLOBBY_SENDS_PER_MINUTE": "100000",
@@ -202,7 +195,7 @@ def database_name(cluster: Deployment) -> str:
 
 def stored_sends(dbname: str, lobby: str) -> Counter[str]:
     """How many times each client_request_id is stored in the lobby."""
-    with _admin_connection(dbname) as connection:
+    with admin_connection(dbname) as connection:
         rows = connection.execute(
             "SELECT m.client_request_id FROM lobbies_message m JOIN lobbies_lobby l "
             "ON l.id = m.lobby_id WHERE l.name = %s",

@@ -22,7 +22,12 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.board.push_service import FAKE_PUSH_SERVICE, Device, PushService, verify_vapid
+from tests.board.notifications.webpush_service import (
+    FAKE_PUSH_SERVICE,
+    Device,
+    PushService,
+    verify_vapid,
+)
 from tests.deploy.caddy import Caddy, doc_caddyfile, trust_store
 from tests.server import REPO_ROOT, Broker, free_port
 

@@ -26,3 +26,19 @@ def test_the_next_steps_serve_prints_are_readmes_commands():
     assert len(commands) == 4
     readme_lines = {line.strip().removeprefix(".venv/bin/") for line in README.splitlines()}
     assert [c for c in commands if c not in readme_lines] == []
+
+
+def test_contributing_is_linked_and_names_only_files_in_the_clone():
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert "`CONTRIBUTING.md`" in README
+    named = set(re.findall(r"`((?:docs/|tests/|benchmarks/|\.ci/)[^`\s]*)`", contributing))
+    assert named, "CONTRIBUTING.md names no files: the pattern is wrong"
+    assert [name for name in sorted(named) if not list(ROOT.glob(name))] == []
+
+
+def test_contributing_gives_the_readmes_test_command_as_it_is():
+    """CI runs README.md's test command verbatim; CONTRIBUTING.md must not drift from it."""
+    command = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest"
+    assert command in README.splitlines()
+    assert command in (ROOT / "CONTRIBUTING.md").read_text().splitlines()
+    assert command in (ROOT / ".ci" / "run").read_text()

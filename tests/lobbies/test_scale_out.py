@@ -5,8 +5,7 @@ process holds the dispatcher's PostgreSQL advisory lock; when that process is ki
 SIGKILL, the other one takes the lock over and delivers what was owed.
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, no password) and Redis on 127.0.0.1:6379;
-the module is skipped when either is unreachable. It creates a uniquely named database (and
-drops it at the end) and claims an empty Redis database number (flushed at the end).
+the module is skipped when either is unreachable (the fixtures of tests/scale_out_fixtures.py).
 
 Two Redis-layer failures these tests caught: a bridge closed with 1011 after 5 s of quiet
 (redis-py 8's 5 s socket timeout under channels_redis's 5 s blocking pop), and a dispatcher
@@ -19,76 +18,25 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 import pytest
-import redis
 
 from pocolobby.loops import LEADER_LOCK_KEY
 from tests.bridge_client import Bridge, acknowledge, payload, send_message
+from tests.scale_out import admin_connection, store_env
 from tests.server import Broker
 
+pytest_plugins = ("tests.scale_out_fixtures",)  # the database and redis_db fixtures
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-REDIS_CLAIM_KEY = "pocolobby-tests:scale-out-claim"
 # How each process names itself to PostgreSQL (libpq reads PGAPPNAME), to tell who leads.
 APP_NAMES = {"a": "pocolobby-scale-a", "b": "pocolobby-scale-b"}
 TAKEOVER_SECONDS = 10.0
 RECEIPT_TIMEOUT = 15.0
 STALL_SECONDS = 2.0
-
-
-def _admin_connection(dbname: str = "postgres") -> psycopg.Connection:
-    return psycopg.connect(f"{PG_SERVER}/{dbname}", autocommit=True, connect_timeout=3)
-
-
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this module; dropped at teardown."""
-    try:
-        admin = _admin_connection()
-    except psycopg.Error as exc:
-        pytest.skip(f"PostgreSQL is not reachable at {PG_SERVER}: {exc}")
-    name = f"pocolobby_scale_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with _admin_connection() as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name]
-        )
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-
-
-@pytest.fixture(scope="module")
-def redis_db() -> Iterator[int]:
-    """An empty Redis database number, claimed with a marker key; flushed at teardown."""
-    claim = secrets.token_hex(8)
-    try:
-        redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"Redis is not reachable at {REDIS_HOST}:{REDIS_PORT}: {exc}")
-    for number in range(15, 0, -1):
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number)
-        try:
-            if client.set(REDIS_CLAIM_KEY, claim, nx=True, ex=3600):
-                if client.dbsize() == 1:
-                    break
-                client.delete(REDIS_CLAIM_KEY)
-        except redis.ResponseError:  # fewer databases configured than we tried
-            pass
-        client.close()
-    else:
-        pytest.skip("no empty Redis database number to claim")
-    yield number
-    client.flushdb()
-    client.close()
 
 
 @dataclass
@@ -108,7 +56,7 @@ class Cluster:
         advisory lock, and how long that session has been idle (a leader runs SELECT 1 on it
         at every tick, so more than a second or two means its dispatcher stopped ticking)."""
         classid, objid = LEADER_LOCK_KEY >> 32, LEADER_LOCK_KEY & 0xFFFFFFFF
-        with _admin_connection(self.database) as conn:
+        with admin_connection(self.database) as conn:
             rows = conn.execute(
                 "SELECT a.application_name, extract(epoch FROM now() - a.state_change)::float "
                 "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
@@ -162,11 +110,7 @@ def cluster(
     database: str, redis_db: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     token = f"pla_{secrets.token_urlsafe(24)}"
-    shared = {
-        "DATABASE_URL": f"{PG_SERVER}/{database}",
-        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}",
-        "POCOLOBBY_ADMIN_TOKEN": token,
-    }
+    shared = {**store_env(database, redis_db), "POCOLOBBY_ADMIN_TOKEN": token}
     a, b = (
         Broker(tmp_path_factory.mktemp(f"scale-{key}"), env={**shared, "PGAPPNAME": APP_NAMES[key]})
         for key in ("a", "b")

@@ -9,12 +9,12 @@ import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.postgres import own_database, url
+from tests.scale_out import usage_of
 from tests.server import Broker
 
 # Its brokers use a database of the test's own whatever DATABASE_URL says: once is enough.
@@ -36,18 +36,6 @@ def brokers(tmp_path: Path) -> Iterator[tuple[Broker, Broker]]:
         finally:
             b.stop()
             a.stop()
-
-
-def usage_of(broker: Broker, token: str, agent: str) -> Any:
-    answer = httpx.post(
-        f"{broker.url}/v1/tools/list_agents",
-        json={},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=10,
-    )
-    assert answer.status_code == 200, answer.text
-    [entry] = [a for a in answer.json()["agents"] if a["agent_id"] == agent]
-    return entry["usage"]
 
 
 def test_a_reading_reported_to_one_broker_is_listed_by_the_other(

@@ -101,7 +101,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         run) when queries are logged or wrapped, for Django's cursor to run it visibly.
 
         Through Django's cursor each cost more Python than the statement (docs/PERFORMANCE.md,
-        "Figures from code comments (issue 30, 2026-12-03)"); a send in a shared commit
+        "Figures from code comments"); a send in a shared commit
         (pocolobby.asgi) makes four of them: two savepoints, each released.
         """
         if self.connection is None or self.execute_wrappers or self.queries_logged:
@@ -205,8 +205,8 @@ def optimistic_commit(alias: str) -> Iterator[None]:
 
     A shared commit's requests (pocolobby.asgi) each needed a savepoint only in case it
     failed alone, and nearly none does: the savepoints and the copies of the pages written
-    under them were a share of a send's instructions worth saving (docs/PERFORMANCE.md,
-    "Figures from code comments (issue 30, 2026-12-03)"). The caller serves
+    under them were a share of a send's instructions worth saving (docs/PERFORMANCE.md, "Figures
+    from code comments"). The caller serves
     the requests again, each in a savepoint, when one fails.
     """
     db = _embedded(alias)

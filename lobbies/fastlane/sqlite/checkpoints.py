@@ -3,8 +3,8 @@
 With SQLite's default (`wal_autocheckpoint` of 1,000 pages), the commit that passes the
 mark copies the WAL back into the store and fsyncs it before it returns: every few seconds
 of traffic one send or one broadcast's pushes waited for it, which was most of the broadcast
-fan-out's p99 (docs/PERFORMANCE.md, "Issue 18's bars, third pass (2026-12-02, second
-session): before and after, one window"). `pocolobby serve` runs this thread
+fan-out's p99 (docs/PERFORMANCE.md, "Figures from code comments"). `pocolobby serve` runs this
+thread
 instead: a PASSIVE checkpoint twice a second on its own connection, which waits for no
 reader or writer and takes no GIL while SQLite works. The broker's connections keep an
 automatic checkpoint only as a backstop far above what the thread leaves

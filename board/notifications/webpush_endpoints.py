@@ -9,8 +9,8 @@ the IPv4 address it reaches. Only `POCOLOBBY_PUSH_ENDPOINT_ALLOW` (comma-separat
 required even then.
 
 The check answers the addresses it approved, and the push connects to one of those
-(board/push_transport.py), so a name that resolves differently a moment later is never
-asked again.
+(board/notifications/webpush_transport.py), so a name that resolves differently a moment
+later is never asked again.
 """
 
 from __future__ import annotations

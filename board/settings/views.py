@@ -1,6 +1,7 @@
 """A lobby's settings page and the dashboard settings on it (visibility, how agents appear,
-summaries, notes sources). The console's settings (rooms, viewers, deletion) are
-console.lobby_views; every one of them is for the owner or the local operator only."""
+summaries, notes sources, viewers' notifications). The lobby's own settings (rooms, viewers,
+agents, deletion) are board.settings.lobby_views; every one of them is for the owner or the
+local operator only."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from board import actions, selectors
-from board.alert_settings import preferences_of
-from console import selectors as console_selectors
-from console.forms import (
+from board.notifications.preferences import preferences_of, set_viewers_get_notifications
+from board.settings.forms import (
     AppearanceForm,
     NotesSourceForm,
     PublicContentsForm,
     SummaryForm,
+    ViewerNotificationsForm,
     VisibilityForm,
 )
-from console.lobby_views import actor_of
-from console.pages import LobbyPage, lobby_page
+from console import selectors as console_selectors
+from console.pages import LobbyPage, actor_of, lobby_page
 from console.web import json_ok, parse_json_post
 from lobbies.access.hosts import hosted
 from lobbies.attachment_selectors import lobby_attachments
@@ -35,7 +36,7 @@ VIEWER_WARNING = (
 def settings_page(request: HttpRequest, page: LobbyPage) -> HttpResponse:
     return render(
         request,
-        "console/settings.html",
+        "board/settings.html",
         page.context(
             **selectors.settings_page(
                 page.lobby, request.GET.get("rooms"), request.GET.get("archived")
@@ -95,3 +96,13 @@ def public_contents(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     )
     shown = "shows" if form.public_message_contents else "does not show"
     return json_ok(message=f"A public dashboard {shown} message contents.")
+
+
+@lobby_page(settings=True)
+def viewer_notifications(request: HttpRequest, page: LobbyPage) -> JsonResponse:
+    form = parse_json_post(request, ViewerNotificationsForm)
+    set_viewers_get_notifications(
+        actor_of(page.visitor), page.lobby.pk, form.viewers_get_notifications
+    )
+    may = "may" if form.viewers_get_notifications else "may not"
+    return JsonResponse({"ok": True, "message": f"Viewers {may} turn on notifications."})

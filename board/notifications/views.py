@@ -17,11 +17,10 @@ from django.template.loader import render_to_string
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import Field
 
-from board import alert_settings as actions
-from board.vapid import public_key
+from board.notifications import preferences as actions
+from board.notifications.vapid import public_key
 from board.views import dashboard_page
-from console.lobby_views import actor_of
-from console.pages import LobbyPage, lobby_page
+from console.pages import LobbyPage
 from console.web import PageRefusal, StrictForm, parse_json_post, site_of
 from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Lobby
@@ -44,10 +43,6 @@ class SubscriptionForm(StrictForm):
 
 class EndpointForm(StrictForm):
     endpoint: str = Field(min_length=1, max_length=1000)
-
-
-class ViewerNotificationsForm(StrictForm):
-    viewers_get_notifications: bool
 
 
 class PreferencesForm(StrictForm):
@@ -117,16 +112,6 @@ def preferences(request: HttpRequest, page: LobbyPage) -> JsonResponse:
         mail_after_minutes=form.mail_after_minutes,
     )
     return JsonResponse({"ok": True, "message": "Saved your notification settings."})
-
-
-@lobby_page(settings=True)
-def viewer_notifications(request: HttpRequest, page: LobbyPage) -> JsonResponse:
-    form = parse_json_post(request, ViewerNotificationsForm)
-    actions.set_viewers_get_notifications(
-        actor_of(page.visitor), page.lobby.pk, form.viewers_get_notifications
-    )
-    may = "may" if form.viewers_get_notifications else "may not"
-    return JsonResponse({"ok": True, "message": f"Viewers {may} turn on notifications."})
 
 
 @csrf_exempt  # the signed token is the authority; the mail client's one-click POST has no page

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from requests import certs
 
-from board.push_endpoints import Endpoint
+from board.notifications.webpush_endpoints import Endpoint
 
 # The most of a push service's answer that is read (it says why it refused, at most).
 ANSWER_BYTES = 64 * 1024

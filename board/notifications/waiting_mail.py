@@ -21,9 +21,9 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.utils import timezone
 
-from board.alert_settings import unsubscribe_token
-from board.alerts import in_quiet_hours
 from board.models import AlertPreferences, AlertReason, OwnerAlert
+from board.notifications.alerts import in_quiet_hours
+from board.notifications.preferences import unsubscribe_token
 from console.models import LobbyOwner
 from lobbies.access.hosts import lobby_origin
 

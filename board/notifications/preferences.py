@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from board.models import AlertPreferences, BoardConfig, PushSubscription
-from board.push_endpoints import EndpointRefused, check_endpoint
+from board.notifications.webpush_endpoints import EndpointRefused, check_endpoint
 from console.access import Visitor
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import Account

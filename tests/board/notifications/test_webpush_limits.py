@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from board import alerts, vapid
+from board.notifications import alerts, vapid
 from lobbies.models import Lobby
-from tests.board.push_service import NAME, Device, PushService, trusted_service
+from tests.board.notifications.webpush_service import NAME, Device, PushService, trusted_service
 from tests.server import AgentConfig, Broker, BrokerFactory
 
 pytest_plugins = ("tests.server_fixtures",)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from board import alert_mail, alerts
+from board.notifications import alerts, waiting_mail
 
 
-def _send_mails(mails: list[alert_mail.WaitingMail]) -> list[int]:
-    return [pk for mail in mails if alert_mail.send_waiting_mail(mail) for pk in mail.alert_ids]
+def _send_mails(mails: list[waiting_mail.WaitingMail]) -> list[int]:
+    return [pk for mail in mails if waiting_mail.send_waiting_mail(mail) for pk in mail.alert_ids]
 
 
 class AlertSenders:
@@ -31,7 +31,7 @@ class AlertSenders:
         return self.mailing is None
 
     def submit(
-        self, pushes: list[alerts.Push], vapid: Any, mails: list[alert_mail.WaitingMail]
+        self, pushes: list[alerts.Push], vapid: Any, mails: list[waiting_mail.WaitingMail]
     ) -> None:
         self.pushes.submit(pushes, vapid)
         if mails and self.mailing is None:

@@ -19,13 +19,13 @@ from django.test import Client
 from django.utils import timezone
 from postmarker.core import PostmarkClient
 
-from board import alert_mail, alerts, vapid
-from board.alert_senders import AlertSenders
-from board.alert_settings import set_alert_preferences
 from board.models import AlertPreferences, OwnerAlert
+from board.notifications import alerts, vapid, waiting_mail
+from board.notifications.preferences import set_alert_preferences
+from board.notifications.senders import AlertSenders
 from console.models import Account, LobbyOwner
 from lobbies.models import Agent, Lobby
-from tests.board.push_service import Device, PushService
+from tests.board.notifications.webpush_service import Device, PushService
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
@@ -135,11 +135,11 @@ def test_one_mail_per_wait_after_the_chosen_minutes(
     backend.ok("set_owner_requests", count=1, line="approve the release of 2.4")
     alerts.watch_lobbies()
     _age_alerts(14)
-    assert alert_mail.mail_pass() == 0
+    assert waiting_mail.mail_pass() == 0
     _age_alerts(16)
-    assert alert_mail.mail_pass() == 1
-    later = timezone.now() + alert_mail.MAIL_SPACING + timedelta(minutes=1)
-    assert alert_mail.mail_pass(later) == 0  # the same wait: no second mail
+    assert waiting_mail.mail_pass() == 1
+    later = timezone.now() + waiting_mail.MAIL_SPACING + timedelta(minutes=1)
+    assert waiting_mail.mail_pass(later) == 0  # the same wait: no second mail
     [mail] = postmark.mails
     assert postmark.batches[0][0] == "server-token"
     assert mail["To"] == "boss@example.com"
@@ -153,8 +153,8 @@ def test_one_mail_per_wait_after_the_chosen_minutes(
     backend.ok("set_owner_requests", count=2, line="and pick a name")
     alerts.watch_lobbies()
     _age_alerts(20)
-    assert alert_mail.mail_pass() == 0
-    assert alert_mail.mail_pass(later) == 1
+    assert waiting_mail.mail_pass() == 0
+    assert waiting_mail.mail_pass(later) == 1
     assert "- backend: an owner request" in postmark.mails[-1]["TextBody"]
 
 
@@ -175,7 +175,7 @@ def test_a_burst_of_waits_is_one_digest_without_the_agents_words(
     alerts.watch_lobbies()
     _age_alerts(16)
     for _ in range(5):
-        alert_mail.mail_pass()
+        waiting_mail.mail_pass()
     [mail] = postmark.mails
     assert mail["Subject"] == "my-team: 2 agents still wait on you"
     text = mail["TextBody"]
@@ -187,9 +187,9 @@ def test_a_burst_of_waits_is_one_digest_without_the_agents_words(
     backend.ok("set_owner_requests", count=9, line=PHISHING)
     alerts.watch_lobbies()
     _age_alerts(16)
-    assert alert_mail.mail_pass() == 0
-    later = timezone.now() + alert_mail.MAIL_SPACING + timedelta(seconds=1)
-    assert alert_mail.mail_pass(later) == 1
+    assert waiting_mail.mail_pass() == 0
+    later = timezone.now() + waiting_mail.MAIL_SPACING + timedelta(seconds=1)
+    assert waiting_mail.mail_pass(later) == 1
     assert "evil.example" not in postmark.mails[-1]["TextBody"]
 
 
@@ -201,7 +201,7 @@ def test_an_answered_wait_is_not_mailed(
     backend.ok("set_owner_requests", count=0, line="")
     alerts.watch_lobbies()
     _age_alerts(30)
-    assert alert_mail.mail_pass() == 0
+    assert waiting_mail.mail_pass() == 0
     assert postmark.batches == []
 
 
@@ -212,7 +212,7 @@ def test_no_mail_without_opting_in(
     backend.ok("set_owner_requests", count=1, line="approve?")
     alerts.watch_lobbies()
     _age_alerts(60)
-    assert alert_mail.mail_pass() == 0
+    assert waiting_mail.mail_pass() == 0
 
 
 def test_the_unsubscribe_link_works_without_signing_in(
@@ -221,7 +221,7 @@ def test_the_unsubscribe_link_works_without_signing_in(
     backend.ok("set_owner_requests", count=1, line="approve?")
     alerts.watch_lobbies()
     _age_alerts(16)
-    alert_mail.mail_pass()
+    waiting_mail.mail_pass()
     link = re.search(r"https://\S+/push/unsubscribe/\S+", postmark.mails[0]["TextBody"])
     assert link
     path = link.group(0).removeprefix(f"https://{HOST}")
@@ -247,7 +247,7 @@ def test_mail_goes_out_while_a_push_service_hangs(
     backend.ok("set_owner_requests", count=1, line="approve?")
     alerts.watch_lobbies()
     _age_alerts(16)
-    mails = alert_mail.due_mail()
+    mails = waiting_mail.due_mail()
     with PushService() as service:
         service.mode = "hang"
         settings.POCOLOBBY_PUSH_ENDPOINT_ALLOW = frozenset({service.host_port})

@@ -44,8 +44,8 @@ from board.models import (
     OwnerAlert,
     PushSubscription,
 )
-from board.push_endpoints import EndpointRefused, check_endpoint
-from board.push_transport import PinnedSession, PushUnanswered
+from board.notifications.webpush_endpoints import EndpointRefused, check_endpoint
+from board.notifications.webpush_transport import PinnedSession, PushUnanswered
 from console.models import DashboardViewer, LobbyOwner
 from lobbies import question_selectors
 from lobbies.access.hosts import account_origin, hosted, public_origin
@@ -59,7 +59,7 @@ log = logging.getLogger("pocolobby.alerts")
 COALESCE = timedelta(minutes=1)
 PUSH_TTL_SECONDS = 12 * 60 * 60
 # A push's whole time, connect to answer: a push service that hangs or trickles is
-# abandoned after it (board/push_transport.py).
+# abandoned after it (board/notifications/webpush_transport.py).
 PUSH_SECONDS = 10.0
 # Lobbies sent at once, one worker each, and the pushes a lobby may have waiting for its
 # worker (LobbySenders).
@@ -406,9 +406,9 @@ Sent = tuple[int, str]  # (subscription id, "sent" | "gone" | "failed" | "refuse
 
 def send_pushes(pushes: list[Push], vapid: Any, seconds: float = PUSH_SECONDS) -> list[Sent]:
     """Send each push, each within `seconds` from connect to answer, to the address its
-    endpoint check approved (board/push_transport.py). Touches no database, so the loop
-    runs it on a thread of its own (on SQLite the one database thread must never wait for
-    a push service).
+    endpoint check approved (board/notifications/webpush_transport.py). Touches no database,
+    so the loop runs it on a thread of its own (on SQLite the one database thread must never
+    wait for a push service).
 
     Logs name the subscription's number, never its endpoint (a capability URL) or keys.
     """
@@ -528,7 +528,7 @@ def record_sends(results: list[Sent]) -> dict[str, int]:
 def push_pass(now: datetime | None = None) -> dict[str, int]:
     """Watch, decide (committed), send, record: the loop's steps in one call."""
     # local: py_vapid and the broker's keys load only in the loop that sends
-    from board.vapid import broker_vapid
+    from board.notifications.vapid import broker_vapid
 
     watch_lobbies(now)
     pushes = take_pushes(now)

@@ -18,13 +18,18 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from board import alerts, vapid
-from board.alert_settings import MAX_DEVICES, set_alert_preferences
 from board.models import AlertReason, BoardConfig, OwnerAlert, PushSubscription, VapidKey
-from board.push_endpoints import EndpointRefused, check_endpoint
+from board.notifications import alerts, vapid
+from board.notifications.preferences import MAX_DEVICES, set_alert_preferences
+from board.notifications.webpush_endpoints import EndpointRefused, check_endpoint
 from lobbies.models import Agent, Lobby
 from tests.board.dashboard_helpers import LOCAL_HOST, operator_client
-from tests.board.push_service import Device, PushService, trusted_service, verify_vapid
+from tests.board.notifications.webpush_service import (
+    Device,
+    PushService,
+    trusted_service,
+    verify_vapid,
+)
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
