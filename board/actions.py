@@ -28,7 +28,7 @@ from console.models import ApprovedRepository
 from lobbies.actions import activity as activity_actions
 from lobbies.actions import rooms as room_actions
 from lobbies.actions.operator import HandOver, hand_over
-from lobbies.errors import bad_request, forbidden, not_found
+from lobbies.errors import ErrorCode, bad_request, forbidden, not_found
 from lobbies.models import ActorKind, Agent, AuditAction, Lobby
 
 MAX_PATHS = 20
@@ -103,7 +103,7 @@ def _config(lobby: Lobby) -> BoardConfig:
 
 def set_visibility(actor: Actor, lobby_id: int, visibility: str) -> None:
     if visibility not in Visibility.values:
-        raise bad_request("visibility is private or public", code="invalid_field")
+        raise bad_request("visibility is private or public", code=ErrorCode.INVALID_FIELD)
     with transaction.atomic():
         lobby = owned(actor, lobby_id)
         config = _config(lobby)
@@ -118,14 +118,14 @@ def set_appearance(
     actor: Actor, lobby_id: int, agent_id: str, emoji: str, display_name: str, hidden: bool
 ) -> None:
     if len(emoji) > 16:
-        raise bad_request("the emoji is at most 16 characters", code="invalid_field")
+        raise bad_request("the emoji is at most 16 characters", code=ErrorCode.INVALID_FIELD)
     if len(display_name) > 40:
-        raise bad_request("the display name is at most 40 characters", code="invalid_field")
+        raise bad_request("the display name is at most 40 characters", code=ErrorCode.INVALID_FIELD)
     with transaction.atomic():
         lobby = owned(actor, lobby_id)
         agent = Agent.objects.filter(lobby=lobby, agent_id=agent_id).first()
         if agent is None:
-            raise not_found("unknown_agent", f"no agent {agent_id!r} in this lobby")
+            raise not_found(ErrorCode.UNKNOWN_AGENT, f"no agent {agent_id!r} in this lobby")
         AgentAppearance.objects.update_or_create(
             agent=agent, defaults={"emoji": emoji, "display_name": display_name, "hidden": hidden}
         )
@@ -142,9 +142,13 @@ def set_appearance(
 
 def set_summary(actor: Actor, lobby_id: int, model: str, effort: str) -> None:
     if model not in SummaryModel.values:
-        raise bad_request(f"model is one of {', '.join(SummaryModel.values)}", code="invalid_field")
+        raise bad_request(
+            f"model is one of {', '.join(SummaryModel.values)}", code=ErrorCode.INVALID_FIELD
+        )
     if effort not in Effort.values:
-        raise bad_request(f"effort is one of {', '.join(Effort.values)}", code="invalid_field")
+        raise bad_request(
+            f"effort is one of {', '.join(Effort.values)}", code=ErrorCode.INVALID_FIELD
+        )
     with transaction.atomic():
         lobby = owned(actor, lobby_id)
         config = _config(lobby)
@@ -157,13 +161,15 @@ def set_summary(actor: Actor, lobby_id: int, model: str, effort: str) -> None:
 def _checked_paths(paths: list[str]) -> list[str]:
     cleaned = [p.strip() for p in paths if p.strip()]
     if not cleaned:
-        raise bad_request("list at least one path to read", code="invalid_field")
+        raise bad_request("list at least one path to read", code=ErrorCode.INVALID_FIELD)
     if len(cleaned) > MAX_PATHS:
-        raise bad_request(f"at most {MAX_PATHS} paths", code="invalid_field")
+        raise bad_request(f"at most {MAX_PATHS} paths", code=ErrorCode.INVALID_FIELD)
     for path in cleaned:
         parts = path.split("/")
         if path.startswith("/") or ".." in parts or len(path) > 300 or "\\" in path:
-            raise bad_request(f"{path!r} is not a path inside the repository", code="invalid_path")
+            raise bad_request(
+                f"{path!r} is not a path inside the repository", code=ErrorCode.INVALID_PATH
+            )
     return list(dict.fromkeys(cleaned))
 
 
@@ -178,7 +184,7 @@ def set_notes_source(
         source = NotesSource.objects.select_for_update().filter(room=room).first()
         if not repository:
             if source is None:
-                raise not_found("no_source", f"room {room_id!r} has no notes source")
+                raise not_found(ErrorCode.NO_SOURCE, f"room {room_id!r} has no notes source")
             source.delete()
             audit(actor, AuditAction.NOTES_SOURCE_CHANGED, lobby, room_id, repository=None)
             return
@@ -187,12 +193,12 @@ def set_notes_source(
             approve_repository(lobby.name, repository)
         elif not ApprovedRepository.objects.filter(lobby=lobby, repository=repository).exists():
             raise forbidden(
-                "repository_not_approved",
+                ErrorCode.REPOSITORY_NOT_APPROVED,
                 f"{repository!r} is not approved for this lobby; ask the operator to approve it",
             )
         ref = ref.strip() or "main"
         if not REF.match(ref) or ".." in ref:
-            raise bad_request(f"{ref!r} is not a branch, tag or commit", code="invalid_ref")
+            raise bad_request(f"{ref!r} is not a branch, tag or commit", code=ErrorCode.INVALID_REF)
         cleaned = _checked_paths(paths)
         if source is None:
             NotesSource.objects.create(room=room, repository=repository, ref=ref, paths=cleaned)

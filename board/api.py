@@ -21,7 +21,7 @@ from lobbies.api import answers
 from lobbies.api.catalog import parse_arguments
 from lobbies.api.http import Documented, api_view, bearer_token, json_body
 from lobbies.api.schemas import Operation
-from lobbies.errors import bad_request
+from lobbies.errors import ErrorCode, bad_request
 from lobbies.wire.facts import iso
 
 # A hook's own clock may run a little ahead of ours; more than this is a wrong clock.
@@ -91,9 +91,11 @@ def post_turn(request: HttpRequest) -> JsonResponse:
     now = timezone.now()
     at = now if report.at is None else usage.moment_of(report.at)
     if at > now + CLOCK_SLACK:
-        raise bad_request("at: is in the future; check the machine's clock", code="invalid_time")
+        raise bad_request(
+            "at: is in the future; check the machine's clock", code=ErrorCode.INVALID_TIME
+        )
     if at < now - TURN_MAX_AGE:
-        raise bad_request("at: is more than a day ago", code="invalid_time")
+        raise bad_request("at: is more than a day ago", code=ErrorCode.INVALID_TIME)
     stretch = record_turn(agent, report.event, min(at, now), report.host)
     return JsonResponse(
         {
@@ -115,10 +117,11 @@ def put_tokens(request: HttpRequest) -> JsonResponse:
     for entry in report.days:
         day = date.fromisoformat(entry.day)
         if day > (now + timedelta(days=1)).date():
-            raise bad_request(f"days: {entry.day} is in the future", code="invalid_time")
+            raise bad_request(f"days: {entry.day} is in the future", code=ErrorCode.INVALID_TIME)
         if (entry.session_id, day) in days:
             raise bad_request(
-                f"days: {entry.session_id} on {entry.day} is listed twice", code="duplicate_day"
+                f"days: {entry.session_id} on {entry.day} is listed twice",
+                code=ErrorCode.DUPLICATE_DAY,
             )
         days[(entry.session_id, day)] = SessionDay(
             entry.session_id,

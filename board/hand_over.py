@@ -10,6 +10,7 @@ from board.forms import HandOverForm
 from board.views import dashboard_page
 from console.pages import LobbyPage, actor_of
 from console.web import PageRefusal, json_ok, parse_json_post
+from lobbies.errors import ErrorCode
 
 NOT_OWNER = "only this lobby's owner can hand an agent over; viewers may read, not change"
 
@@ -18,7 +19,7 @@ NOT_OWNER = "only this lobby's owner can hand an agent over; viewers may read, n
 @dashboard_page
 def hand_over_view(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
-        raise PageRefusal(403, NOT_OWNER, "forbidden")
+        raise PageRefusal(403, NOT_OWNER, ErrorCode.FORBIDDEN)
     form = parse_json_post(request, HandOverForm)
     handed = hand_over_as(actor_of(page.visitor), page.lobby.pk, form.agent, form.conversation)
     return json_ok(

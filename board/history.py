@@ -16,7 +16,7 @@ from django.http import QueryDict
 
 from board.models import BoardConfig
 from lobbies import question_selectors
-from lobbies.errors import bad_request
+from lobbies.errors import ErrorCode, bad_request
 from lobbies.models import (
     Agent,
     Connection,
@@ -74,15 +74,17 @@ def parse_filters(query: QueryDict) -> Filters:
     text, before = query.get("q", "").strip(), query.get("before", "").strip()
     for what, value in (("agent", agent), ("room", room)):
         if value and not is_name(value):
-            raise bad_request(f"{what} {value[:40]!r} is not a name", code="invalid_field")
+            raise bad_request(f"{what} {value[:40]!r} is not a name", code=ErrorCode.INVALID_FIELD)
     if kind and kind not in Kind.values:
-        raise bad_request(f"kind is one of {', '.join(Kind.values)}", code="invalid_field")
+        raise bad_request(f"kind is one of {', '.join(Kind.values)}", code=ErrorCode.INVALID_FIELD)
     if priority and priority not in Priority.values:
-        raise bad_request("priority is info or important", code="invalid_field")
+        raise bad_request("priority is info or important", code=ErrorCode.INVALID_FIELD)
     if len(text) > MAX_SEARCH:
-        raise bad_request(f"search is at most {MAX_SEARCH} characters", code="invalid_field")
+        raise bad_request(
+            f"search is at most {MAX_SEARCH} characters", code=ErrorCode.INVALID_FIELD
+        )
     if before and not (before.isdigit() and len(before) < 19):
-        raise bad_request("before is a message sequence number", code="invalid_field")
+        raise bad_request("before is a message sequence number", code=ErrorCode.INVALID_FIELD)
     return Filters(agent, room, kind, priority, text, int(before) if before else None)
 
 

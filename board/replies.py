@@ -11,6 +11,7 @@ from board.views import dashboard_page
 from console.actions.owner_replies import broadcast_to_lobby, reply_to_agent
 from console.pages import LobbyPage, actor_of
 from console.web import PageRefusal, json_ok, parse_json_post
+from lobbies.errors import ErrorCode
 
 NOT_OWNER = "only this lobby's owner can answer its agents; viewers may read, not send"
 
@@ -24,7 +25,7 @@ def _reply_bytes() -> int:
 @dashboard_page
 def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
-        raise PageRefusal(403, NOT_OWNER, "forbidden")
+        raise PageRefusal(403, NOT_OWNER, ErrorCode.FORBIDDEN)
     form = parse_json_post(request, ReplyForm, max_bytes=_reply_bytes())
     outcome = reply_to_agent(
         actor_of(page.visitor),
@@ -45,7 +46,7 @@ def reply(request: HttpRequest, page: LobbyPage) -> JsonResponse:
 @dashboard_page
 def broadcast(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.may_change_settings:
-        raise PageRefusal(403, NOT_OWNER, "forbidden")
+        raise PageRefusal(403, NOT_OWNER, ErrorCode.FORBIDDEN)
     form = parse_json_post(request, BroadcastForm, max_bytes=_reply_bytes())
     outcome = broadcast_to_lobby(
         actor_of(page.visitor),

@@ -32,6 +32,7 @@ from console.web import (
     site_of,
 )
 from lobbies.access.hosts import account_origin, hosted
+from lobbies.errors import ErrorCode
 
 VERIFIER_SECONDS = 15 * 60
 
@@ -59,7 +60,7 @@ def take_handoff(request: HttpRequest) -> HttpResponse:
     site = site_of(request)
     try:
         if not hosted():
-            raise PageRefusal(404, "hand-offs are for a hosted broker", "not_hosted")
+            raise PageRefusal(404, "hand-offs are for a hosted broker", ErrorCode.NOT_HOSTED)
         session = handoff.consume_handoff(
             site.lobby,
             request.GET.get("token", "")[:200],

@@ -19,7 +19,7 @@ from lobbies.api.catalog import parse_arguments
 from lobbies.api.http import api_view, json_body
 from lobbies.api.operator_api import admin, require_operator
 from lobbies.api.schemas import Operation, bounded_text
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 
 
 class SaveAccount(Operation):
@@ -99,7 +99,9 @@ def settings_ticket(request: HttpRequest) -> JsonResponse:
     require_operator(request)
     if hosted():
         raise BrokerError(
-            404, "not_local", "a hosted broker's owners sign in with email; tickets are local"
+            404,
+            ErrorCode.NOT_LOCAL,
+            "a hosted broker's owners sign in with email; tickets are local",
         )
     return JsonResponse(
         {

@@ -27,7 +27,7 @@ from console.actions.sign_in import end_session
 from console.models import Account, SessionPlace
 from console.web import PageRefusal, clear_host_cookie, host_cookie, refusal_response, site_of
 from lobbies.access.hosts import hosted
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import ActorKind, Lobby
 
 
@@ -100,7 +100,7 @@ def _not_allowed(request: HttpRequest, base: str, visitor: Visitor, settings: bo
         if settings
         else "this dashboard is private; sign in as its owner or a listed viewer"
     )
-    return refusal_response(request, PageRefusal(403, message, "forbidden"))
+    return refusal_response(request, PageRefusal(403, message, ErrorCode.FORBIDDEN))
 
 
 AccountView = Callable[..., HttpResponse]
@@ -120,7 +120,7 @@ def account_page(*, signed_in: bool = True) -> Callable[[AccountView], Callable[
                 if signed_in and account is None and not operator_signed_in(request):
                     if request.method == "GET":
                         return HttpResponseRedirect("/sign-in")
-                    raise PageRefusal(401, "sign in first", "signed_out")
+                    raise PageRefusal(401, "sign in first", ErrorCode.SIGNED_OUT)
                 return view(request, account, *args, **kwargs)
             except (PageRefusal, BrokerError) as refusal:
                 return _refused(request, refusal)

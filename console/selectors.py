@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -193,50 +193,51 @@ def _names(values: Any) -> str:
 def _phrase(event: AuditEvent) -> str:
     """The action as words after the actor: 'archived room design'."""
     t, d, agent = event.target, event.detail or {}, event.agent_id
-    match event.action:
-        case "lobby_created":
+    action = AuditAction(event.action)
+    match action:
+        case AuditAction.LOBBY_CREATED:
             return f"created lobby {t}"
-        case "lobby_deleted":
+        case AuditAction.LOBBY_DELETED:
             return f"deleted lobby {t}"
-        case "agent_added":
+        case AuditAction.AGENT_ADDED:
             return f"added agent {t}"
-        case "agent_removed":
+        case AuditAction.AGENT_REMOVED:
             return f"removed agent {t}"
-        case "agent_disabled":
+        case AuditAction.AGENT_DISABLED:
             return f"disabled agent {t}"
-        case "agent_enabled":
+        case AuditAction.AGENT_ENABLED:
             return f"enabled agent {t}"
-        case "credential_rotated":
+        case AuditAction.CREDENTIAL_ROTATED:
             return f"rotated agent {t}'s token"
-        case "runtime_reset":
+        case AuditAction.RUNTIME_RESET:
             return f"reset agent {t}'s runtime"
-        case "runtime_claimed":
+        case AuditAction.RUNTIME_CLAIMED:
             return "started a new runtime"
-        case "runtime_resumed":
+        case AuditAction.RUNTIME_RESUMED:
             return "resumed its runtime"
-        case "runtime_taken_over":
+        case AuditAction.RUNTIME_TAKEN_OVER:
             if d.get("ended") == "released":
                 return "started a new conversation after the last one ended"
             return "took over a runtime that never became ready"
-        case "runtime_released":
+        case AuditAction.RUNTIME_RELEASED:
             return "ended its conversation cleanly"
-        case "runtime_handed_over":
+        case AuditAction.RUNTIME_HANDED_OVER:
             return f"handed agent {t} over to the conversation waiting for it"
-        case "runtime_waiting":
+        case AuditAction.RUNTIME_WAITING:
             holder = str(d.get("holder") or "")
             held = f" from runtime {holder[:8]}" if holder else ""
             return (
                 f"started a new conversation (runtime {t[:8]}) that waits to take over{held}; "
                 "the owner can hand it over"
             )
-        case "role_set":
+        case AuditAction.ROLE_SET:
             return f"set agent {t or agent}'s role"
-        case "description_set":
+        case AuditAction.DESCRIPTION_SET:
             return f"set agent {t}'s description"
-        case "room_created":
+        case AuditAction.ROOM_CREATED:
             members = d.get("members")
             return f"created room {t}" + (f" with {_names(members)}" if members else "")
-        case "room_members_changed":
+        case AuditAction.ROOM_MEMBERS_CHANGED:
             parts = []
             if d.get("added"):
                 parts.append(f"added {_names(d['added'])}")
@@ -244,76 +245,78 @@ def _phrase(event: AuditEvent) -> str:
                 parts.append(f"removed {_names(d['removed'])}")
             change = f" ({'; '.join(parts)})" if parts else ""
             return f"changed the members of room {t}{change}"
-        case "room_deleted":
+        case AuditAction.ROOM_DELETED:
             return f"deleted room {t}"
-        case "room_archived":
+        case AuditAction.ROOM_ARCHIVED:
             return f"archived room {t}"
-        case "room_restored":
+        case AuditAction.ROOM_RESTORED:
             return f"restored room {t}"
-        case "agents_rested":
+        case AuditAction.AGENTS_RESTED:
             return f"{'rested' if d.get('rest') else 'resumed'} {t}"
-        case "owner_set":
+        case AuditAction.OWNER_SET:
             return f"made {t} the owner"
-        case "viewer_added":
+        case AuditAction.VIEWER_ADDED:
             return f"added viewer {t}"
-        case "viewer_removed":
+        case AuditAction.VIEWER_REMOVED:
             return f"removed viewer {t}"
-        case "visibility_changed":
+        case AuditAction.VISIBILITY_CHANGED:
             return f"made the dashboard {t}"
-        case "summary_settings_changed":
+        case AuditAction.SUMMARY_SETTINGS_CHANGED:
             return f"set the summary to {t} with {d.get('effort', '?')} effort"
-        case "agent_appearance_changed":
+        case AuditAction.AGENT_APPEARANCE_CHANGED:
             return f"changed how agent {t} appears"
-        case "notes_source_changed":
+        case AuditAction.NOTES_SOURCE_CHANGED:
             if not d.get("repository"):
                 return f"removed the notes source of room {t}"
             return f"pointed room {t}'s notes at {d['repository']}"
-        case "permissions_changed":
+        case AuditAction.PERMISSIONS_CHANGED:
             granted = [name for name in ("manage_rooms", "broadcast") if d.get(name)]
             return f"set agent {t}'s permissions to {', '.join(granted) or 'none'}"
-        case "delivery_paused":
+        case AuditAction.DELIVERY_PAUSED:
             return "paused all delivery"
-        case "delivery_resumed":
+        case AuditAction.DELIVERY_RESUMED:
             return "resumed delivery"
-        case "watching_allowed":
+        case AuditAction.WATCHING_ALLOWED:
             return "let every agent watch the others"
-        case "watching_withdrawn":
+        case AuditAction.WATCHING_WITHDRAWN:
             return "let only agents with manage_rooms watch the others"
-        case "notifications_retried":
+        case AuditAction.NOTIFICATIONS_RETRIED:
             return f"retried notifications to {t} now"
-        case "scheduled_cancelled":
+        case AuditAction.SCHEDULED_CANCELLED:
             if "message_id" in d:
                 return f"cancelled scheduled message {d['message_id']} of {t}"
             return (
                 f"cancelled what {t} scheduled ({d.get('messages', 0)} messages, "
                 f"{d.get('schedules', 0)} daily schedules)"
             )
-        case "owner_message_sent":
+        case AuditAction.OWNER_MESSAGE_SENT:
             to = "every agent" if d.get("broadcast") else t
             return f"sent {to} a message as the owner"
-        case "repository_approved":
+        case AuditAction.REPOSITORY_APPROVED:
             return f"approved repository {t}"
-        case "repository_withdrawn":
+        case AuditAction.REPOSITORY_WITHDRAWN:
             return f"withdrew repository {t}"
-        case "restore_started":
+        case AuditAction.RESTORE_STARTED:
             source = d.get("restored_from") or "a backup"
             return (
                 f"restored the broker from {source} (taken {d.get('backup_taken_at') or '?'}): "
                 f"agents need the new tokens ({d.get('new_tokens', 0)} issued)"
             )
-        case "restore_finished":
+        case AuditAction.RESTORE_FINISHED:
             return "finished the restore: agents are admitted again"
-        case "account_created" | "account_disabled" | "account_enabled":
+        case (
+            AuditAction.ACCOUNT_CREATED | AuditAction.ACCOUNT_DISABLED | AuditAction.ACCOUNT_ENABLED
+        ):
             return f"{event.action.split('_')[1]} account {t}"
-        case "account_operator_set":
+        case AuditAction.ACCOUNT_OPERATOR_SET:
             if d.get("operator"):
                 return f"let account {t} open the Django admin by email code"
             return f"withdrew account {t}'s Django admin"
-        case "enrollment_issued":
+        case AuditAction.ENROLLMENT_ISSUED:
             return f"issued an enrolment code for agent {t}"
-        case "enrollment_redeemed":
+        case AuditAction.ENROLLMENT_REDEEMED:
             return f"redeemed agent {t}'s enrolment code: its earlier tokens are revoked"
-    return f"{event.action.replace('_', ' ')} {t}".strip()
+    assert_never(action)  # mypy: every audit action has its own words
 
 
 def sentence(event: AuditEvent) -> str:

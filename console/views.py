@@ -34,6 +34,7 @@ from console.web import (
 )
 from lobbies.access.hosts import hosted, lobby_origin
 from lobbies.actions import operator
+from lobbies.errors import ErrorCode
 
 ACCOUNT_SESSION_SECONDS = int(sign_in.SESSION_LIFETIME.total_seconds())
 # Names the browser that asked for a sign-in code; the code is bound to it.
@@ -67,7 +68,7 @@ def _hosted_only() -> None:
         raise PageRefusal(
             404,
             "this broker has no accounts; its operator signs in with `pocolobby settings`",
-            "not_hosted",
+            ErrorCode.NOT_HOSTED,
         )
 
 
@@ -194,7 +195,7 @@ def open_lobby(request: HttpRequest, account: Account | None, lobby: str) -> Htt
         raise PageRefusal(
             400,
             "this link is incomplete; open the lobby's page and choose Sign in there",
-            "bad_link",
+            ErrorCode.BAD_LINK,
         )
     if account is None:
         return HttpResponseRedirect(f"/sign-in?{urlencode({'next': pending})}")
@@ -206,14 +207,14 @@ def open_lobby(request: HttpRequest, account: Account | None, lobby: str) -> Htt
 def redeem_ticket(request: HttpRequest, account: Account | None) -> JsonResponse:
     """The local operator's one-time link, posted back by the page's script."""
     if hosted():
-        raise PageRefusal(404, "tickets are for a local broker's operator", "not_local")
+        raise PageRefusal(404, "tickets are for a local broker's operator", ErrorCode.NOT_LOCAL)
     form = parse_json_post(request, TicketForm)
     token = local.redeem_ticket(form.ticket)
     if token is None:
         raise PageRefusal(
             400,
             "that link was already used or is over a minute old; run `pocolobby settings` again",
-            "bad_ticket",
+            ErrorCode.BAD_TICKET,
         )
     response = json_ok(redirect="/")
     set_host_cookie(response, OPERATOR_COOKIE, token, local.SESSION_SECONDS)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lobbies.access.hosts import Site, page_origin
 from lobbies.access.tokens import hash_token
+from lobbies.errors import ErrorCode
 from lobbies.wire.jsontext import JsonTooDeep, load_json
 
 MAX_FORM_BYTES = 16 * 1024
@@ -32,7 +33,7 @@ class StrictForm(BaseModel):
 class PageRefusal(Exception):
     """A request a page refuses, with the status and a sentence for the person."""
 
-    def __init__(self, status: int, message: str, code: str = "refused") -> None:
+    def __init__(self, status: int, message: str, code: ErrorCode = ErrorCode.REFUSED) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -86,31 +87,31 @@ def parse_json_post(
 ) -> Form:
     """The route's fields from a JSON body sent by this page's exact origin, or a refusal."""
     if request.method != method:
-        raise PageRefusal(405, f"this address takes a {method}", "method_not_allowed")
+        raise PageRefusal(405, f"this address takes a {method}", ErrorCode.METHOD_NOT_ALLOWED)
     expected = page_origin(request.get_host())
     origin = request.headers.get("Origin", "")
     if origin != expected:
         raise PageRefusal(
             403,
             f"this form must be sent from {expected} (it came from {origin or 'nowhere'})",
-            "bad_origin",
+            ErrorCode.BAD_ORIGIN,
         )
     if request.content_type != "application/json":
-        raise PageRefusal(415, "send the form as application/json", "bad_content_type")
+        raise PageRefusal(415, "send the form as application/json", ErrorCode.BAD_CONTENT_TYPE)
     if len(request.body) > max_bytes:
-        raise PageRefusal(413, f"the form is larger than {max_bytes} bytes", "too_large")
+        raise PageRefusal(413, f"the form is larger than {max_bytes} bytes", ErrorCode.TOO_LARGE)
     try:
         data = load_json(request.body or b"null", what="the form")
     except JsonTooDeep as error:
-        raise PageRefusal(400, str(error), "bad_json") from None
+        raise PageRefusal(400, str(error), ErrorCode.BAD_JSON) from None
     except ValueError:
-        raise PageRefusal(400, "the form is not valid JSON", "bad_json") from None
+        raise PageRefusal(400, "the form is not valid JSON", ErrorCode.BAD_JSON) from None
     if not isinstance(data, dict):
-        raise PageRefusal(400, "the form must be a JSON object", "bad_json")
+        raise PageRefusal(400, "the form must be a JSON object", ErrorCode.BAD_JSON)
     try:
         return form.model_validate(data)
     except ValidationError as error:
-        raise PageRefusal(400, describe(error), "invalid_field") from None
+        raise PageRefusal(400, describe(error), ErrorCode.INVALID_FIELD) from None
 
 
 def describe(error: ValidationError) -> str:

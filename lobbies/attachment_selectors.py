@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Count
 
 from lobbies.api.answers import AttachmentDescriptor, at
 from lobbies.api.operator_answers import LobbyAttachments
-from lobbies.errors import BrokerError, not_found
+from lobbies.errors import BrokerError, ErrorCode, not_found
 from lobbies.fastlane import queries
 from lobbies.models import (
     Agent,
@@ -28,15 +27,14 @@ def lobby_usage_bytes(lobby_pk: int) -> int:
     return queries.lobby_attachment_bytes(lobby_pk)
 
 
-def descriptor(attachment: Attachment) -> AttachmentDescriptor:
+def descriptor(attachment: Attachment | queries.Attached) -> AttachmentDescriptor:
     """What a message, a push or history says of a file: never its content."""
     a = attachment
     return {"id": a.pk, "name": a.name, "media_type": a.media_type, "size": a.size}
 
 
-# A message's descriptors as the frames take them (lobbies/push/frames.py, wire.messages_content);
-# the answers read them as `list[AttachmentDescriptor]`, the same keys.
-Described = dict[int, list[dict[str, Any]]]
+# Each message's descriptors, as pushes (lobbies/push/presentation.py) and answers show them.
+Described = dict[int, list[AttachmentDescriptor]]
 
 
 def descriptors_for(message_ids: Iterable[int]) -> Described:
@@ -51,9 +49,7 @@ def descriptors_for(message_ids: Iterable[int]) -> Described:
         return {}
     found: Described = {}
     for file in queries.attached_to(ids):
-        found.setdefault(file.message_id, []).append(
-            {"id": file.pk, "name": file.name, "media_type": file.media_type, "size": file.size}
-        )
+        found.setdefault(file.message_id, []).append(descriptor(file))
     return found
 
 
@@ -65,7 +61,7 @@ def attachment_for(viewer: Agent, attachment_id: int) -> Attachment:
     supersession or a cancellation) and not redacted. Expired: 410 to its uploader, 404 to
     everyone else, as for an attachment that never existed.
     """
-    gone = not_found("not_found", f"no attachment {attachment_id} you may read")
+    gone = not_found(ErrorCode.NOT_FOUND, f"no attachment {attachment_id} you may read")
     attachment = Attachment.objects.filter(pk=attachment_id, lobby_id=viewer.lobby_id).first()
     if attachment is None:
         raise gone
@@ -73,7 +69,7 @@ def attachment_for(viewer: Agent, attachment_id: int) -> Attachment:
         if attachment.expired_at is not None:
             raise BrokerError(
                 410,
-                "attachment_expired",
+                ErrorCode.ATTACHMENT_EXPIRED,
                 f"attachment {attachment_id} expired at {iso(attachment.expired_at)}: no stored "
                 "message names it any more; send the file again",
             )

@@ -15,7 +15,7 @@ import time
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Scope
 
 # Free space read at most this often: a statvfs per send showed in a send's profile
@@ -52,7 +52,7 @@ def check_send(scope: str, recipients: int) -> None:
     if scope == Scope.BROADCAST and recipients > bounds.broadcast_fanout:
         raise BrokerError(
             413,
-            "fanout_too_large",
+            ErrorCode.FANOUT_TOO_LARGE,
             f"a broadcast would reach {recipients} agents; the limit is "
             f"{bounds.broadcast_fanout} (POCOLOBBY_BROADCAST_FANOUT): use a room",
         )
@@ -60,7 +60,7 @@ def check_send(scope: str, recipients: int) -> None:
     if free is not None and free < bounds.disk_reserve_bytes:
         raise BrokerError(
             507,
-            "storage_capacity",
+            ErrorCode.STORAGE_CAPACITY,
             f"the store's volume has {free} bytes free, under the reserve of "
             f"{bounds.disk_reserve_bytes} (POCOLOBBY_DISK_RESERVE_BYTES); nothing was stored",
         )
@@ -72,7 +72,7 @@ def check_lobby_room(stored: int) -> None:
     if stored >= bounds.lobby_messages:
         raise BrokerError(
             507,
-            "lobby_capacity",
+            ErrorCode.LOBBY_CAPACITY,
             f"this lobby stores {bounds.lobby_messages} messages, its limit "
             "(POCOLOBBY_LOBBY_MESSAGES); nothing was stored; retention or the owner must free some",
         )

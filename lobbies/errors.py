@@ -5,11 +5,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from lobbies.wire.errors import ErrorCode
+
+__all__ = [
+    "ERROR_CODES",
+    "BrokerError",
+    "ErrorCode",
+    "bad_request",
+    "conflict",
+    "forbidden",
+    "method_not_allowed",
+    "not_found",
+    "nul_refused",
+    "request_too_large",
+    "store_unavailable",
+]
+
 
 class BrokerError(Exception):
     """A refusal a client can act on. Raised before anything is stored."""
 
-    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+    def __init__(self, status: int, code: ErrorCode, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -21,31 +37,33 @@ class BrokerError(Exception):
         return {"error": {"code": self.code, "message": self.message, **self.extra}}
 
 
-def bad_request(message: str, code: str = "invalid_arguments", **extra: Any) -> BrokerError:
+def bad_request(
+    message: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENTS, **extra: Any
+) -> BrokerError:
     return BrokerError(400, code, message, **extra)
 
 
-def not_found(code: str, message: str) -> BrokerError:
+def not_found(code: ErrorCode, message: str) -> BrokerError:
     return BrokerError(404, code, message)
 
 
-def conflict(code: str, message: str, **extra: Any) -> BrokerError:
+def conflict(code: ErrorCode, message: str, **extra: Any) -> BrokerError:
     return BrokerError(409, code, message, **extra)
 
 
-def forbidden(code: str, message: str) -> BrokerError:
+def forbidden(code: ErrorCode, message: str) -> BrokerError:
     return BrokerError(403, code, message)
 
 
 def request_too_large(limit: int) -> BrokerError:
-    return BrokerError(413, "request_too_large", f"the body is over {limit} bytes")
+    return BrokerError(413, ErrorCode.REQUEST_TOO_LARGE, f"the body is over {limit} bytes")
 
 
 def nul_refused(where: str) -> BrokerError:
     """Text holding NUL (U+0000): PostgreSQL's text cannot store it, so no store takes it."""
     return bad_request(
         f"{where} holds a NUL character (U+0000), which text may not contain; nothing was done",
-        code="invalid_text",
+        code=ErrorCode.INVALID_TEXT,
     )
 
 
@@ -54,7 +72,7 @@ def store_unavailable() -> BrokerError:
     request is retryable, and a retry with the same client_request_id is stored once."""
     return BrokerError(
         503,
-        "store_unavailable",
+        ErrorCode.STORE_UNAVAILABLE,
         "the store did not answer (its connection was lost); retry the request",
     )
 
@@ -62,7 +80,7 @@ def store_unavailable() -> BrokerError:
 def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
     """405 with the `Allow` header RFC 9110 requires, naming the methods the path serves."""
     allowed = list(methods)
-    error = BrokerError(405, "method_not_allowed", f"use {' or '.join(allowed)} on {path}")
+    error = BrokerError(405, ErrorCode.METHOD_NOT_ALLOWED, f"use {' or '.join(allowed)} on {path}")
     error.headers["Allow"] = ", ".join(allowed)
     return error
 
@@ -70,104 +88,104 @@ def method_not_allowed(methods: Iterable[str], path: str) -> BrokerError:
 # Every code a /v1 refusal carries, by HTTP status: the table of docs/API.md ("Errors"), which
 # a test keeps equal to this. The OpenAPI document lists them as each status's `code` values,
 # so a response with a code missing here fails the published contract's fuzzing.
-ERROR_CODES: dict[int, tuple[str, ...]] = {
+ERROR_CODES: dict[int, tuple[ErrorCode, ...]] = {
     400: (
-        "invalid_arguments",
-        "invalid_json",
-        "invalid_cursor",
-        "invalid_name",
-        "reserved_name",
-        "invalid_runtime",
-        "invalid_generation",
-        "invalid_time",
-        "bad_request",
-        "invalid_deliver_at",
-        "invalid_schedule",
-        "duplicate_day",
-        "invalid_email",
-        "invalid_field",
-        "invalid_repository",
-        "invalid_path",
-        "invalid_ref",
-        "confirm_mismatch",
-        "not_a_member",
-        "unknown_agent",
-        "attachment_description_mismatch",
-        "attachment_hash_mismatch",
-        "attachment_type_mismatch",
-        "attachment_length_mismatch",
-        "invalid_digest",
-        "invalid_text",
+        ErrorCode.INVALID_ARGUMENTS,
+        ErrorCode.INVALID_JSON,
+        ErrorCode.INVALID_CURSOR,
+        ErrorCode.INVALID_NAME,
+        ErrorCode.RESERVED_NAME,
+        ErrorCode.INVALID_RUNTIME,
+        ErrorCode.INVALID_GENERATION,
+        ErrorCode.INVALID_TIME,
+        ErrorCode.BAD_REQUEST,
+        ErrorCode.INVALID_DELIVER_AT,
+        ErrorCode.INVALID_SCHEDULE,
+        ErrorCode.DUPLICATE_DAY,
+        ErrorCode.INVALID_EMAIL,
+        ErrorCode.INVALID_FIELD,
+        ErrorCode.INVALID_REPOSITORY,
+        ErrorCode.INVALID_PATH,
+        ErrorCode.INVALID_REF,
+        ErrorCode.CONFIRM_MISMATCH,
+        ErrorCode.NOT_A_MEMBER,
+        ErrorCode.UNKNOWN_AGENT,
+        ErrorCode.ATTACHMENT_DESCRIPTION_MISMATCH,
+        ErrorCode.ATTACHMENT_HASH_MISMATCH,
+        ErrorCode.ATTACHMENT_TYPE_MISMATCH,
+        ErrorCode.ATTACHMENT_LENGTH_MISMATCH,
+        ErrorCode.INVALID_DIGEST,
+        ErrorCode.INVALID_TEXT,
     ),
-    401: ("missing_token", "invalid_token", "token_revoked"),
+    401: (ErrorCode.MISSING_TOKEN, ErrorCode.INVALID_TOKEN, ErrorCode.TOKEN_REVOKED),
     403: (
-        "origin_refused",
-        "agent_disabled",
-        "permission_required",
-        "not_a_member",
-        "not_your_message",
-        "not_owner",
-        "not_allowed",
-        "lobby_limit",
-        "repository_not_approved",
+        ErrorCode.ORIGIN_REFUSED,
+        ErrorCode.AGENT_DISABLED,
+        ErrorCode.PERMISSION_REQUIRED,
+        ErrorCode.NOT_A_MEMBER,
+        ErrorCode.NOT_YOUR_MESSAGE,
+        ErrorCode.NOT_OWNER,
+        ErrorCode.NOT_ALLOWED,
+        ErrorCode.LOBBY_LIMIT,
+        ErrorCode.REPOSITORY_NOT_APPROVED,
     ),
     404: (
-        "not_found",
-        "unknown_code",
-        "unknown_tool",
-        "unknown_recipient",
-        "unknown_message",
-        "unknown_lobby",
-        "unknown_agent",
-        "unknown_action",
-        "unknown_room",
-        "unknown_schedule",
-        "unknown_viewer",
-        "unknown_repository",
-        "no_source",
-        "not_local",
+        ErrorCode.NOT_FOUND,
+        ErrorCode.UNKNOWN_CODE,
+        ErrorCode.UNKNOWN_TOOL,
+        ErrorCode.UNKNOWN_RECIPIENT,
+        ErrorCode.UNKNOWN_MESSAGE,
+        ErrorCode.UNKNOWN_LOBBY,
+        ErrorCode.UNKNOWN_AGENT,
+        ErrorCode.UNKNOWN_ACTION,
+        ErrorCode.UNKNOWN_ROOM,
+        ErrorCode.UNKNOWN_SCHEDULE,
+        ErrorCode.UNKNOWN_VIEWER,
+        ErrorCode.UNKNOWN_REPOSITORY,
+        ErrorCode.NO_SOURCE,
+        ErrorCode.NOT_LOCAL,
     ),
-    405: ("method_not_allowed",),
+    405: (ErrorCode.METHOD_NOT_ALLOWED,),
     409: (
-        "idempotency_conflict",
-        "recipient_disabled",
-        "not_a_recipient",
-        "not_yet_delivered",
-        "lobby_exists",
-        "lobby_name_retired",
-        "agent_exists",
-        "already_disabled",
-        "already_enabled",
-        "permissions_unchanged",
-        "generation_superseded",
-        "stale_nonce",
-        "already_delivered",
-        "not_scheduled",
-        "too_many_scheduled",
-        "too_many_schedules",
-        "room_exists",
-        "room_archived",
-        "too_many_rooms",
-        "viewer_exists",
-        "checkpoint_conflict",
-        "stale_checkpoint",
-        "runtime_conflict",
-        "nothing_waiting",
-        "waiting_changed",
-        "runtime_retired",
-        "runtime_required",
-        "not_in_restore_mode",
-        "attachment_upload_required",
-        "code_used",
-        "not_a_question",
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        ErrorCode.RECIPIENT_DISABLED,
+        ErrorCode.NOT_A_RECIPIENT,
+        ErrorCode.NOT_YET_DELIVERED,
+        ErrorCode.LOBBY_EXISTS,
+        ErrorCode.LOBBY_NAME_RETIRED,
+        ErrorCode.AGENT_EXISTS,
+        ErrorCode.ALREADY_DISABLED,
+        ErrorCode.ALREADY_ENABLED,
+        ErrorCode.PERMISSIONS_UNCHANGED,
+        ErrorCode.GENERATION_SUPERSEDED,
+        ErrorCode.STALE_NONCE,
+        ErrorCode.ALREADY_DELIVERED,
+        ErrorCode.NOT_SCHEDULED,
+        ErrorCode.TOO_MANY_SCHEDULED,
+        ErrorCode.TOO_MANY_SCHEDULES,
+        ErrorCode.ROOM_EXISTS,
+        ErrorCode.ROOM_ARCHIVED,
+        ErrorCode.TOO_MANY_ROOMS,
+        ErrorCode.VIEWER_EXISTS,
+        ErrorCode.CHECKPOINT_CONFLICT,
+        ErrorCode.STALE_CHECKPOINT,
+        ErrorCode.RUNTIME_CONFLICT,
+        ErrorCode.NOTHING_WAITING,
+        ErrorCode.WAITING_CHANGED,
+        ErrorCode.RUNTIME_RETIRED,
+        ErrorCode.RUNTIME_REQUIRED,
+        ErrorCode.NOT_IN_RESTORE_MODE,
+        ErrorCode.ATTACHMENT_UPLOAD_REQUIRED,
+        ErrorCode.CODE_USED,
+        ErrorCode.NOT_A_QUESTION,
     ),
-    410: ("attachment_expired", "code_expired"),
-    411: ("length_required",),
-    413: ("request_too_large", "fanout_too_large", "attachment_too_large"),
-    415: ("unsupported_media_type",),
-    426: ("bridge_outdated",),
-    429: ("rate_limited",),
-    500: ("internal_error",),
-    503: ("restore_mode", "store_unavailable", "uploads_busy"),
-    507: ("storage_capacity", "lobby_capacity", "recipient_capacity"),
+    410: (ErrorCode.ATTACHMENT_EXPIRED, ErrorCode.CODE_EXPIRED),
+    411: (ErrorCode.LENGTH_REQUIRED,),
+    413: (ErrorCode.REQUEST_TOO_LARGE, ErrorCode.FANOUT_TOO_LARGE, ErrorCode.ATTACHMENT_TOO_LARGE),
+    415: (ErrorCode.UNSUPPORTED_MEDIA_TYPE,),
+    426: (ErrorCode.BRIDGE_OUTDATED,),
+    429: (ErrorCode.RATE_LIMITED,),
+    500: (ErrorCode.INTERNAL_ERROR,),
+    503: (ErrorCode.RESTORE_MODE, ErrorCode.STORE_UNAVAILABLE, ErrorCode.UPLOADS_BUSY),
+    507: (ErrorCode.STORAGE_CAPACITY, ErrorCode.LOBBY_CAPACITY, ErrorCode.RECIPIENT_CAPACITY),
 }

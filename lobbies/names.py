@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from lobbies.errors import bad_request
+from lobbies.errors import ErrorCode, bad_request
 
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 _NAME = re.compile(NAME_PATTERN)
@@ -46,7 +46,7 @@ def check_name(value: str, what: str) -> str:
     if not isinstance(value, str) or not _NAME.match(value):
         raise bad_request(
             f"{what} {value!r} is not valid: use 1-40 lowercase letters, digits and inner hyphens",
-            code="invalid_name",
+            code=ErrorCode.INVALID_NAME,
         )
     return value
 
@@ -54,7 +54,7 @@ def check_name(value: str, what: str) -> str:
 def check_lobby_name(value: str) -> str:
     check_name(value, "lobby name")
     if value in RESERVED_LOBBY_NAMES:
-        raise bad_request(f"lobby name {value!r} is reserved", code="reserved_name")
+        raise bad_request(f"lobby name {value!r} is reserved", code=ErrorCode.RESERVED_NAME)
     return value
 
 
@@ -63,6 +63,7 @@ def check_agent_name(value: str) -> str:
     check_name(value, "agent name")
     if value == OWNER_SENDER:
         raise bad_request(
-            f"agent name {value!r} is reserved for the lobby's human owner", code="reserved_name"
+            f"agent name {value!r} is reserved for the lobby's human owner",
+            code=ErrorCode.RESERVED_NAME,
         )
     return value

@@ -32,7 +32,7 @@ from lobbies.api.answers import (
     at,
 )
 from lobbies.attachment_selectors import descriptors_for
-from lobbies.errors import bad_request
+from lobbies.errors import ErrorCode, bad_request
 from lobbies.fastlane import queries, store
 from lobbies.fastlane.queries import Copy
 from lobbies.models import (
@@ -62,7 +62,7 @@ def decode_cursor(view: str, cursor: str) -> int:
     try:
         return cursors.decode_cursor(view, cursor)
     except cursors.CursorError as error:
-        raise bad_request(str(error), code="invalid_cursor") from None
+        raise bad_request(str(error), code=ErrorCode.INVALID_CURSOR) from None
 
 
 class Shown(NamedTuple):
@@ -203,8 +203,7 @@ def message_for(
 
 
 def _attached(message_ids: Iterable[int]) -> dict[int, list[AttachmentDescriptor]]:
-    # `Described` is the frames' type (lobbies/push/frames.py): the same keys.
-    return cast("dict[int, list[AttachmentDescriptor]]", descriptors_for(message_ids))
+    return descriptors_for(message_ids)
 
 
 def send_result(

@@ -37,7 +37,7 @@ from lobbies.api.http import (
     store_failed,
     text_refusal,
 )
-from lobbies.errors import BrokerError, nul_refused
+from lobbies.errors import BrokerError, ErrorCode, nul_refused
 from lobbies.wire.jsontext import NUL, load_json, may_hold_nul, nul_at
 
 log = logging.getLogger("pocolobby.pages")
@@ -272,7 +272,7 @@ class RefuseNul:
             return None
         if api:
             return error_response(refusal)
-        return refusal_response(request, PageRefusal(400, refusal.message, "invalid_text"))
+        return refusal_response(request, PageRefusal(400, refusal.message, ErrorCode.INVALID_TEXT))
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if self.is_async:

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 import mcp_types as types
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.jsontext import JSONObject
 
 # Every field of an answer is another party's text (a peer's message and name, an operator's
@@ -52,7 +53,7 @@ EXIT_UNKNOWN = 3
 # and so is 503 restore_mode (agents are refused before anything is read); every other 5xx may
 # come from a proxy or a crash mid-request, so it is unknown.
 _DECIDED_5XX = frozenset({507})
-_DECIDED_CODES = frozenset({"restore_mode"})
+_DECIDED_CODES = frozenset({ErrorCode.RESTORE_MODE})
 
 
 def new_request_id() -> str:
@@ -300,11 +301,12 @@ def render_context(data: dict[str, Any]) -> str:
 
 
 # The agent's own next step for a refusal it cannot fix by changing its arguments.
-_NEXT_STEP = {
-    "invalid_token": "the token in {config} is not one this broker knows (rotated, or another "
-    "broker's): ask the operator for a new configuration file",
-    "token_revoked": "the operator rotated this agent's token: ask for the new configuration file",
-    "agent_disabled": "the operator disabled this agent: ask them to enable it",
+_NEXT_STEP: dict[str, str] = {
+    ErrorCode.INVALID_TOKEN: "the token in {config} is not one this broker knows (rotated, or "
+    "another broker's): ask the operator for a new configuration file",
+    ErrorCode.TOKEN_REVOKED: "the operator rotated this agent's token: ask for the new "
+    "configuration file",
+    ErrorCode.AGENT_DISABLED: "the operator disabled this agent: ask them to enable it",
 }
 
 

@@ -25,7 +25,7 @@ from lobbies.api.http import (
     handle_not_found,
 )
 from lobbies.api.openapi import document
-from lobbies.errors import method_not_allowed
+from lobbies.errors import ErrorCode, method_not_allowed
 from pocolobby import readiness
 
 HEALTH_METHODS = ("GET", "HEAD")
@@ -56,7 +56,7 @@ def health(request: HttpRequest) -> JsonAnswer:
             {
                 "ok": False,
                 "service": "pocolobby",
-                "error": {"code": "store_unavailable", "message": str(exc)},
+                "error": {"code": ErrorCode.STORE_UNAVAILABLE, "message": str(exc)},
             },
             status=503,
         )

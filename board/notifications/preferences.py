@@ -18,7 +18,7 @@ from board.notifications.webpush_endpoints import EndpointRefused, check_endpoin
 from console.access import Visitor
 from console.actions.lobby_settings import Actor, audit, owned
 from console.models import Account
-from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict, forbidden, not_found
 from lobbies.models import AuditAction, Lobby
 
 UNSUBSCRIBE_SALT = "pocolobby.alert-mail.unsubscribe"
@@ -62,7 +62,7 @@ def _key_bytes(value: str, name: str) -> bytes:
     try:
         return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
     except (binascii.Error, ValueError):
-        raise bad_request(f"keys.{name} is not base64url", code="invalid_field") from None
+        raise bad_request(f"keys.{name} is not base64url", code=ErrorCode.INVALID_FIELD) from None
 
 
 @dataclass(frozen=True)
@@ -78,17 +78,20 @@ def subscribe_device(
     its keys; another person's endpoint is refused (409 push_endpoint_taken)."""
     if not may_get_pushes(visitor, lobby):
         raise forbidden(
-            "forbidden", "only this lobby's owner (or a viewer the owner allows) gets its pushes"
+            ErrorCode.FORBIDDEN,
+            "only this lobby's owner (or a viewer the owner allows) gets its pushes",
         )
     p256dh = _key_bytes(keys.p256dh, "p256dh")
     if len(p256dh) != 65 or p256dh[0] != 4:
-        raise bad_request("keys.p256dh must be an uncompressed P-256 point", code="invalid_field")
+        raise bad_request(
+            "keys.p256dh must be an uncompressed P-256 point", code=ErrorCode.INVALID_FIELD
+        )
     if len(_key_bytes(keys.auth, "auth")) != 16:
-        raise bad_request("keys.auth must be 16 bytes", code="invalid_field")
+        raise bad_request("keys.auth must be 16 bytes", code=ErrorCode.INVALID_FIELD)
     try:
         check_endpoint(endpoint)
     except EndpointRefused as refused:
-        raise bad_request(str(refused), code="push_endpoint_refused") from None
+        raise bad_request(str(refused), code=ErrorCode.PUSH_ENDPOINT_REFUSED) from None
     account_id = visitor.account.pk if visitor.account is not None else None
     try:
         with transaction.atomic():
@@ -99,7 +102,7 @@ def subscribe_device(
 
 def _taken() -> BrokerError:
     return conflict(
-        "push_endpoint_taken",
+        ErrorCode.PUSH_ENDPOINT_TAKEN,
         "this device's notifications in this lobby belong to another person; "
         "they turn them off first",
     )
@@ -160,7 +163,9 @@ def set_alert_preferences(
     try:
         ZoneInfo(time_zone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise bad_request(f"{time_zone!r} is not a time zone", code="invalid_field") from None
+        raise bad_request(
+            f"{time_zone!r} is not a time zone", code=ErrorCode.INVALID_FIELD
+        ) from None
     if (quiet_from is None) != (quiet_until is None):
         raise bad_request("give quiet hours both a start and an end, or neither")
     if not 1 <= mail_after_minutes <= 1440:
@@ -194,12 +199,12 @@ def stop_mail(token: str) -> Account:
         account_id = int(signing.Signer(salt=UNSUBSCRIBE_SALT).unsign(token))
     except (signing.BadSignature, ValueError):
         raise not_found(
-            "unknown_link", "this unsubscribe link is not one this broker made"
+            ErrorCode.UNKNOWN_LINK, "this unsubscribe link is not one this broker made"
         ) from None
     with transaction.atomic():
         account = Account.objects.filter(pk=account_id).first()
         if account is None:
-            raise not_found("unknown_link", "the account of this link no longer exists")
+            raise not_found(ErrorCode.UNKNOWN_LINK, "the account of this link no longer exists")
         AlertPreferences.objects.filter(account=account).update(
             mail_when_waiting=False, updated_at=timezone.now()
         )

@@ -22,7 +22,7 @@ from board.notifications.vapid import public_key
 from board.views import dashboard_page
 from console.pages import LobbyPage
 from console.web import PageRefusal, StrictForm, parse_json_post, site_of
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Lobby
 
 HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
@@ -57,7 +57,7 @@ def _clock(value: str, name: str) -> time | None:
     if not value:
         return None
     if not HH_MM.match(value):
-        raise PageRefusal(400, f"{name}: give the time as HH:MM", "invalid_field")
+        raise PageRefusal(400, f"{name}: give the time as HH:MM", ErrorCode.INVALID_FIELD)
     hours, minutes = value.split(":")
     return time(int(hours), int(minutes))
 
@@ -80,7 +80,7 @@ def service_worker(request: HttpRequest) -> HttpResponse:
 @dashboard_page
 def key(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if request.method != "GET":
-        raise PageRefusal(405, "this address takes a GET", "method_not_allowed")
+        raise PageRefusal(405, "this address takes a GET", ErrorCode.METHOD_NOT_ALLOWED)
     return JsonResponse({"public_key": public_key()})
 
 
@@ -101,7 +101,7 @@ def subscriptions(request: HttpRequest, page: LobbyPage) -> JsonResponse:
 @dashboard_page
 def preferences(request: HttpRequest, page: LobbyPage) -> JsonResponse:
     if not page.visitor.signed_in:
-        raise PageRefusal(403, "sign in to keep notification settings", "forbidden")
+        raise PageRefusal(403, "sign in to keep notification settings", ErrorCode.FORBIDDEN)
     form = parse_json_post(request, PreferencesForm)
     actions.set_alert_preferences(
         page.visitor.account,

@@ -14,7 +14,7 @@ from console.actions.sign_in import normalise_email
 from console.models import Account, ApprovedRepository, Handoff, LobbyOwner, WebSession
 from lobbies.actions import operator
 from lobbies.actions.audit import record_audit
-from lobbies.errors import bad_request, forbidden, not_found
+from lobbies.errors import ErrorCode, bad_request, forbidden, not_found
 from lobbies.models import ActorKind, AuditAction, Lobby
 
 LOBBIES_PER_ACCOUNT = 3
@@ -26,7 +26,9 @@ def checked_email(value: str) -> str:
     try:
         validate_email(email)
     except ValidationError:
-        raise bad_request(f"{value!r} is not an email address", code="invalid_email") from None
+        raise bad_request(
+            f"{value!r} is not an email address", code=ErrorCode.INVALID_EMAIL
+        ) from None
     return email
 
 
@@ -34,7 +36,8 @@ def checked_repository(value: str) -> str:
     repository = value.strip()
     if not REPOSITORY.match(repository) or repository.endswith((".", "/..")):
         raise bad_request(
-            f"{value!r} is not a GitHub repository: write owner/name", code="invalid_repository"
+            f"{value!r} is not a GitHub repository: write owner/name",
+            code=ErrorCode.INVALID_REPOSITORY,
         )
     return repository
 
@@ -135,7 +138,7 @@ def withdraw_repository(lobby_name: str, repository: str) -> None:
         deleted, _ = ApprovedRepository.objects.filter(lobby=lobby, repository=repository).delete()
         if not deleted:
             raise not_found(
-                "unknown_repository", f"{repository!r} is not approved for {lobby.name!r}"
+                ErrorCode.UNKNOWN_REPOSITORY, f"{repository!r} is not approved for {lobby.name!r}"
             )
         record_audit(
             ActorKind.OPERATOR,
@@ -150,10 +153,13 @@ def create_owned_lobby(account: Account, name: str) -> Lobby:
     with transaction.atomic():
         current = Account.objects.select_for_update().filter(pk=account.pk, enabled=True).first()
         if current is None or not current.may_create_lobbies:
-            raise forbidden("not_allowed", "the operator has not allowed you to create lobbies")
+            raise forbidden(
+                ErrorCode.NOT_ALLOWED, "the operator has not allowed you to create lobbies"
+            )
         if LobbyOwner.objects.filter(account=current).count() >= LOBBIES_PER_ACCOUNT:
             raise forbidden(
-                "lobby_limit", f"you already own {LOBBIES_PER_ACCOUNT} lobbies, the most allowed"
+                ErrorCode.LOBBY_LIMIT,
+                f"you already own {LOBBIES_PER_ACCOUNT} lobbies, the most allowed",
             )
         lobby = operator.create_lobby(name, actor_kind=ActorKind.ACCOUNT, account=current.email)
         LobbyOwner.objects.create(lobby=lobby, account=current, created_at=timezone.now())

@@ -12,6 +12,7 @@ from django.utils import timezone
 from console.access import account_role
 from console.models import Account, Handoff, SessionPlace, WebSession
 from console.web import PageRefusal, digest, new_secret
+from lobbies.errors import ErrorCode
 from lobbies.models import Lobby
 
 HANDOFF_LIFETIME = timedelta(minutes=1)
@@ -28,10 +29,12 @@ def _check_access(account: Account, lobby: Lobby, to_settings: bool) -> None:
         raise PageRefusal(
             403,
             f"{account.email} is neither the owner nor a listed viewer of {lobby.name}",
-            "forbidden",
+            ErrorCode.FORBIDDEN,
         )
     if to_settings and role != "owner":
-        raise PageRefusal(403, f"only the owner of {lobby.name} can open its settings", "forbidden")
+        raise PageRefusal(
+            403, f"only the owner of {lobby.name} can open its settings", ErrorCode.FORBIDDEN
+        )
 
 
 def open_handoff(account: Account, lobby_name: str, verifier_hash: str, to_settings: bool) -> str:
@@ -39,9 +42,11 @@ def open_handoff(account: Account, lobby_name: str, verifier_hash: str, to_setti
     with transaction.atomic():
         lobby = Lobby.objects.filter(name=lobby_name).first()
         if lobby is None:
-            raise PageRefusal(404, f"there is no lobby named {lobby_name!r}", "unknown_lobby")
+            raise PageRefusal(
+                404, f"there is no lobby named {lobby_name!r}", ErrorCode.UNKNOWN_LOBBY
+            )
         if not Account.objects.filter(pk=account.pk, enabled=True).exists():
-            raise PageRefusal(403, "this account is disabled", "forbidden")
+            raise PageRefusal(403, "this account is disabled", ErrorCode.FORBIDDEN)
         _check_access(account, lobby, to_settings)
         now = timezone.now()
         token, _ = new_secret()
@@ -70,7 +75,7 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
             400,
             "this sign-in link belongs to the browser that asked for it; open the lobby in "
             "this browser and sign in from there",
-            "other_browser",
+            ErrorCode.OTHER_BROWSER,
         )
     key = handoff_key(token, digest(verifier))
     now = timezone.now()
@@ -86,7 +91,7 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
                 400,
                 "this sign-in link was already used or belongs to another browser; nothing "
                 "changed — sign in again from this lobby's page",
-                "unknown_handoff",
+                ErrorCode.UNKNOWN_HANDOFF,
             )
         handoff.delete()
         if handoff.expires_at <= now:
@@ -95,7 +100,7 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
             expired = False
             account, lobby = handoff.account, handoff.lobby
             if not account.enabled:
-                raise PageRefusal(403, "this account is disabled", "forbidden")
+                raise PageRefusal(403, "this account is disabled", ErrorCode.FORBIDDEN)
             _check_access(account, lobby, handoff.to_settings)
             if previous:
                 WebSession.objects.filter(
@@ -104,6 +109,8 @@ def consume_handoff(lobby_name: str, token: str, verifier: str, previous: str) -
             session_token = WebSession.open(account, lobby, now, LOBBY_SESSION_LIFETIME)
     if expired:
         raise PageRefusal(
-            400, "this sign-in link has expired (they last a minute); sign in again", "expired"
+            400,
+            "this sign-in link has expired (they last a minute); sign in again",
+            ErrorCode.EXPIRED,
         )
     return LobbySession(session_token, handoff.to_settings)

@@ -17,7 +17,7 @@ from console.models import DashboardViewer, LobbyOwner
 from lobbies.actions import operator
 from lobbies.actions import rooms as room_actions
 from lobbies.actions.audit import record_audit
-from lobbies.errors import bad_request, conflict, forbidden, not_found
+from lobbies.errors import ErrorCode, bad_request, conflict, forbidden, not_found
 from lobbies.models import ActorKind, AuditAction, Lobby, Room
 
 
@@ -38,7 +38,7 @@ def owned(actor: Actor, lobby_id: int) -> Lobby:
     """The lobby, locked for this transaction, if the actor may still change it."""
     lobby = Lobby.objects.select_for_update().filter(pk=lobby_id).first()
     if lobby is None:
-        raise not_found("unknown_lobby", "this lobby no longer exists")
+        raise not_found(ErrorCode.UNKNOWN_LOBBY, "this lobby no longer exists")
     if actor.kind == ActorKind.OPERATOR:
         return lobby
     owns = (
@@ -48,7 +48,7 @@ def owned(actor: Actor, lobby_id: int) -> Lobby:
         ).exists()
     )
     if not owns:
-        raise forbidden("not_owner", "only this lobby's owner can change its settings")
+        raise forbidden(ErrorCode.NOT_OWNER, "only this lobby's owner can change its settings")
     return lobby
 
 
@@ -100,7 +100,7 @@ def add_viewer(actor: Actor, lobby_id: int, email: str) -> None:
             lobby=lobby, email=email, defaults={"created_at": timezone.now()}
         )
         if not created:
-            raise conflict("viewer_exists", f"{email} is already a viewer")
+            raise conflict(ErrorCode.VIEWER_EXISTS, f"{email} is already a viewer")
         audit(actor, AuditAction.VIEWER_ADDED, lobby, email)
 
 
@@ -110,7 +110,7 @@ def remove_viewer(actor: Actor, lobby_id: int, email: str) -> None:
         lobby = owned(actor, lobby_id)
         deleted, _ = DashboardViewer.objects.filter(lobby=lobby, email=email).delete()
         if not deleted:
-            raise not_found("unknown_viewer", f"{email} is not a viewer of this dashboard")
+            raise not_found(ErrorCode.UNKNOWN_VIEWER, f"{email} is not a viewer of this dashboard")
         audit(actor, AuditAction.VIEWER_REMOVED, lobby, email)
 
 
@@ -121,7 +121,7 @@ def delete_lobby(actor: Actor, lobby_id: int, confirm: str) -> str:
         if confirm.strip() != lobby.name:
             raise bad_request(
                 f"type the lobby's name, {lobby.name}, to confirm deleting it",
-                code="confirm_mismatch",
+                code=ErrorCode.CONFIRM_MISMATCH,
             )
         operator.delete_lobby(lobby.name, actor_kind=actor.kind, account=actor.email)
     return lobby.name

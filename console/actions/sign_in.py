@@ -36,6 +36,7 @@ from console.models import (
 )
 from console.web import PageRefusal, digest
 from lobbies.access.secret_files import admin_token
+from lobbies.errors import ErrorCode
 
 CODE_LIFETIME = timedelta(minutes=10)
 TRIES_PER_CODE = 5
@@ -124,7 +125,7 @@ def request_code(email: str, client: str, browser: str) -> None:
     """
     problem = mail.mail_problem()
     if problem:
-        raise PageRefusal(503, problem, "mail_not_configured")
+        raise PageRefusal(503, problem, ErrorCode.MAIL_NOT_CONFIGURED)
     email = normalise_email(email)
     sent_key = _per_address("sent", email)
     client_key = _client_key("code", client)
@@ -135,19 +136,19 @@ def request_code(email: str, client: str, browser: str) -> None:
             raise PageRefusal(
                 429,
                 "too many codes were asked for from your network this hour; try later",
-                "throttled",
+                ErrorCode.THROTTLED,
             )
         if _count(ThrottleKind.CODE_SENT, sent_key, timedelta(minutes=1)) >= CODES_PER_MINUTE:
             raise PageRefusal(
                 429,
                 "a code was sent to this address less than a minute ago; wait a minute",
-                "throttled",
+                ErrorCode.THROTTLED,
             )
         if _count(ThrottleKind.CODE_SENT, sent_key, HOUR) >= CODES_PER_HOUR:
             raise PageRefusal(
                 429,
                 "five codes were sent to this address in the last hour; try again later",
-                "throttled",
+                ErrorCode.THROTTLED,
             )
         _record(ThrottleKind.CLIENT, client_key)
         _record(ThrottleKind.CODE_SENT, sent_key)
@@ -160,9 +161,9 @@ def request_code(email: str, client: str, browser: str) -> None:
         try:
             mail.send_code(email, code)
         except mail.MailNotConfigured:
-            raise PageRefusal(503, mail.MISSING, "mail_not_configured") from None
+            raise PageRefusal(503, mail.MISSING, ErrorCode.MAIL_NOT_CONFIGURED) from None
         except mail.MailFailed as failure:
-            raise PageRefusal(502, str(failure), "mail_failed") from None
+            raise PageRefusal(502, str(failure), ErrorCode.MAIL_FAILED) from None
 
 
 def guesses_refused(purpose: str, name: str, client: str) -> PageRefusal | None:
@@ -175,14 +176,16 @@ def guesses_refused(purpose: str, name: str, client: str) -> PageRefusal | None:
     client_key = _client_key(purpose, client)
     if _count(ThrottleKind.CLIENT, client_key, HOUR) >= CLIENT_VERIFY_ATTEMPTS_PER_HOUR:
         return PageRefusal(
-            429, "too many sign-in attempts from your network this hour; try later", "throttled"
+            429,
+            "too many sign-in attempts from your network this hour; try later",
+            ErrorCode.THROTTLED,
         )
     _record(ThrottleKind.CLIENT, client_key)
     if _count(ThrottleKind.WRONG_CODE, _per_address(purpose, name), HOUR) >= WRONG_CODES_PER_HOUR:
         return PageRefusal(
             429,
             "too many wrong tries for this address in the last hour; try again later",
-            "throttled",
+            ErrorCode.THROTTLED,
         )
     return None
 
@@ -211,14 +214,14 @@ def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | Pag
             400,
             "there is no code for this address in this browser (a newer code replaces an "
             "older one); ask for one here",
-            "no_code",
+            ErrorCode.NO_CODE,
         )
     if live.expires_at <= now:
         live.delete()
-        return PageRefusal(400, "that code has expired; ask for a new one", "code_expired")
+        return PageRefusal(400, "that code has expired; ask for a new one", ErrorCode.CODE_EXPIRED)
     if live.tries >= TRIES_PER_CODE:
         return PageRefusal(
-            400, "this code has had five wrong tries; ask for a new one", "code_exhausted"
+            400, "this code has had five wrong tries; ask for a new one", ErrorCode.CODE_EXHAUSTED
         )
     right = hmac.compare_digest(live.code_mac, code_mac(email, code)) and may_sign_in(email)
     if not right:
@@ -230,7 +233,7 @@ def _outcome(email: str, code: str, client: str, browser: str) -> SignedIn | Pag
             f"that code is not right; {left} tr{'y' if left == 1 else 'ies'} left for it"
             if left
             else "that code is not right, and this code has no tries left; ask for a new one",
-            "wrong_code",
+            ErrorCode.WRONG_CODE,
         )
     live.delete()
     account, _ = Account.objects.get_or_create(email=email, defaults={"created_at": now})
@@ -242,7 +245,7 @@ def verify_code(email: str, code: str, client: str, browser: str) -> SignedIn:
     email = normalise_email(email)
     code = code.strip()
     if not (len(code) == 6 and code.isascii() and code.isdigit()):
-        raise PageRefusal(400, "the code is the six digits from the mail", "invalid_field")
+        raise PageRefusal(400, "the code is the six digits from the mail", ErrorCode.INVALID_FIELD)
     with transaction.atomic():
         outcome = _outcome(email, code, client, browser)
     if isinstance(outcome, PageRefusal):

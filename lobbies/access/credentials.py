@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
 
 
@@ -36,7 +36,7 @@ def parse_generation(raw: str) -> int:
     if not (0 < len(raw) <= GENERATION_DIGITS and raw.isascii() and raw.isdigit()):
         raise BrokerError(
             400,
-            "invalid_generation",
+            ErrorCode.INVALID_GENERATION,
             f"X-PocoLobby-Generation must be 1-{GENERATION_DIGITS} ASCII digits",
         )
     return int(raw)
@@ -45,10 +45,10 @@ def parse_generation(raw: str) -> int:
 def bearer_token(authorization: str) -> str:
     """The token of `Authorization: Bearer <token>`: none is missing_token, else invalid_token."""
     if not authorization:
-        raise BrokerError(401, "missing_token", "send Authorization: Bearer <token>")
+        raise BrokerError(401, ErrorCode.MISSING_TOKEN, "send Authorization: Bearer <token>")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise BrokerError(401, "invalid_token", "Authorization must be 'Bearer <token>'")
+        raise BrokerError(401, ErrorCode.INVALID_TOKEN, "Authorization must be 'Bearer <token>'")
     return token.strip()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lobbies.errors import forbidden
+from lobbies.errors import ErrorCode, forbidden
 from lobbies.models import Agent
 
 # What the operator grants an agent (a flag on its row; a team manifest lists these).
@@ -30,4 +30,4 @@ def require_permission(agent: Agent, permission: Permission | None, operation: s
             if permission == "watch_agents"
             else f"the {permission} permission"
         )
-        raise forbidden("permission_required", f"{operation} needs {needed}")
+        raise forbidden(ErrorCode.PERMISSION_REQUIRED, f"{operation} needs {needed}")

@@ -7,7 +7,7 @@ import hmac
 import secrets
 
 from lobbies.actions.restore import check_open
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.fastlane import queries
 from lobbies.models import Agent
 
@@ -29,13 +29,15 @@ def agent_for_token(token: str) -> Agent:
     digest = hash_token(token)
     found = queries.bearer(digest)
     if found is None or not hmac.compare_digest(found.token_hash, digest):
-        raise BrokerError(401, "invalid_token", "the bearer token is not a PocoLobby agent token")
+        raise BrokerError(
+            401, ErrorCode.INVALID_TOKEN, "the bearer token is not a PocoLobby agent token"
+        )
     if found.revoked:
         raise BrokerError(
-            401, "token_revoked", "this token was revoked; ask the owner for a new one"
+            401, ErrorCode.TOKEN_REVOKED, "this token was revoked; ask the owner for a new one"
         )
     agent = found.agent
     if not agent.enabled:
-        raise BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
+        raise BrokerError(403, ErrorCode.AGENT_DISABLED, "this agent is disabled by the owner")
     check_open()
     return agent

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from lobbies.api.schemas import AttachmentDescription, attachment_limit, check_media_type
 from lobbies.attachment_selectors import lobby_usage_bytes
-from lobbies.errors import BrokerError, bad_request, conflict
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict
 from lobbies.models import (
     Agent,
     Attachment,
@@ -64,7 +64,7 @@ def _check_bytes(media_type: str, data: bytes) -> None:
         raise bad_request(
             f"the bytes are not {media_type}: images must carry their format's signature and "
             "documents must be UTF-8 text; nothing was kept",
-            code="attachment_type_mismatch",
+            code=ErrorCode.ATTACHMENT_TYPE_MISMATCH,
         )
 
 
@@ -85,7 +85,7 @@ def _check_room(uploader: Agent, sha256: str, size: int) -> None:
         if used + size > bounds.attachments_lobby_bytes:
             raise BrokerError(
                 507,
-                "storage_capacity",
+                ErrorCode.STORAGE_CAPACITY,
                 f"this lobby holds {used} bytes of attachments; {size} more would pass its quota "
                 f"of {bounds.attachments_lobby_bytes} (POCOLOBBY_ATTACHMENTS_LOBBY_BYTES); "
                 "nothing was stored",
@@ -96,7 +96,7 @@ def _check_room(uploader: Agent, sha256: str, size: int) -> None:
         if free - size < bounds.attachments_reserve_bytes:
             raise BrokerError(
                 507,
-                "storage_capacity",
+                ErrorCode.STORAGE_CAPACITY,
                 f"the attachments volume has {free} bytes free; storing {size} would leave less "
                 f"than the reserve of {bounds.attachments_reserve_bytes} "
                 "(POCOLOBBY_ATTACHMENTS_RESERVE_BYTES); nothing was stored",
@@ -109,24 +109,25 @@ def upload(uploader: Agent, sha256: str, content_type: str, data: bytes) -> Uplo
     if not blobs.SHA256_PATTERN.match(sha256):
         raise bad_request(
             "the path must end in the SHA-256 of the bytes, 64 lowercase hex digits",
-            code="invalid_digest",
+            code=ErrorCode.INVALID_DIGEST,
         )
     try:
         media_type = check_media_type(content_type or "")
     except ValueError as error:
-        raise BrokerError(415, "unsupported_media_type", f"Content-Type {error}") from None
+        raise BrokerError(415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Content-Type {error}") from None
     limit, variable = attachment_limit(media_type)
     if len(data) > limit:
         raise BrokerError(
             413,
-            "attachment_too_large",
+            ErrorCode.ATTACHMENT_TOO_LARGE,
             f"the file is {len(data)} bytes; the limit for {media_type} is {limit} ({variable})",
         )
     if not data:
-        raise bad_request("an attachment must not be empty", code="invalid_arguments")
+        raise bad_request("an attachment must not be empty", code=ErrorCode.INVALID_ARGUMENTS)
     if hashlib.sha256(data).hexdigest() != sha256:
         raise bad_request(
-            f"the bytes do not hash to {sha256}; nothing was kept", code="attachment_hash_mismatch"
+            f"the bytes do not hash to {sha256}; nothing was kept",
+            code=ErrorCode.ATTACHMENT_HASH_MISMATCH,
         )
     _check_bytes(media_type, data)
     size = len(data)
@@ -187,7 +188,7 @@ def _claim(sender: Agent, described: Sequence[AttachmentDescription], now: datet
     ]
     if missing:
         raise conflict(
-            "attachment_upload_required",
+            ErrorCode.ATTACHMENT_UPLOAD_REQUIRED,
             f"upload {len(missing)} attachment(s) with PUT /v1/attachments/<sha256>, then repeat "
             "this request unchanged; nothing was stored",
             missing=missing,
@@ -201,7 +202,7 @@ def _claim(sender: Agent, described: Sequence[AttachmentDescription], now: datet
             raise bad_request(
                 f"{d.name!r} is described as {d.media_type}, {d.size} bytes, but its bytes are "
                 f"{content.media_type}, {content.size} bytes; nothing was stored",
-                code="attachment_description_mismatch",
+                code=ErrorCode.ATTACHMENT_DESCRIPTION_MISMATCH,
             )
     ids = []
     for d in described:

@@ -10,7 +10,7 @@ from lobbies.actions.operator import agent_named
 from lobbies.actions.receipts import AcknowledgeOutcome, acknowledge_in_transaction
 from lobbies.actions.runtime import RuntimeCaller, check_fence
 from lobbies.api.schemas import SaveCheckpoint
-from lobbies.errors import BrokerError, bad_request, conflict
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict
 from lobbies.models import ActorKind, Agent, AuditAction, Checkpoint
 
 MAX_ROLE_CHARS = 32_768
@@ -27,7 +27,7 @@ def save_checkpoint(
     if runtime is None:
         raise BrokerError(
             409,
-            "runtime_required",
+            ErrorCode.RUNTIME_REQUIRED,
             "save_checkpoint is written by the agent's bridge: send X-PocoLobby-Runtime and "
             "X-PocoLobby-Generation",
         )
@@ -41,7 +41,7 @@ def save_checkpoint(
         revision = current.revision if current else 0
         if args.expected_revision != revision:
             raise conflict(
-                "checkpoint_conflict",
+                ErrorCode.CHECKPOINT_CONFLICT,
                 f"your checkpoint is at revision {revision}, not {args.expected_revision}; "
                 "read it (read_checkpoint), merge, and save against that revision",
                 revision=revision,

@@ -20,7 +20,7 @@ from django.utils import timezone
 from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import OPERATOR, agent_named, replace_credential
 from lobbies.actions.restore import check_open
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Agent, AuditAction, Enrollment
 from lobbies.models import EnrollmentRefusal as Refusal
 
@@ -61,7 +61,7 @@ def enroll_agent(lobby_name: str, agent_id: str, minutes: int = DEFAULT_MINUTES)
     """A fresh code for the agent; an earlier code not yet redeemed stops working."""
     if not 1 <= minutes <= MAX_MINUTES:
         raise BrokerError(
-            400, "invalid_arguments", f"expires_minutes must be 1 to {MAX_MINUTES} (7 days)"
+            400, ErrorCode.INVALID_ARGUMENTS, f"expires_minutes must be 1 to {MAX_MINUTES} (7 days)"
         )
     code = new_code()
     now = timezone.now()
@@ -106,7 +106,7 @@ def _check_not_guessing(client: str, now: datetime) -> None:
     retry_after = max(1, math.ceil((oldest + REFUSAL_WINDOW - now).total_seconds()))
     raise BrokerError(
         429,
-        "rate_limited",
+        ErrorCode.RATE_LIMITED,
         f"too many enrolment codes that were not live came from your network; try again in "
         f"{retry_after} s",
         retry_after=retry_after,
@@ -130,27 +130,29 @@ def redeem_enrollment(code: str, client: str) -> Redeemed:
         if enrollment is None:
             failure = BrokerError(
                 404,
-                "unknown_code",
+                ErrorCode.UNKNOWN_CODE,
                 "this enrolment code is not known to this broker: check it was copied whole "
                 "and that --url names the broker that issued it",
             )
         elif enrollment.redeemed_at is not None:
             failure = BrokerError(
                 409,
-                "code_used",
+                ErrorCode.CODE_USED,
                 "this enrolment code was already used; ask the operator for a new one "
                 "(pocolobby agent enroll LOBBY NAME)",
             )
         elif enrollment.expires_at <= now:
             failure = BrokerError(
                 410,
-                "code_expired",
+                ErrorCode.CODE_EXPIRED,
                 "this enrolment code expired; ask the operator for a new one "
                 "(pocolobby agent enroll LOBBY NAME)",
             )
         elif not enrollment.agent.enabled:
-            failure = BrokerError(403, "agent_disabled", "this agent is disabled by the owner")
-        if failure is not None and failure.code != "agent_disabled":
+            failure = BrokerError(
+                403, ErrorCode.AGENT_DISABLED, "this agent is disabled by the owner"
+            )
+        if failure is not None and failure.code != ErrorCode.AGENT_DISABLED:
             _count_refusal(client, now)
         if failure is None:
             assert enrollment is not None  # for mypy: every other case set `failure`

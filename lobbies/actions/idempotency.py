@@ -9,7 +9,7 @@ import json
 import orjson
 from pydantic import BaseModel
 
-from lobbies.errors import conflict
+from lobbies.errors import ErrorCode, conflict
 
 
 def request_hash(args: BaseModel) -> str:
@@ -41,7 +41,7 @@ def check_same_request(
     """Refuse a retry whose arguments differ from those of the original `kind` it names."""
     if stored_hash != digest:
         raise conflict(
-            "idempotency_conflict",
+            ErrorCode.IDEMPOTENCY_CONFLICT,
             f"client_request_id {client_request_id!r} was already used for a different "
             f"request ({kind} {original_pk}); use a new id for a new {kind}",
             **{f"{kind}_id": original_pk},

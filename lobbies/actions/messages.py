@@ -17,10 +17,9 @@ from lobbies.actions import attachments
 from lobbies.actions.idempotency import check_same_request, request_hash
 from lobbies.actions.runtime import RuntimeCaller, fence
 from lobbies.api.schemas import Broadcast, SendMessage, SendOptions, SendRoomMessage
-from lobbies.errors import BrokerError, bad_request, conflict, forbidden, not_found
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict, forbidden, not_found
 from lobbies.fastlane import queries, store
 from lobbies.models import (
-    DELIVERABLE,
     Agent,
     Delivery,
     DeliveryState,
@@ -32,6 +31,8 @@ from lobbies.models import (
     RoomMember,
     Schedule,
     Scope,
+    hold_copies,
+    is_silent_self_note,
 )
 from lobbies.names import OWNER_SENDER
 from lobbies.push.events import wake_recipients_on_commit
@@ -100,15 +101,19 @@ def owner_agent(lobby: Lobby) -> Agent:
 def address_direct(sender: Agent, name: str) -> Addressing:
     if name == OWNER_SENDER:
         if sender.agent_id == OWNER_SENDER:
-            raise bad_request("the owner does not write to itself", code="reserved_name")
+            raise bad_request("the owner does not write to itself", code=ErrorCode.RESERVED_NAME)
         # The lobby's human owner: stored for the Messages page, a push if it expects a
         # reply (lobbies/hooks.py); its copy stays pending, since no session reads it.
         return Addressing(Scope.DIRECT, [owner_agent(sender.lobby)])
     recipient = queries.agent_named(sender.lobby_id, name)
     if recipient is None:
-        raise not_found("unknown_recipient", f"no agent {name!r} in lobby {sender.lobby.name!r}")
+        raise not_found(
+            ErrorCode.UNKNOWN_RECIPIENT, f"no agent {name!r} in lobby {sender.lobby.name!r}"
+        )
     if not recipient.enabled:
-        raise conflict("recipient_disabled", f"agent {name!r} is disabled and receives nothing")
+        raise conflict(
+            ErrorCode.RECIPIENT_DISABLED, f"agent {name!r} is disabled and receives nothing"
+        )
     return Addressing(Scope.DIRECT, [recipient])
 
 
@@ -120,14 +125,16 @@ def address_room(sender: Agent, room_id: str, addressed_to: list[str] | None) ->
     """
     room = Room.objects.filter(lobby_id=sender.lobby_id, room_id=room_id).first()
     if room is None:
-        raise not_found("unknown_room", f"no room {room_id!r} in lobby {sender.lobby.name!r}")
+        raise not_found(
+            ErrorCode.UNKNOWN_ROOM, f"no room {room_id!r} in lobby {sender.lobby.name!r}"
+        )
     members = list(
         Agent.objects.filter(room_memberships__room=room, enabled=True)
         .exclude(pk=sender.pk)
         .order_by("agent_id")
     )
     if not RoomMember.objects.filter(room=room, agent=sender).exists():
-        raise forbidden("not_a_member", f"you are not a member of room {room_id!r}")
+        raise forbidden(ErrorCode.NOT_A_MEMBER, f"you are not a member of room {room_id!r}")
     if addressed_to is None:
         return Addressing(Scope.ROOM, members, room)
     by_name = {m.agent_id: m for m in members}
@@ -137,7 +144,7 @@ def address_room(sender: Agent, room_id: str, addressed_to: list[str] | None) ->
         raise bad_request(
             f"addressed_to names {', '.join(repr(n) for n in strangers)}, not another enabled "
             f"member of room {room_id!r}; nothing was sent",
-            code="not_a_member",
+            code=ErrorCode.NOT_A_MEMBER,
         )
     return Addressing(Scope.ROOM, [by_name[n] for n in names], room, tuple(names))
 
@@ -166,7 +173,9 @@ def _check_reply_to(sender: Agent, message_id: int | None) -> None:
         or Delivery.objects.filter(message_id=message_id, recipient=sender).exists()
     )
     if not visible:
-        raise not_found("unknown_message", f"reply_to names message {message_id}, not yours to see")
+        raise not_found(
+            ErrorCode.UNKNOWN_MESSAGE, f"reply_to names message {message_id}, not yours to see"
+        )
 
 
 def _refuse_over_rate(sender: Agent, count: int, now: datetime) -> None:
@@ -183,7 +192,7 @@ def _refuse_over_rate(sender: Agent, count: int, now: datetime) -> None:
         retry_after = max(1, math.ceil((oldest - window_start).total_seconds()))
         raise BrokerError(
             429,
-            "rate_limited",
+            ErrorCode.RATE_LIMITED,
             f"you sent {count} messages in the last minute; the limit is {limit} "
             f"(POCOLOBBY_SENDS_PER_MINUTE)",
             retry_after=retry_after,
@@ -199,14 +208,14 @@ def _check_capacity(recipient: Agent, content_bytes: int, queue: queries.Queue |
     if count + 1 > bounds.queued_messages_per_recipient:
         raise BrokerError(
             507,
-            "recipient_capacity",
+            ErrorCode.RECIPIENT_CAPACITY,
             f"{recipient.agent_id} already has {count} unacknowledged messages; the limit is "
             f"{bounds.queued_messages_per_recipient} (POCOLOBBY_QUEUED_MESSAGES)",
         )
     if size + content_bytes > bounds.queued_bytes_per_recipient:
         raise BrokerError(
             507,
-            "recipient_capacity",
+            ErrorCode.RECIPIENT_CAPACITY,
             f"{recipient.agent_id} already has {size} bytes unacknowledged; this message would "
             f"pass the limit of {bounds.queued_bytes_per_recipient} bytes (POCOLOBBY_QUEUED_BYTES)",
         )
@@ -217,17 +226,17 @@ def _check_deliver_at(sender: Agent, deliver_at: datetime | None, now: datetime)
         return
     if deliver_at <= now:
         raise bad_request(
-            "deliver_at is in the past; leave it out to send now", code="invalid_deliver_at"
+            "deliver_at is in the past; leave it out to send now", code=ErrorCode.INVALID_DELIVER_AT
         )
     if deliver_at > now + MAX_SCHEDULE_AHEAD:
         raise bad_request(
             "deliver_at is more than 30 days ahead; use a daily schedule for lasting reminders",
-            code="invalid_deliver_at",
+            code=ErrorCode.INVALID_DELIVER_AT,
         )
     waiting = Message.objects.filter(sender=sender, scheduled_pending=True).count()
     if waiting >= MAX_WAITING_SCHEDULED:
         raise conflict(
-            "too_many_scheduled",
+            ErrorCode.TOO_MANY_SCHEDULED,
             f"you already have {waiting} scheduled messages waiting; the limit is "
             f"{MAX_WAITING_SCHEDULED} (cancel some with cancel_scheduled)",
         )
@@ -238,13 +247,16 @@ def _check_supersedes(sender: Agent, message_id: int | None) -> None:
         return
     target = Message.objects.filter(pk=message_id, lobby_id=sender.lobby_id).first()
     if target is not None and target.sender_id != sender.pk:
-        raise forbidden("not_your_message", f"message {message_id} is not yours to supersede")
+        raise forbidden(
+            ErrorCode.NOT_YOUR_MESSAGE, f"message {message_id} is not yours to supersede"
+        )
 
 
 def _hold_superseded(sender: Agent, message_id: int) -> None:
     """Unseen copies of the replaced message are held; whoever saw it gets the new one."""
-    Delivery.objects.filter(DELIVERABLE, message_id=message_id, message__sender=sender).update(
-        state=DeliveryState.HELD, held_reason=HeldReason.SUPERSEDED
+    hold_copies(
+        Delivery.objects.filter(message_id=message_id, message__sender=sender),
+        HeldReason.SUPERSEDED,
     )
 
 
@@ -436,11 +448,15 @@ def _do_after_storing(
     if any(r.agent_id == OWNER_SENDER for r in addressing.recipients):
         hooks.message_to_owner(message)
     if args.deliver_at is None:
+        schedule_pk = schedule.pk if schedule is not None else None
         wake_recipients_on_commit(
             [
                 (r.pk, args.priority)
                 for r in addressing.recipients
-                if r.pk != sender.pk and r.agent_id != OWNER_SENDER
+                if r.agent_id != OWNER_SENDER
+                and not is_silent_self_note(
+                    sender.pk, r.pk, deliver_at=None, schedule_pk=schedule_pk
+                )
             ]
         )
 
@@ -452,7 +468,7 @@ def send_message(
         raise bad_request(
             "a message to 'owner' goes now: the owner is told when it arrives, so leave "
             "deliver_at out; nothing was sent",
-            code="invalid_deliver_at",
+            code=ErrorCode.INVALID_DELIVER_AT,
         )
     return send(sender, args, lambda: address_direct(sender, args.to), runtime)
 

@@ -11,19 +11,18 @@ from lobbies.access.tokens import new_token
 from lobbies.actions import attachments
 from lobbies.actions.audit import record_audit
 from lobbies.actions.rooms import Changer
-from lobbies.errors import conflict, not_found
+from lobbies.errors import ErrorCode, conflict, not_found
 from lobbies.models import (
-    DELIVERABLE,
     ActorKind,
     Agent,
     AuditAction,
     Credential,
     DeletedLobby,
     Delivery,
-    DeliveryState,
     HeldReason,
     Lobby,
     RetiredRuntime,
+    hold_copies,
 )
 from lobbies.names import OWNER_SENDER, check_agent_name, check_lobby_name
 from lobbies.push.events import announce_catalog_on_commit, close_sockets_on_commit
@@ -35,7 +34,7 @@ OPERATOR = ActorKind.OPERATOR
 def lobby_named(name: str) -> Lobby:
     lobby = Lobby.objects.filter(name=name).first()
     if lobby is None:
-        raise not_found("unknown_lobby", f"no lobby named {name!r}")
+        raise not_found(ErrorCode.UNKNOWN_LOBBY, f"no lobby named {name!r}")
     return lobby
 
 
@@ -47,7 +46,7 @@ def agent_named(lobby_name: str, agent_id: str) -> Agent:
     )
     if agent is None or agent_id == OWNER_SENDER:
         lobby_named(lobby_name)
-        raise not_found("unknown_agent", f"no agent {agent_id!r} in lobby {lobby_name!r}")
+        raise not_found(ErrorCode.UNKNOWN_AGENT, f"no agent {agent_id!r} in lobby {lobby_name!r}")
     return agent
 
 
@@ -55,9 +54,11 @@ def check_new_lobby_name(name: str) -> str:
     """The name rules, the reserved names and the retired names; forms check before creating."""
     check_lobby_name(name)
     if DeletedLobby.objects.filter(name=name).exists():
-        raise conflict("lobby_name_retired", f"lobby name {name!r} belonged to a deleted lobby")
+        raise conflict(
+            ErrorCode.LOBBY_NAME_RETIRED, f"lobby name {name!r} belonged to a deleted lobby"
+        )
     if Lobby.objects.filter(name=name).exists():
-        raise conflict("lobby_exists", f"lobby {name!r} already exists")
+        raise conflict(ErrorCode.LOBBY_EXISTS, f"lobby {name!r} already exists")
     return name
 
 
@@ -77,7 +78,7 @@ def create_lobby(name: str, *, actor_kind: ActorKind = OPERATOR, account: str = 
                 actor_kind, AuditAction.LOBBY_CREATED, lobby_name=name, target=name, account=account
             )
     except IntegrityError:
-        raise conflict("lobby_exists", f"lobby {name!r} already exists") from None
+        raise conflict(ErrorCode.LOBBY_EXISTS, f"lobby {name!r} already exists") from None
     return lobby
 
 
@@ -125,7 +126,9 @@ def add_agent(
     with transaction.atomic():
         lobby = lobby_named(lobby_name)
         if Agent.objects.filter(lobby=lobby, agent_id=agent_id).exists():
-            raise conflict("agent_exists", f"agent {agent_id!r} already exists in {lobby_name!r}")
+            raise conflict(
+                ErrorCode.AGENT_EXISTS, f"agent {agent_id!r} already exists in {lobby_name!r}"
+            )
         agent = Agent.objects.create(
             lobby=lobby,
             agent_id=agent_id,
@@ -155,7 +158,7 @@ def replace_credential(agent: Agent, why: str) -> tuple[str, int]:
     )
     token = issue_credential(agent)
     Agent.objects.filter(pk=agent.pk).update(runtime_id=None, runtime_bound_at=None)
-    close_sockets_on_commit(agent.pk, "token_revoked", why)
+    close_sockets_on_commit(agent.pk, ErrorCode.TOKEN_REVOKED, why)
     return token, revoked
 
 
@@ -198,7 +201,9 @@ def reset_runtime(lobby_name: str, agent_id: str, *, account: str = "") -> str |
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
         retired = retire_runtime(agent)
-        close_sockets_on_commit(agent.pk, "runtime_retired", "the owner reset this agent's runtime")
+        close_sockets_on_commit(
+            agent.pk, ErrorCode.RUNTIME_RETIRED, "the owner reset this agent's runtime"
+        )
         record_audit(
             OPERATOR,
             AuditAction.RUNTIME_RESET,
@@ -241,14 +246,14 @@ def hand_over(
         waiting = waiting_runtime(agent, timezone.now())
         if waiting is None:
             raise conflict(
-                "nothing_waiting",
+                ErrorCode.NOTHING_WAITING,
                 f"no new conversation is waiting to take over {agent_id}: start it (its bridge "
                 f"asks for the agent every few seconds, and `pocolobby status {lobby_name}` "
                 "shows it waiting), then hand over",
             )
         if shown is not None and conversation_key(waiting) != shown:
             raise conflict(
-                "waiting_changed",
+                ErrorCode.WAITING_CHANGED,
                 f"another conversation is waiting to take over {agent_id} than the one this page "
                 "showed (a newer one asked since); nothing changed: look at the new one, then "
                 "hand over if it is the one you mean",
@@ -263,7 +268,9 @@ def hand_over(
             waiting_seen_at=None,
         )
         close_sockets_on_commit(
-            agent.pk, "runtime_retired", f"the owner handed {agent_id} over to a new conversation"
+            agent.pk,
+            ErrorCode.RUNTIME_RETIRED,
+            f"the owner handed {agent_id} over to a new conversation",
         )
         record_audit(
             actor_kind,
@@ -286,13 +293,11 @@ def disable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> int:
     with transaction.atomic():
         agent = _locked(agent_named(lobby_name, agent_id))
         if not agent.enabled:
-            raise conflict("already_disabled", f"agent {agent_id!r} is already disabled")
-        held = Delivery.objects.filter(DELIVERABLE, recipient=agent).update(
-            state=DeliveryState.HELD, held_reason=HeldReason.RECIPIENT_DISABLED
-        )
+            raise conflict(ErrorCode.ALREADY_DISABLED, f"agent {agent_id!r} is already disabled")
+        held = hold_copies(Delivery.objects.filter(recipient=agent), HeldReason.RECIPIENT_DISABLED)
         Agent.objects.filter(pk=agent.pk).update(enabled=False)
         retire_runtime(agent)
-        close_sockets_on_commit(agent.pk, "agent_disabled", "the owner disabled this agent")
+        close_sockets_on_commit(agent.pk, ErrorCode.AGENT_DISABLED, "the owner disabled this agent")
         record_audit(
             OPERATOR,
             AuditAction.AGENT_DISABLED,
@@ -309,7 +314,7 @@ def enable_agent(lobby_name: str, agent_id: str, *, account: str = "") -> None:
     with transaction.atomic():
         agent = _locked(agent_named(lobby_name, agent_id))
         if agent.enabled:
-            raise conflict("already_enabled", f"agent {agent_id!r} is already enabled")
+            raise conflict(ErrorCode.ALREADY_ENABLED, f"agent {agent_id!r} is already enabled")
         Agent.objects.filter(pk=agent.pk).update(enabled=True)
         record_audit(
             OPERATOR,
@@ -325,7 +330,7 @@ def remove_agent(lobby_name: str, agent_id: str, *, account: str = "") -> None:
     """Delete the identity, its tokens and inbox; messages it sent stay under its name."""
     with transaction.atomic():
         agent = agent_named(lobby_name, agent_id)
-        close_sockets_on_commit(agent.pk, "agent_removed", "the owner removed this agent")
+        close_sockets_on_commit(agent.pk, ErrorCode.AGENT_REMOVED, "the owner removed this agent")
         agent.delete()
         record_audit(
             OPERATOR,
@@ -356,7 +361,7 @@ def set_permissions(
             "manage_rooms": agent.manage_rooms if manage_rooms is None else manage_rooms,
         }
         if wanted == {"broadcast": agent.broadcast, "manage_rooms": agent.manage_rooms}:
-            raise conflict("permissions_unchanged", f"agent {agent_id!r} already has them")
+            raise conflict(ErrorCode.PERMISSIONS_UNCHANGED, f"agent {agent_id!r} already has them")
         Agent.objects.filter(pk=agent.pk).update(**wanted)
         announce_catalog_on_commit(agent.pk)  # its bridges reload the tools without reconnecting
         record_audit(
@@ -399,7 +404,9 @@ def retry_notifications(
     with transaction.atomic():
         agent = _locked(agent_named(lobby_name, agent_id))
         if not agent.enabled:
-            raise conflict("already_disabled", f"agent {agent_id!r} is disabled; enable it first")
+            raise conflict(
+                ErrorCode.ALREADY_DISABLED, f"agent {agent_id!r} is disabled; enable it first"
+            )
         Agent.objects.filter(pk=agent.pk).update(
             notify_attempts=0,
             notify_next_at=timezone.now(),

@@ -14,7 +14,7 @@ from django.db import transaction
 from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import agent_named, lobby_named
 from lobbies.actions.schedules import cancel_scheduled
-from lobbies.errors import not_found
+from lobbies.errors import ErrorCode, not_found
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -84,7 +84,9 @@ def cancel_lobby_scheduled(
             Message.objects.select_related("sender").filter(pk=message_id, lobby=lobby).first()
         )
         if message is None or message.sender is None:
-            raise not_found("unknown_message", f"no message {message_id} in lobby {lobby_name!r}")
+            raise not_found(
+                ErrorCode.UNKNOWN_MESSAGE, f"no message {message_id} in lobby {lobby_name!r}"
+            )
         answer = cancel_scheduled(message.sender, message_id=message_id, schedule_id=None)
         _audit(
             actor_kind,

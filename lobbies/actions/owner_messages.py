@@ -25,7 +25,7 @@ from lobbies.actions.messages import (
 from lobbies.actions.receipts import acknowledge_in_transaction
 from lobbies.api.catalog import parse_arguments
 from lobbies.api.schemas import Broadcast, SendMessage
-from lobbies.errors import conflict, not_found
+from lobbies.errors import ErrorCode, conflict, not_found
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -114,18 +114,18 @@ def answer_question(
         question = Message.objects.filter(pk=question_id).select_related("lobby").first()
         if question is None:
             raise not_found(
-                "unknown_message",
+                ErrorCode.UNKNOWN_MESSAGE,
                 f"no message {question_id}: it was never stored, or it expired",
             )
         if question.lobby_id != lobby.pk:
             raise not_found(
-                "unknown_message",
+                ErrorCode.UNKNOWN_MESSAGE,
                 f"message {question_id} is in lobby {question.lobby.name!r}, not {lobby.name!r}",
             )
         states = question_selectors.question_states([question_id])
         if question_id not in states:
             raise conflict(
-                "not_a_question",
+                ErrorCode.NOT_A_QUESTION,
                 f"message {question_id} is not a question to the owner: {_why_not(question)}",
             )
         outcome = send_owner_message(

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lobbies.actions.runtime import RuntimeCaller, check_fence
-from lobbies.errors import conflict
+from lobbies.errors import ErrorCode, conflict
 from lobbies.models import (
     Agent,
     Delivery,
@@ -95,14 +95,14 @@ def acknowledge_in_transaction(agent: Agent, message_ids: list[int]) -> Acknowle
     if stored:
         first = min(stored)
         raise conflict(
-            "not_a_recipient",
+            ErrorCode.NOT_A_RECIPIENT,
             f"message {first} was not delivered to you; acknowledge only your own inbox",
             message_ids=sorted(stored),
         )
     not_yet = [i for i, d in deliveries.items() if d.held_reason == HeldReason.SCHEDULED]
     if not_yet:
         raise conflict(
-            "not_yet_delivered",
+            ErrorCode.NOT_YET_DELIVERED,
             f"message {not_yet[0]} is scheduled and not delivered yet; nothing was recorded",
             message_ids=not_yet,
         )

@@ -14,7 +14,7 @@ import uuid
 
 from lobbies.api.answers import Restored
 from lobbies.api.operator_answers import BrokerState as StateEntry
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.models import Agent, BrokerState, DeliveryState, UncertainWork
 from lobbies.wire.facts import iso
 
@@ -50,7 +50,7 @@ def check_open() -> None:
     if access_closed():
         raise BrokerError(
             503,
-            "restore_mode",
+            ErrorCode.RESTORE_MODE,
             "this broker was restored from a backup and is closed to agents until its operator "
             "runs `pocolobby restore --finish`; use the configuration the operator sends you",
         )

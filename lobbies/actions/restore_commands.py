@@ -23,7 +23,7 @@ from lobbies.actions.audit import record_audit
 from lobbies.actions.operator import issue_credential, retire_runtime
 from lobbies.actions.restore import broker_state, forget_reading
 from lobbies.actions.schedules import deliver_due, run_schedules
-from lobbies.errors import conflict
+from lobbies.errors import ErrorCode, conflict
 from lobbies.models import (
     ActorKind,
     Agent,
@@ -93,7 +93,7 @@ def finish_restore() -> dict[str, Any]:
     with transaction.atomic():
         state = BrokerState.objects.select_for_update().filter(pk=1).first()
         if state is None or not state.restore_mode:
-            raise conflict("not_in_restore_mode", "this broker is not in restore mode")
+            raise conflict(ErrorCode.NOT_IN_RESTORE_MODE, "this broker is not in restore mode")
         now = timezone.now()
         while deliver_due(now) >= 200:
             pass

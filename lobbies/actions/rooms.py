@@ -14,21 +14,20 @@ from django.utils import timezone
 from lobbies.actions.audit import record_audit
 from lobbies.actions.messages import MAX_SCHEDULE_AHEAD
 from lobbies.actions.runtime import RuntimeCaller, fence
-from lobbies.errors import bad_request, conflict, not_found
+from lobbies.errors import ErrorCode, bad_request, conflict, not_found
 from lobbies.models import (
-    DELIVERABLE,
     ActorKind,
     Agent,
     ArchivedRoom,
     AuditAction,
     Delivery,
-    DeliveryState,
     HeldReason,
     Room,
     RoomMember,
     Schedule,
     ScheduleStatus,
     Scope,
+    hold_copies,
 )
 from lobbies.names import OWNER_SENDER, check_name
 from lobbies.push.events import wake_recipients_on_commit
@@ -38,7 +37,9 @@ def room_of(lobby_id: int, room_id: str, *, lock: bool = False) -> Room:
     rooms = Room.objects.filter(lobby_id=lobby_id, room_id=room_id)
     room = (rooms.select_for_update() if lock else rooms).first()
     if room is None:
-        raise not_found("unknown_room", f"no room {room_id!r} in this lobby; see list_rooms")
+        raise not_found(
+            ErrorCode.UNKNOWN_ROOM, f"no room {room_id!r} in this lobby; see list_rooms"
+        )
     return room
 
 
@@ -52,7 +53,7 @@ def _admitted(lobby_id: int, names: Iterable[str]) -> list[Agent]:
         raise bad_request(
             f"no agent {', '.join(repr(n) for n in unknown)} in this lobby; members must be "
             "agents the owner admitted",
-            code="unknown_agent",
+            code=ErrorCode.UNKNOWN_AGENT,
         )
     return [found[n] for n in wanted]
 
@@ -98,7 +99,7 @@ def _remove(room: Room, agents: list[Agent], *, hold: bool) -> list[str]:
     )
     if hold and pks:
         copies = Delivery.objects.filter(message__room=room, recipient_id__in=pks)
-        copies.filter(DELIVERABLE).update(state=DeliveryState.HELD, held_reason=HeldReason.REMOVED)
+        hold_copies(copies, HeldReason.REMOVED)
         copies.update(redacted=True)
     RoomMember.objects.filter(room=room, agent_id__in=pks).delete()
     return removed
@@ -117,7 +118,7 @@ def _check_room_cap(lobby_id: int) -> None:
     limit = settings.BOUNDS.lobby_rooms
     if Room.objects.filter(lobby_id=lobby_id).count() >= limit:
         raise conflict(
-            "too_many_rooms",
+            ErrorCode.TOO_MANY_ROOMS,
             f"this lobby has {limit} rooms, its limit (POCOLOBBY_LOBBY_ROOMS); delete or "
             "archive one first; nothing was created",
         )
@@ -141,7 +142,7 @@ def create_room(
             _fence(actor, runtime)
             if ArchivedRoom.objects.filter(lobby_id=actor.lobby_id, room_id=room_id).exists():
                 raise conflict(
-                    "room_archived",
+                    ErrorCode.ROOM_ARCHIVED,
                     f"room {room_id!r} is archived; its name stays reserved until the owner "
                     "restores it",
                 )
@@ -150,7 +151,7 @@ def create_room(
             added = _add(room, _admitted(actor.lobby_id, members), now)
             _audit(actor, AuditAction.ROOM_CREATED, room_id, {"members": added})
     except IntegrityError:
-        raise conflict("room_exists", f"room {room_id!r} already exists") from None
+        raise conflict(ErrorCode.ROOM_EXISTS, f"room {room_id!r} already exists") from None
     return room
 
 
@@ -203,11 +204,7 @@ def delete_room(actor: Agent, room_id: str, runtime: RuntimeCaller | None = None
         _fence(actor, runtime)
         room = room_of(actor.lobby_id, room_id, lock=True)
         now = timezone.now()
-        held = (
-            Delivery.objects.filter(message__room=room)
-            .filter(DELIVERABLE)
-            .update(state=DeliveryState.HELD, held_reason=HeldReason.ROOM_DELETED)
-        )
+        held = hold_copies(Delivery.objects.filter(message__room=room), HeldReason.ROOM_DELETED)
         cancelled = _cancel_schedules_into(room, now)
         members = RoomMember.objects.filter(room=room).count()
         room.delete()
@@ -240,7 +237,7 @@ def restore_room(lobby_id: int, room_id: str, *, actor_kind: ActorKind, account:
     with transaction.atomic():
         archived = ArchivedRoom.objects.filter(lobby_id=lobby_id, room_id=room_id).first()
         if archived is None:
-            raise not_found("unknown_room", f"no archived room {room_id!r}")
+            raise not_found(ErrorCode.UNKNOWN_ROOM, f"no archived room {room_id!r}")
         _check_room_cap(lobby_id)
         # The room first: what follows the archived room (its notes source) moves back to it.
         room = Room.objects.create(lobby_id=lobby_id, room_id=room_id, created_at=timezone.now())
@@ -260,9 +257,11 @@ def _check_rest_at(at: datetime | None, now: datetime) -> None:
     if at is None:
         return
     if at <= now:
-        raise bad_request("at: is in the past; leave it out to do it now", code="invalid_time")
+        raise bad_request(
+            "at: is in the past; leave it out to do it now", code=ErrorCode.INVALID_TIME
+        )
     if at > now + MAX_SCHEDULE_AHEAD:
-        raise bad_request("at: is more than 30 days ahead", code="invalid_time")
+        raise bad_request("at: is more than 30 days ahead", code=ErrorCode.INVALID_TIME)
 
 
 def rest_agents(

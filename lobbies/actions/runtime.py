@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from lobbies.actions.audit import record_audit
 from lobbies.actions.restore import settle_uncertain
-from lobbies.errors import BrokerError, bad_request, conflict
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict
 from lobbies.fastlane import queries
 from lobbies.models import (
     ActorKind,
@@ -65,7 +65,7 @@ class RuntimeConflict(BrokerError):
     """
 
     def __init__(self, agent: Agent, runtime_id: str) -> None:
-        super().__init__(409, "runtime_conflict", conflict_message(agent, waiting=True))
+        super().__init__(409, ErrorCode.RUNTIME_CONFLICT, conflict_message(agent, waiting=True))
         self.agent_pk = agent.pk
         self.runtime_id = runtime_id
 
@@ -103,7 +103,7 @@ def conflict_message(agent: Agent, *, waiting: bool) -> str:
 
 def check_runtime_id(runtime_id: str) -> str:
     if not RUNTIME_ID.match(runtime_id or ""):
-        raise BrokerError(400, "invalid_runtime", "the runtime id must be a lowercase UUID")
+        raise BrokerError(400, ErrorCode.INVALID_RUNTIME, "the runtime id must be a lowercase UUID")
     return runtime_id
 
 
@@ -123,7 +123,7 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
         agent = _locked_with_lobby(agent.pk)
         if queries.runtime_retired(agent.pk, runtime_id):
             raise conflict(
-                "runtime_retired",
+                ErrorCode.RUNTIME_RETIRED,
                 "the owner retired this conversation's binding; start a new conversation",
             )
         taken_from, ended = None, ""
@@ -135,11 +135,11 @@ def claim_runtime(agent: Agent, runtime_id: str, generation: int | None) -> Clai
             elif generation is None:
                 raise RuntimeConflict(agent, runtime_id)
             else:
-                raise conflict("runtime_conflict", conflict_message(agent, waiting=False))
+                raise conflict(ErrorCode.RUNTIME_CONFLICT, conflict_message(agent, waiting=False))
         if generation is not None:
             if agent.runtime_id != runtime_id or generation != agent.runtime_generation:
                 raise conflict(
-                    "generation_superseded",
+                    ErrorCode.GENERATION_SUPERSEDED,
                     f"generation {generation} was superseded by a newer process of this "
                     "conversation; this process must stop",
                 )
@@ -323,7 +323,7 @@ def check_fence(agent: Agent, caller: RuntimeCaller | None) -> None:
         return
     if agent.runtime_id != caller.runtime_id or agent.runtime_generation != caller.generation:
         raise conflict(
-            "generation_superseded",
+            ErrorCode.GENERATION_SUPERSEDED,
             "this bridge process no longer holds the agent's runtime; its writes are refused",
         )
 
@@ -356,7 +356,7 @@ def ready(
         check_fence(agent, caller)
         if not agent.bootstrap_nonce or not secrets.compare_digest(agent.bootstrap_nonce, nonce):
             raise conflict(
-                "stale_nonce",
+                ErrorCode.STALE_NONCE,
                 "this nonce is not the current bootstrap's; read the latest bootstrap notice",
             )
         current = (
@@ -364,7 +364,7 @@ def ready(
         )
         if checkpoint_revision is not None and current != checkpoint_revision:
             raise conflict(
-                "stale_checkpoint",
+                ErrorCode.STALE_CHECKPOINT,
                 f"your checkpoint is at revision {current}, not {checkpoint_revision}: "
                 "call get_context again, then ready with the revision it shows",
                 revision=current,
@@ -406,16 +406,16 @@ class DeliveryReport:
         transport = frame.get("transport")
         if transport not in Transport.values:
             raise bad_request(
-                f"transport: one of {', '.join(Transport.values)}", code="invalid_frame"
+                f"transport: one of {', '.join(Transport.values)}", code=ErrorCode.INVALID_FRAME
             )
         held, attention = frame.get("held", False), frame.get("attention", False)
         if not isinstance(held, bool) or not isinstance(attention, bool):
-            raise bad_request("held and attention: true or false", code="invalid_frame")
+            raise bad_request("held and attention: true or false", code=ErrorCode.INVALID_FRAME)
         reason = frame.get("held_reason") or ""
         if not isinstance(reason, str) or len(reason) > HELD_REASON_CHARS:
             raise bad_request(
                 f"held_reason: text of at most {HELD_REASON_CHARS} characters",
-                code="invalid_frame",
+                code=ErrorCode.INVALID_FRAME,
             )
         # One printable line, whatever the bridge's error said: it is shown in terminals too.
         reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())

@@ -30,7 +30,7 @@ from lobbies.api.schemas import (
     SendRoomMessage,
     UpdateScheduled,
 )
-from lobbies.errors import BrokerError, bad_request, conflict, not_found
+from lobbies.errors import BrokerError, ErrorCode, bad_request, conflict, not_found
 from lobbies.models import (
     Agent,
     Delivery,
@@ -76,7 +76,7 @@ def _rule(
             slots.parse_weekdays(schedule.weekdays),
         )
     except slots.SlotError as error:
-        raise bad_request(str(error), code="invalid_schedule") from None
+        raise bad_request(str(error), code=ErrorCode.INVALID_SCHEDULE) from None
 
 
 def _check_target(sender: Agent, args: ScheduleMessage) -> None:
@@ -89,7 +89,7 @@ def _check_target(sender: Agent, args: ScheduleMessage) -> None:
         raise bad_request(
             "a daily schedule cannot go to the owner: say what waits on them with "
             "set_owner_requests, or send one message when it is due",
-            code="invalid_arguments",
+            code=ErrorCode.INVALID_ARGUMENTS,
         )
     if args.to is not None:
         address_direct(sender, args.to)
@@ -132,7 +132,7 @@ def schedule_message(
             )
             if active.count() >= MAX_SCHEDULES:
                 raise conflict(
-                    "too_many_schedules",
+                    ErrorCode.TOO_MANY_SCHEDULES,
                     f"you already have {MAX_SCHEDULES} active schedules; cancel one first",
                 )
             schedule = Schedule.objects.create(
@@ -173,7 +173,7 @@ def cancel_scheduled(
                 Schedule.objects.select_for_update().filter(pk=schedule_id, sender=sender).first()
             )
             if schedule is None:
-                raise not_found("unknown_schedule", f"no schedule {schedule_id} of yours")
+                raise not_found(ErrorCode.UNKNOWN_SCHEDULE, f"no schedule {schedule_id} of yours")
             if schedule.status == ScheduleStatus.ACTIVE:
                 schedule.status, schedule.cancelled_at, schedule.next_slot = (
                     ScheduleStatus.CANCELLED,
@@ -188,11 +188,11 @@ def cancel_scheduled(
             else None
         )
         if message is None:
-            raise not_found("unknown_message", f"no message {message_id} of yours")
+            raise not_found(ErrorCode.UNKNOWN_MESSAGE, f"no message {message_id} of yours")
         if message.cancelled_at is None:
             if not message.scheduled_pending:
                 raise conflict(
-                    "already_delivered",
+                    ErrorCode.ALREADY_DELIVERED,
                     f"message {message_id} was delivered; a delivered message cannot be recalled",
                 )
             Delivery.objects.filter(message=message, held_reason=HeldReason.SCHEDULED).update(
@@ -213,17 +213,17 @@ def update_scheduled(
             Message.objects.select_for_update().filter(pk=args.message_id, sender=sender).first()
         )
         if message is None:
-            raise not_found("unknown_message", f"no message {args.message_id} of yours")
+            raise not_found(ErrorCode.UNKNOWN_MESSAGE, f"no message {args.message_id} of yours")
         if not message.scheduled_pending:
             raise conflict(
-                "not_scheduled",
+                ErrorCode.NOT_SCHEDULED,
                 f"message {args.message_id} is not waiting for its time (delivered or cancelled)",
             )
         if args.deliver_at is not None:
             if not now < args.deliver_at <= now + MAX_SCHEDULE_AHEAD:
                 raise bad_request(
                     "deliver_at must be in the future and at most 30 days ahead",
-                    code="invalid_deliver_at",
+                    code=ErrorCode.INVALID_DELIVER_AT,
                 )
             message.deliver_at = args.deliver_at
         if args.content is not None:
@@ -305,7 +305,7 @@ def fire_schedule(schedule_id: int, now: datetime) -> ScheduleOccurrence | None:
     outcome, message_id, reason = OccurrenceOutcome.SENT, None, ""
     try:
         if not schedule.sender.enabled:
-            raise BrokerError(403, "agent_disabled", "the schedule's sender is disabled")
+            raise BrokerError(403, ErrorCode.AGENT_DISABLED, "the schedule's sender is disabled")
         args, resolve = _occurrence_request(schedule, slot)
         sent = send(schedule.sender, args, resolve, schedule=schedule, slot=slot, late=late)
         message_id = sent.message.pk

@@ -29,7 +29,7 @@ from lobbies.api.operator_answers import (
     TeamSubject,
 )
 from lobbies.api.schemas import TeamAgent, TeamManifest
-from lobbies.errors import BrokerError, bad_request
+from lobbies.errors import BrokerError, ErrorCode, bad_request
 from lobbies.models import Agent, ArchivedRoom, Lobby, Room, RoomMember
 from lobbies.names import OWNER_SENDER, check_agent_name, check_name
 
@@ -176,7 +176,7 @@ def _check_members(manifest: TeamManifest, in_lobby: set[str], prune: bool) -> N
                 why = " (--prune removes the lobby's other agents)" if member in in_lobby else ""
                 raise bad_request(
                     f"rooms.{room}.members: {member!r} is not an agent of {where}{why}",
-                    code="unknown_agent",
+                    code=ErrorCode.UNKNOWN_AGENT,
                 )
 
 

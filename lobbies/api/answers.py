@@ -190,6 +190,38 @@ class MessageEntry(_MessageStart):
     attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
 
 
+_PushedStart = TypedDict("_PushedStart", {"message_id": int, "from": str})
+
+
+class PushedMessage(_PushedStart):
+    """A message as a push shows it, in a messages notice's JSON payload
+    (lobbies.push.presentation.message_payload builds it; bridges read it, so its keys and
+    their order are the wire, pinned by tests/lobbies/test_push_shape.py). The same message
+    as `MessageEntry` says: each key here means what it means there, with the same value
+    (tests/lobbies/test_push_shape.py), but a push omits what does not apply rather than
+    sending null, and a push cut to headers has `content_bytes` in place of the body."""
+
+    scope: ScopeName
+    kind: KindName | None
+    reply_expected: bool
+    priority: PriorityName
+    created_at: Time
+    from_owner: NotRequired[bool]
+    reply_to: NotRequired[int]
+    room_id: NotRequired[str]
+    addressed_to: NotRequired[list[str]]
+    supersedes: NotRequired[int]
+    deliver_at: NotRequired[Time]
+    late: NotRequired[bool]
+    schedule_id: NotRequired[int]
+    slot: NotRequired[Time | None]
+    correlation_id: NotRequired[str]
+    attachments: NotRequired[list[AttachmentDescriptor]]
+    content: NotRequired[str]
+    fields: NotRequired[Fields]
+    content_bytes: NotRequired[int]
+
+
 @with_config(ANSWER_CONFIG)
 class MessagesPage(TypedDict):
     """A page of the inbox (oldest first) or the history (newest first)."""

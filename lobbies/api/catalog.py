@@ -58,7 +58,7 @@ from lobbies.api.schemas import (
     UpdateScheduled,
     WatchAgents,
 )
-from lobbies.errors import BrokerError, bad_request, not_found
+from lobbies.errors import BrokerError, ErrorCode, bad_request, not_found
 from lobbies.models import Agent, Checkpoint, Room
 from lobbies.wire.facts import iso
 from lobbies.wire.jsontext import JSONObject
@@ -638,7 +638,9 @@ def run_tool(
     agent = caller.agent
     tool = TOOLS.get(name)
     if tool is None:
-        raise not_found("unknown_tool", f"no operation named {name!r}; GET /v1/tools lists them")
+        raise not_found(
+            ErrorCode.UNKNOWN_TOOL, f"no operation named {name!r}; GET /v1/tools lists them"
+        )
     require_permission(agent, tool.permission, name)
     if not isinstance(raw, Mapping):
         raise bad_request("arguments must be a JSON object")

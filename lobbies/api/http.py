@@ -25,6 +25,7 @@ from lobbies.api.answers import AnswerShape
 from lobbies.api.schemas import check_depth
 from lobbies.errors import (
     BrokerError,
+    ErrorCode,
     bad_request,
     method_not_allowed,
     nul_refused,
@@ -198,16 +199,20 @@ def json_body(request: HttpRequest) -> JSONObject:
     try:
         data = _parsed(raw)
     except UnicodeDecodeError:
-        raise bad_request("the body is not UTF-8 text", code="invalid_json") from None
+        raise bad_request("the body is not UTF-8 text", code=ErrorCode.INVALID_JSON) from None
     except JsonTooDeep as exc:
         raise bad_request(
-            f"{exc} (an argument may nest {MAX_JSON_DEPTH})", code="invalid_json"
+            f"{exc} (an argument may nest {MAX_JSON_DEPTH})", code=ErrorCode.INVALID_JSON
         ) from None
     except ValueError as exc:
         reason = (str(exc).splitlines() or ["malformed"])[0][:120]
-        raise bad_request(f"the body is not valid JSON: {reason}", code="invalid_json") from None
+        raise bad_request(
+            f"the body is not valid JSON: {reason}", code=ErrorCode.INVALID_JSON
+        ) from None
     if not isinstance(data, dict):
-        raise bad_request("the body must be a JSON object of arguments", code="invalid_json")
+        raise bad_request(
+            "the body must be a JSON object of arguments", code=ErrorCode.INVALID_JSON
+        )
     if may_hold_nul(raw):
         found = nul_at(data)
         if found is not None:
@@ -216,7 +221,7 @@ def json_body(request: HttpRequest) -> JSONObject:
         try:
             check_depth(value, f"argument {name[:40]!r}")
         except ValueError as error:
-            raise bad_request(str(error), code="invalid_json") from None
+            raise bad_request(str(error), code=ErrorCode.INVALID_JSON) from None
     return data
 
 
@@ -335,7 +340,9 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
                     raise method_not_allowed(methods, request.path)
                 if request_header(request, "Origin") is not None:
                     raise BrokerError(
-                        403, "origin_refused", "the API serves native clients, not browser pages"
+                        403,
+                        ErrorCode.ORIGIN_REFUSED,
+                        "the API serves native clients, not browser pages",
                     )
                 if WRITE_CHECKS and request.method not in READS:
                     refuse_write_if_unheld()
@@ -347,7 +354,12 @@ def api_view(methods: tuple[str, ...], *openapi: Documented) -> Callable[[View],
             except Exception:
                 log.exception("internal error on %s %s", request.method, request.path)
                 return JsonAnswer(
-                    {"error": {"code": "internal_error", "message": "the broker failed; retry"}},
+                    {
+                        "error": {
+                            "code": ErrorCode.INTERNAL_ERROR,
+                            "message": "the broker failed; retry",
+                        }
+                    },
                     status=500,
                 )
 
@@ -361,7 +373,7 @@ def refuse_write_if_unheld() -> None:
     for check in WRITE_CHECKS:
         reason = check()
         if reason is not None:
-            raise BrokerError(503, "store_unavailable", reason)
+            raise BrokerError(503, ErrorCode.STORE_UNAVAILABLE, reason)
 
 
 def store_failed(request: HttpRequest, error: Exception) -> JsonAnswer:
@@ -399,7 +411,8 @@ def by_method(**views: ApiView) -> ApiView:
 def handle_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/v1/"):
         return JsonAnswer(
-            {"error": {"code": "not_found", "message": f"no route {request.path}"}}, status=404
+            {"error": {"code": ErrorCode.NOT_FOUND, "message": f"no route {request.path}"}},
+            status=404,
         )
     return HttpResponse("Not found\n", status=404, content_type="text/plain; charset=utf-8")
 
@@ -408,7 +421,12 @@ def handle_bad_request(request: HttpRequest, exception: Exception | None = None)
     """Django's own refusals (such as a Host not allowed) stay JSON on the API."""
     if request.path.startswith("/v1/"):
         return JsonAnswer(
-            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
+            {
+                "error": {
+                    "code": ErrorCode.BAD_REQUEST,
+                    "message": "the request was refused (check Host)",
+                }
+            },
             status=400,
         )
     return HttpResponse("Bad request\n", status=400, content_type="text/plain; charset=utf-8")

@@ -139,7 +139,7 @@ def _error_schema(status: int) -> JsonSchemaValue:
                 "type": "object",
                 "required": ["code", "message"],
                 "properties": {
-                    "code": {"type": "string", "enum": list(ERROR_CODES[status])},
+                    "code": {"type": "string", "enum": [c.value for c in ERROR_CODES[status]]},
                     "message": {"type": "string"},
                     "retry_after": {"type": "integer", "minimum": 1},
                     "message_id": {"type": "integer"},

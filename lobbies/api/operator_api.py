@@ -31,7 +31,7 @@ from lobbies.api.answers import at
 from lobbies.api.catalog import parse_arguments
 from lobbies.api.http import Documented, JsonAnswer, api_view, bearer_token, json_body
 from lobbies.api.schemas import MessageId, Operation, TeamManifest, bounded_text
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 
 
 @functools.cache
@@ -43,7 +43,7 @@ def require_operator(request: HttpRequest) -> None:
     """Refuse anything but the broker's admin token (compared in constant time)."""
     presented = hashlib.sha256(bearer_token(request).encode("utf-8", "surrogatepass")).digest()
     if not hmac.compare_digest(presented, _admin_token_digest()):
-        raise BrokerError(401, "invalid_token", "this is not the broker's admin token")
+        raise BrokerError(401, ErrorCode.INVALID_TOKEN, "this is not the broker's admin token")
 
 
 class CreateLobby(Operation):
@@ -429,7 +429,7 @@ def agent_action(request: HttpRequest, lobby: str, agent_id: str, action: str) -
     require_operator(request)
     chosen = AGENT_ACTIONS.get(action)
     if chosen is None:
-        raise BrokerError(404, "unknown_action", f"no agent action {action!r}")
+        raise BrokerError(404, ErrorCode.UNKNOWN_ACTION, f"no agent action {action!r}")
     return JsonAnswer(chosen.run(request, lobby, agent_id))
 
 

@@ -24,7 +24,7 @@ from django.conf import settings
 from lobbies.access.credentials import stated
 from lobbies.access.tokens import agent_for_token
 from lobbies.api.schemas import attachment_limit
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.wire.media import media_type_of
 
 RETRY_AFTER_SECONDS = 1
@@ -121,7 +121,7 @@ class UploadBudget:
 
 
 def _busy(message: str) -> BrokerError:
-    return BrokerError(503, "uploads_busy", message, retry_after=RETRY_AFTER_SECONDS)
+    return BrokerError(503, ErrorCode.UPLOADS_BUSY, message, retry_after=RETRY_AFTER_SECONDS)
 
 
 budget = UploadBudget()
@@ -132,7 +132,9 @@ def declared_length(headers: dict[str, str]) -> int:
     raw = headers.get("content-length")
     if raw is None or not raw.strip().isdigit():
         raise BrokerError(
-            411, "length_required", "an upload needs a Content-Length header with its byte count"
+            411,
+            ErrorCode.LENGTH_REQUIRED,
+            "an upload needs a Content-Length header with its byte count",
         )
     size = int(raw)
     media_type = media_type_of(headers.get("content-type", ""))
@@ -142,7 +144,7 @@ def declared_length(headers: dict[str, str]) -> int:
     if size > (limit if media_type else ceiling):
         raise BrokerError(
             413,
-            "attachment_too_large",
+            ErrorCode.ATTACHMENT_TOO_LARGE,
             f"the file is {size} bytes; the limit for {media_type or 'this type'} is {limit} "
             f"({variable}); nothing was read",
         )

@@ -22,7 +22,7 @@ from lobbies.api.answers import AttachmentMeta, Standing, ToolList, UploadAnswer
 from lobbies.api.catalog import TOOLS, Caller, Result, Tool, catalog_for, parse_arguments, run_tool
 from lobbies.api.http import ApiView, Documented, JsonAnswer, api_view, json_body, request_header
 from lobbies.api.schemas import Operation, attachment_limits, bounded_text
-from lobbies.errors import bad_request, not_found
+from lobbies.errors import ErrorCode, bad_request, not_found
 from lobbies.storage import blobs
 from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
 from lobbies.wire.media import ATTACHMENT_NAME_HEADER, ATTACHMENT_SHA256_HEADER
@@ -38,7 +38,7 @@ def _caller(request: HttpRequest) -> Caller:
     if given.runtime_id is None or given.generation is None:
         raise bad_request(
             f"send {RUNTIME_HEADER} and {GENERATION_HEADER} (an integer) together",
-            code="invalid_runtime",
+            code=ErrorCode.INVALID_RUNTIME,
         )
     return Caller(agent, RuntimeCaller(check_runtime_id(given.runtime_id), given.generation))
 
@@ -111,7 +111,7 @@ def operation_route(name: str, method: str) -> ApiView:
 
 def _attachment_id(key: str) -> int:
     if not key.isascii() or not key.isdigit() or len(key) > 18:
-        raise not_found("not_found", f"no attachment {key[:40]!r}: ids are integers")
+        raise not_found(ErrorCode.NOT_FOUND, f"no attachment {key[:40]!r}: ids are integers")
     return int(key)
 
 
@@ -163,7 +163,7 @@ def download_attachment(request: HttpRequest, key: str) -> HttpResponse:
         data = blobs.read(attachment.sha256)
     except FileNotFoundError:  # removed by hand from the attachments directory
         raise not_found(
-            "not_found", f"attachment {attachment.pk}'s content is missing on the broker"
+            ErrorCode.NOT_FOUND, f"attachment {attachment.pk}'s content is missing on the broker"
         ) from None
     response = HttpResponse(data, content_type=attachment.media_type)
     response[ATTACHMENT_NAME_HEADER] = quote(attachment.name, safe="")

@@ -33,7 +33,7 @@ from lobbies.api.http import (
     in_worker_thread,
     text_refusal,
 )
-from lobbies.errors import BrokerError, bad_request, request_too_large
+from lobbies.errors import BrokerError, ErrorCode, bad_request, request_too_large
 from lobbies.fastlane import store
 from lobbies.fastlane.sqlite.base import (
     SharedCommitAbandoned,
@@ -51,7 +51,12 @@ def _serve_api(request: ASGIRequest) -> HttpResponse | None:
         site = site_for(request.get_host(), request.path_info)
     except DisallowedHost:
         return JsonAnswer(
-            {"error": {"code": "bad_request", "message": "the request was refused (check Host)"}},
+            {
+                "error": {
+                    "code": ErrorCode.BAD_REQUEST,
+                    "message": "the request was refused (check Host)",
+                }
+            },
             status=400,
         )
     except HostRefused:
@@ -159,7 +164,7 @@ def _not_stored() -> HttpResponse:
     return error_response(
         BrokerError(
             503,
-            "store_unavailable",
+            ErrorCode.STORE_UNAVAILABLE,
             "the store could not commit this request; nothing of it was kept: retry it",
         )
     )
@@ -231,7 +236,7 @@ class AgentAPI:
                         error_response(
                             bad_request(
                                 f"the body is longer than its Content-Length of {size}",
-                                code="attachment_length_mismatch",
+                                code=ErrorCode.ATTACHMENT_LENGTH_MISMATCH,
                             )
                         ),
                     )
@@ -242,7 +247,7 @@ class AgentAPI:
                 short = bad_request(
                     f"the body has {len(body)} bytes, not its Content-Length of {size}; "
                     "nothing was kept",
-                    code="attachment_length_mismatch",
+                    code=ErrorCode.ATTACHMENT_LENGTH_MISMATCH,
                 )
                 await _send_response(send, error_response(short))
                 return

@@ -32,14 +32,21 @@ from lobbies.models import Agent, Delivery, Lobby, Message
 QUEUED = "(\"state\" = 'pending' OR (\"held_reason\" = 'scheduled' AND \"state\" = 'held'))"
 
 
+def silent_self_note(recipient: str = "t.recipient_id") -> str:
+    """A note to yourself wakes nobody; a reminder to yourself (scheduled) does
+    (lobbies.models.SILENT_SELF_NOTE in SQL). Message `m`; `recipient` is the copy's
+    recipient as SQL (a placeholder or a column)."""
+    return f"m.sender_id = {recipient} AND m.deliver_at IS NULL AND m.schedule_id IS NULL"
+
+
 def _pushable(agent: str, generation: str) -> str:
-    """A copy that wakes `agent`'s runtime `generation`: pending and not yet sent to it. A
-    note to yourself wakes nobody; a reminder to yourself (scheduled) does. Delivery `t`,
-    message `m`; `agent` and `generation` are SQL (a placeholder or a column)."""
+    """A copy that wakes `agent`'s runtime `generation`: pending, not yet sent to it, and no
+    silent note to self. Delivery `t`, message `m`; `agent` and `generation` are SQL (a
+    placeholder or a column)."""
     return (
         f"t.recipient_id = {agent} AND t.state = 'pending' "
         f"AND (t.pushed_generation IS NULL OR t.pushed_generation <> {generation}) "
-        f"AND NOT (m.sender_id = {agent} AND m.deliver_at IS NULL AND m.schedule_id IS NULL)"
+        f"AND NOT ({silent_self_note(agent)})"
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from lobbies.errors import ErrorCode
 from lobbies.fastlane.sqlite.checkpoints import WalCheckpointer
 
 # Frames a bridge sends are a few hundred bytes (receipts, heartbeats); a megabyte is a
@@ -168,7 +169,9 @@ class HeaderDeadline(HttpToolsProtocol):
                 else f"the request body took longer than {self.body_seconds:g} s "
                 "(POCOLOBBY_BODY_SECONDS)"
             )
-            self._refuse(408, {"code": "body_timeout", "message": f"{why}; nothing was kept"})
+            self._refuse(
+                408, {"code": ErrorCode.BODY_TIMEOUT, "message": f"{why}; nothing was kept"}
+            )
             cycle.disconnected = True  # the application reads a disconnect and answers nothing
             cycle.message_event.set()
         elif not self.transport.is_closing():
@@ -217,7 +220,10 @@ class HeaderDeadline(HttpToolsProtocol):
             message = f"the request's headers are over {self.header_bytes} bytes"
             self._refuse(
                 431,
-                {"code": "headers_too_large", "message": f"{message} (POCOLOBBY_HEADER_BYTES)"},
+                {
+                    "code": ErrorCode.HEADERS_TOO_LARGE,
+                    "message": f"{message} (POCOLOBBY_HEADER_BYTES)",
+                },
             )
 
     def handle_websocket_upgrade(self) -> None:

@@ -26,6 +26,7 @@ from lobbies.models.attachments import (
 )
 from lobbies.models.choices import (
     DELIVERABLE,
+    SILENT_SELF_NOTE,
     ActorKind,
     AuditAction,
     DeliveryState,
@@ -39,6 +40,7 @@ from lobbies.models.choices import (
     Scope,
     Transport,
     closed_set,
+    is_silent_self_note,
 )
 from lobbies.models.messages import (
     Checkpoint,
@@ -49,6 +51,7 @@ from lobbies.models.messages import (
     Schedule,
     ScheduleOccurrence,
     SeenReceipt,
+    hold_copies,
 )
 from lobbies.models.operations import (
     AuditEvent,
@@ -61,6 +64,7 @@ from lobbies.models.rooms import ArchivedRoom, Room, RoomMember
 
 __all__ = [
     "DELIVERABLE",
+    "SILENT_SELF_NOTE",
     "ActivityChange",
     "ActorKind",
     "Agent",
@@ -105,4 +109,6 @@ __all__ = [
     "UncertainWork",
     "UsageReading",
     "closed_set",
+    "hold_copies",
+    "is_silent_self_note",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from lobbies.wire import frames
 
@@ -58,6 +58,25 @@ class HeldReason(models.TextChoices):
 DELIVERABLE = Q(state=DeliveryState.PENDING) | Q(
     state=DeliveryState.HELD, held_reason=HeldReason.SCHEDULED
 )
+
+
+# A note to yourself wakes nobody; a reminder to yourself (deliver_at, or a schedule's
+# occurrence) does. A copy whose recipient is its sender and that went now is never pushed,
+# retried or hinted. Written once per form: this one for the ORM (a Delivery condition),
+# `is_silent_self_note` for Python, `lobbies.fastlane.queries.silent_self_note` for SQL;
+# tests/lobbies/test_queries.py proves the three agree.
+SILENT_SELF_NOTE = Q(
+    message__sender=F("recipient"),
+    message__deliver_at__isnull=True,
+    message__schedule__isnull=True,
+)
+
+
+def is_silent_self_note(
+    sender_pk: int, recipient_pk: int, *, deliver_at: object, schedule_pk: int | None
+) -> bool:
+    """`SILENT_SELF_NOTE` for a copy not yet stored (a send waking its recipients)."""
+    return sender_pk == recipient_pk and deliver_at is None and schedule_pk is None
 
 
 class OccurrenceOutcome(models.TextChoices):

@@ -245,6 +245,13 @@ class Delivery(models.Model):
         return f"delivery of {self.message_id} to {self.recipient_id}"
 
 
+def hold_copies(copies: models.QuerySet[Delivery], reason: HeldReason) -> int:
+    """Hold those of `copies` that could still reach their recipient (`DELIVERABLE`): the one
+    way a copy is withdrawn (superseded, room left or deleted, recipient disabled). A hold
+    other than the scheduled one is final; seen copies keep their receipt. Returns how many."""
+    return copies.filter(DELIVERABLE).update(state=DeliveryState.HELD, held_reason=reason)
+
+
 class ReceiptEvent(models.Model):
     """An explicit `seen` receipt, numbered per agent so checkpoints can say what they cover."""
 

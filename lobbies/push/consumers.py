@@ -34,7 +34,7 @@ from lobbies.actions.runtime import (
     wait_for_hand_over,
 )
 from lobbies.api.catalog import catalog_for
-from lobbies.errors import BrokerError
+from lobbies.errors import BrokerError, ErrorCode
 from lobbies.fastlane import store
 from lobbies.models import Agent
 from lobbies.push import frames, presence
@@ -263,18 +263,20 @@ def catalog_revision(agent_pk: int) -> str | None:
 
 def _authenticate_and_claim(headers: dict[str, str]) -> Claim:
     if "origin" in headers:
-        raise BrokerError(403, "origin_refused", "the stream serves bridges, not browser pages")
+        raise BrokerError(
+            403, ErrorCode.ORIGIN_REFUSED, "the stream serves bridges, not browser pages"
+        )
     try:
         place = site_for(headers.get("host", ""), "/v1/stream").place
     except HostRefused:
         place = None
     if place != "api":
-        raise BrokerError(404, "not_found", "this host serves no API")
+        raise BrokerError(404, ErrorCode.NOT_FOUND, "this host serves no API")
     version = headers.get(EVENT_VERSION_HEADER.lower(), "")
     if version != str(EVENT_VERSION):
         raise BrokerError(
             426,
-            "bridge_outdated",
+            ErrorCode.BRIDGE_OUTDATED,
             f"this broker speaks event version {EVENT_VERSION}; the bridge stated "
             f"{version or 'none'}: update PocoLobby on this machine and reconnect the bridge",
         )
@@ -378,23 +380,25 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             return
         if text_data is None or len(text_data) > MAX_FRAME_BYTES:
             await self._error(
-                "invalid_frame" if text_data is None else "frame_too_large",
+                ErrorCode.INVALID_FRAME if text_data is None else ErrorCode.FRAME_TOO_LARGE,
                 f"frames are JSON text of at most {MAX_FRAME_BYTES} bytes",
             )
             return
         try:
             frame = load_json(text_data, what="the frame")
         except JsonTooDeep as error:
-            await self._error("invalid_frame", str(error))
+            await self._error(ErrorCode.INVALID_FRAME, str(error))
             return
         except ValueError:
-            await self._error("invalid_frame", "the frame is not valid JSON")
+            await self._error(ErrorCode.INVALID_FRAME, "the frame is not valid JSON")
             return
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            await self._error("invalid_frame", "a frame is a JSON object with a string 'type'")
+            await self._error(
+                ErrorCode.INVALID_FRAME, "a frame is a JSON object with a string 'type'"
+            )
             return
         if may_hold_nul(text_data) and nul_at(frame) is not None:
-            await self._error("invalid_frame", "a frame's text may not hold NUL (U+0000)")
+            await self._error(ErrorCode.INVALID_FRAME, "a frame's text may not hold NUL (U+0000)")
             return
         self.heard_since_beat = True
         kind = frame["type"]
@@ -412,7 +416,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
                 FACTS.add((self.agent_pk, self.generation, notice_id, kind))
             else:
                 await self._error(
-                    "unknown_notice", "no notice with that notice_id for this process"
+                    ErrorCode.UNKNOWN_NOTICE, "no notice with that notice_id for this process"
                 )
         elif kind == FRAME_DELIVERY:
             try:
@@ -426,7 +430,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             await on_worker(release_runtime)(self.agent_pk, self.generation)
         else:
             await self._error(
-                "unknown_frame_type",
+                ErrorCode.UNKNOWN_FRAME_TYPE,
                 f"unknown frame type {kind[:40]!r}; "
                 "this broker takes heartbeat, received, host_written, delivery and release",
             )
@@ -475,14 +479,13 @@ class BridgeConsumer(AsyncWebsocketConsumer):
             await self._refuse(
                 BrokerError(
                     409,
-                    "generation_superseded",
+                    ErrorCode.GENERATION_SUPERSEDED,
                     "a newer connection of this agent took over; this one is closed",
                 )
             )
 
     async def agent_close(self, event: CloseMessage) -> None:
-        code = str(event.get("code", "revoked"))
-        await self._refuse(BrokerError(403, code, str(event.get("reason", "closed by the owner"))))
+        await self._refuse(BrokerError(403, ErrorCode(event["code"]), event["reason"]))
 
     # ------------------------------------------------------------ sending
 
@@ -517,7 +520,7 @@ class BridgeConsumer(AsyncWebsocketConsumer):
         """A frame's own check refused it (its code is a literal where it is raised)."""
         await self._error(error.code, error.message)
 
-    async def _error(self, code: str, message: str) -> None:
+    async def _error(self, code: ErrorCode, message: str) -> None:
         answer: ErrorFrame = {"type": FRAME_ERROR, "code": code, "message": message}
         await self._send_frame(answer)
 

@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.jsontext import JSONObject
 
 log = logging.getLogger("pocolobby.events")
@@ -202,10 +203,10 @@ def wake_dispatcher_on_commit() -> None:
     on_commit_publish([(DISPATCH_GROUP, {"type": "dispatch.wake"})])
 
 
-def close_sockets_on_commit(agent_pk: int, code: str, reason: str) -> None:
+def close_sockets_on_commit(agent_pk: int, code: ErrorCode, reason: str) -> None:
     """After an owner action, close the agent's open sockets (revoked, disabled, reset)."""
     on_commit_publish(
-        [(agent_group(agent_pk), {"type": "agent.close", "code": code, "reason": reason})]
+        [(agent_group(agent_pk), {"type": "agent.close", "code": code.value, "reason": reason})]
     )
 
 

@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+from lobbies.api.answers import AttachmentDescriptor, PushedMessage, at
 from lobbies.models import Message, Priority, Scope
 from lobbies.names import OWNER_SENDER
 from lobbies.wire.facts import addressing_facts, iso
@@ -80,22 +81,25 @@ def message_payload(
     message: Message,
     *,
     with_body: bool = True,
-    attachments: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    attachments: Sequence[AttachmentDescriptor] | None = None,
+) -> PushedMessage:
+    """The one builder of a pushed message: whole, or its header (`content_bytes` for the
+    body) when the notice is cut to headers."""
+    body: PushedMessage = {
         "message_id": message.pk,
         "from": message.sender_name,
         "scope": message.scope,
         "kind": message.kind,
         "reply_expected": message.reply_expected,
         "priority": message.priority,
-        "created_at": _iso(message.created_at),
+        "created_at": at(message.created_at),
     }
     if message.sender_name == OWNER_SENDER:
         body["from_owner"] = True
     if message.reply_to:
         body["reply_to"] = message.reply_to
-    body.update(addressing_facts(message))
+    # lobbies.wire builds the addressing facts untyped; they are exactly these keys.
+    body.update(cast(PushedMessage, addressing_facts(message)))
     if message.correlation_id:
         body["correlation_id"] = message.correlation_id
     if attachments:
@@ -136,7 +140,7 @@ def messages_meta(recipient: str, lobby: str, messages: Sequence[Message]) -> di
     return meta
 
 
-def _compose(headline: str, payload: dict[str, Any]) -> str:
+def _compose(headline: str, payload: Mapping[str, object]) -> str:
     return headline + "\n" + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -157,7 +161,7 @@ def messages_content(
     messages: Sequence[Message],
     *,
     cap_bytes: int,
-    attachments: Mapping[int, Sequence[dict[str, Any]]] | None = None,
+    attachments: Mapping[int, Sequence[AttachmentDescriptor]] | None = None,
 ) -> tuple[str, bool]:
     """A messages notice's text and whether it was cut to headers: the same for every
     recipient of the same messages (a broadcast's pushes compose it once)."""
@@ -188,7 +192,11 @@ def messages_content(
         message_payload(m, with_body=False, attachments=described.get(m.pk)) for m in messages
     ]
     while True:
-        payload = {"truncated": True, "count": len(messages), "messages": headers}
+        payload: dict[str, object] = {
+            "truncated": True,
+            "count": len(messages),
+            "messages": headers,
+        }
         if len(headers) < len(messages):
             payload["listed"] = len(headers)
         content = _compose(truncated_headline, payload)

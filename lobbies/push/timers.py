@@ -15,13 +15,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from lobbies.actions.restore import access_closed
 from lobbies.actions.retention import sweep
 from lobbies.actions.schedules import deliver_due, run_schedules
-from lobbies.models import Agent, Delivery, DeliveryState, SeenReceipt
+from lobbies.models import SILENT_SELF_NOTE, Agent, Delivery, DeliveryState, SeenReceipt
 from lobbies.push.activity_timer import run_activity
 from lobbies.push.events import agent_group
 from lobbies.push.presence import forget_dead_processes, live_connections
@@ -30,8 +29,6 @@ from lobbies.wire.facts import iso
 log = logging.getLogger("pocolobby.dispatch")
 
 RECEIPT_LIFETIME = timedelta(days=1)
-# A note to yourself wakes nobody; a reminder to yourself (scheduled) does.
-_SILENT_SELF_NOTE = Q(message__deliver_at__isnull=True, message__schedule__isnull=True)
 
 
 @dataclass
@@ -80,7 +77,7 @@ def run_retries(now: datetime, result: TickResult) -> None:
                     state=DeliveryState.PENDING,
                     pushed_generation=agent.runtime_generation,
                 )
-                .exclude(Q(message__sender=agent) & _SILENT_SELF_NOTE)
+                .exclude(SILENT_SELF_NOTE)
                 .values_list("message_id", "notified_generation")
             )
             if agent.resting:

@@ -21,6 +21,7 @@ from typing import TypeGuard
 
 import mcp_types as types
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.jsontext import JSONObject, JSONValue
 from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS, MAX_ATTACHMENTS, AttachmentLimits
 from pocolobby.bridge.broker import BrokerClient, Download, Outcome
@@ -47,7 +48,7 @@ MAX_MAX_CHARS = 100_000
 UPLOAD_ATTEMPTS = 3
 UPLOAD_WAIT_CAP = 10.0
 
-UPLOAD_REQUIRED = "attachment_upload_required"
+UPLOAD_REQUIRED = ErrorCode.ATTACHMENT_UPLOAD_REQUIRED
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 
@@ -127,7 +128,7 @@ async def _upload(broker: BrokerClient, local: LocalFile) -> Outcome:
     outcome = Outcome()
     for _ in range(UPLOAD_ATTEMPTS):
         outcome = await broker.upload(local.sha256, local.media_type, local.data)
-        if outcome.code != "uploads_busy":
+        if outcome.code != ErrorCode.UPLOADS_BUSY:
             return outcome
         wait = outcome.error.get("retry_after", 1)
         await asyncio.sleep(

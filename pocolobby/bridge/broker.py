@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
 from lobbies.wire.jsontext import JSONObject
 from lobbies.wire.media import ATTACHMENT_NAME_HEADER, ATTACHMENT_ROUTE, ATTACHMENT_SHA256_HEADER
@@ -135,7 +136,7 @@ class BrokerClient:
                     if total > limit:
                         return Outcome(
                             status=response.status_code,
-                            code="attachment_too_large",
+                            code=ErrorCode.ATTACHMENT_TOO_LARGE,
                             message=f"the broker sent more than {limit} bytes",
                         )
                     chunks.append(chunk)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 import mcp_types as types
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import EVENT_VERSION, WelcomeFrame
 from lobbies.wire.jsontext import JSONObject, JSONValue
 from lobbies.wire.media import DEFAULT_ATTACHMENT_LIMITS
@@ -271,7 +272,7 @@ class Bridge:
     def render(self, name: str, arguments: JSONObject, outcome: Outcome) -> types.CallToolResult:
         """A broker answer as the model should read it; a superseded generation rechecks."""
         recheck = self.stream.recheck
-        if outcome.code == "generation_superseded" and recheck is not None:
+        if outcome.code == ErrorCode.GENERATION_SUPERSEDED and recheck is not None:
             # The binding moved on (a newer process, or the owner's reset) while the stream
             # still looked fine: reconnect it, so the broker's refusal settles the state.
             recheck()
@@ -342,7 +343,7 @@ class Bridge:
         outcome = await self._call("save_checkpoint", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
-        if outcome.status == 404 and outcome.code == "unknown_tool":
+        if outcome.status == 404 and outcome.code == ErrorCode.UNKNOWN_TOOL:
             return failure(
                 "Nothing was saved: this broker does not serve save_checkpoint yet (it is older "
                 "than this bridge). Keep your handoff notes in the repository meanwhile."
@@ -358,7 +359,7 @@ class Bridge:
         outcome = await self._call("get_context", arguments)
         if isinstance(outcome, types.CallToolResult):
             return outcome
-        if outcome.status == 404 and outcome.code == "unknown_tool":
+        if outcome.status == 404 and outcome.code == ErrorCode.UNKNOWN_TOOL:
             return await self._local_context()
         if not outcome.ok or outcome.data is None:
             return self.render("get_context", arguments, outcome)

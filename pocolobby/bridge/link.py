@@ -25,6 +25,7 @@ from typing import Generic, Protocol, TypeVar
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import (
     EVENT_VERSION,
     EVENT_VERSION_HEADER,
@@ -74,11 +75,11 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024  # the socket's bound; a frame past it drops t
 MAX_PUSH_BYTES = MAX_PUSH_FRAME_BYTES
 # Close codes that name a refusal; each code's reason is in the error frame before it.
 _CODES = {
-    4400: "invalid_runtime",
-    4401: "invalid_token",
-    4403: "agent_disabled",
-    4409: "runtime_conflict",
-    4426: "bridge_outdated",
+    4400: ErrorCode.INVALID_RUNTIME,
+    4401: ErrorCode.INVALID_TOKEN,
+    4403: ErrorCode.AGENT_DISABLED,
+    4409: ErrorCode.RUNTIME_CONFLICT,
+    4426: ErrorCode.BRIDGE_OUTDATED,
 }
 
 
@@ -184,7 +185,9 @@ class Link:
             if code is not None and 4000 <= code < 5000:
                 fallback = _CODES.get(code, f"closed_{code}")
                 stop = Stop(seen.refusal_code or fallback, code - 4000, seen.refusal_message)
-                self._waiting = stop.code == "runtime_conflict" and not self.bridge.stream.welcomed
+                self._waiting = (
+                    stop.code == ErrorCode.RUNTIME_CONFLICT and not self.bridge.stream.welcomed
+                )
                 if not self._waiting:
                     self.bridge.stream.end_wait()  # a final refusal replaces the wait's
                     await self.bridge.on_stop(stop)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import EVENT_VERSION
 from lobbies.wire.jsontext import JSONObject, JSONValue
 from pocolobby.bridge.broker import Outcome
@@ -73,7 +74,7 @@ def render(
             f"outcome is unknown. {retry_advice(arguments)}",
             {"error": outcome.error} if outcome.error else None,
         )
-    if outcome.code == "generation_superseded":
+    if outcome.code == ErrorCode.GENERATION_SUPERSEDED:
         return failure(
             f"PocoLobby refused {name} ({status} {outcome.code}): {outcome.message}. This "
             "bridge process no longer holds the agent's runtime (a newer process took over, "
@@ -91,7 +92,7 @@ def stopped_text(stop: Stop, agent_id: str, lobby_id: str) -> str:
     """Why this process sends nothing, and the fix, in the words of the broker's refusal."""
     who = f"{agent_id} in lobby {lobby_id}"
     said = f" (the broker said: {stop.message})" if stop.message else ""
-    if stop.code == "runtime_conflict":
+    if stop.code == ErrorCode.RUNTIME_CONFLICT:
         text = (
             f"Another conversation holds the agent {who}, so this session is not "
             "connected to PocoLobby and sends nothing yet. It waits to take over: when the "
@@ -99,29 +100,29 @@ def stopped_text(stop: Stop, agent_id: str, lobby_id: str) -> str:
             f"hand-over {lobby_id} {agent_id}`, or the other conversation quits, this "
             "session is admitted within seconds and gets its bootstrap, without a restart."
         )
-    elif stop.code == "runtime_retired":
+    elif stop.code == ErrorCode.RUNTIME_RETIRED:
         text = (
             f"The owner retired this conversation's binding to {who}; it cannot act for the "
             "agent again. A new conversation can be admitted by the owner."
         )
-    elif stop.code == "generation_superseded":
+    elif stop.code == ErrorCode.GENERATION_SUPERSEDED:
         text = (
             f"A newer bridge process of this same conversation took over {who} (for "
             "example the conversation was resumed elsewhere); this process stopped and "
             "sends nothing. Reconnecting this bridge would take the agent back."
         )
-    elif stop.code == "bridge_outdated":
+    elif stop.code == ErrorCode.BRIDGE_OUTDATED:
         text = (
             "The broker speaks a newer event version than this bridge "
             f"({EVENT_VERSION}): update PocoLobby on this machine, then reconnect the "
             "bridge (/mcp, reconnect pocolobby)."
         )
-    elif stop.status == 401 or stop.code == "token_revoked":
+    elif stop.status == 401 or stop.code == ErrorCode.TOKEN_REVOKED:
         text = (
             f"The broker refused this agent's token ({stop.code}); the owner may have "
             "rotated it. Ask for a new configuration file, then reconnect the bridge."
         )
-    elif stop.code == "agent_disabled":
+    elif stop.code == ErrorCode.AGENT_DISABLED:
         text = (
             f"The owner disabled the agent {who}; the bridge stopped and sends nothing "
             "until the owner enables it and the bridge is reconnected."

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lobbies.wire.errors import ErrorCode
 from lobbies.wire.frames import BridgeFrame, WelcomeFrame
 from pocolobby.bridge.results import Stop, stopped_text
 
@@ -43,7 +44,7 @@ class Stream:
     def end_wait(self) -> bool:
         """Forget the refusal of a wait for a hand over (admitted, or refused for another
         reason now); True when this process was waiting."""
-        if self.stop is None or self.stop.code != "runtime_conflict" or self.welcomed:
+        if self.stop is None or self.stop.code != ErrorCode.RUNTIME_CONFLICT or self.welcomed:
             return False
         self.stop = None
         self.state = "starting"

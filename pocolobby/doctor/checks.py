@@ -11,6 +11,7 @@ from typing import Literal
 
 import httpx
 
+from lobbies.wire.errors import ErrorCode
 from pocolobby.bridge.config import (
     AgentConfig,
     ConfigError,
@@ -154,13 +155,13 @@ def check_token(config: AgentConfig, client: httpx.Client) -> list[Finding]:
         error = error if isinstance(error, dict) else {}
         code = str(error.get("code") or f"http_{response.status_code}")
         said = f"{response.status_code} {code}: {error.get('message') or response.reason_phrase}"
-        fixes = {
-            "invalid_token": "the token is not one of this broker's: the owner runs `pocolobby "
-            f"agent rotate {target} --config FILE` and sends you the new file",
-            "token_revoked": "the token was rotated: use the newest configuration the owner "
-            f"wrote (`pocolobby agent rotate {target} --config FILE`)",
-            "agent_disabled": f"the owner enables it: pocolobby agent enable {target}",
-            "restore_mode": "the operator finishes the restore: pocolobby restore --finish",
+        fixes: dict[str, str] = {
+            ErrorCode.INVALID_TOKEN: "the token is not one of this broker's: the owner runs "
+            f"`pocolobby agent rotate {target} --config FILE` and sends you the new file",
+            ErrorCode.TOKEN_REVOKED: "the token was rotated: use the newest configuration the "
+            f"owner wrote (`pocolobby agent rotate {target} --config FILE`)",
+            ErrorCode.AGENT_DISABLED: f"the owner enables it: pocolobby agent enable {target}",
+            ErrorCode.RESTORE_MODE: "the operator finishes the restore: pocolobby restore --finish",
         }
         fix = fixes.get(code)
         if fix is None and response.status_code in (404, 405):

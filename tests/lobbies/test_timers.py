@@ -13,9 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from lobbies.actions.messages import send_message
+from lobbies.actions.schedules import fire_schedule
 from lobbies.agent_selectors import list_agents
 from lobbies.api.schemas import SendMessage
-from lobbies.models import Agent, SeenReceipt
+from lobbies.models import Agent, Schedule, SeenReceipt
 from lobbies.push import timers
 from tests.lobbies.stream import bootstrapped, frame, new_runtime, open_stream, run_tick, sync
 
@@ -165,6 +166,25 @@ async def test_notes_to_self_produce_no_receipt_and_no_push(lead):
     assert await stream.receive_nothing(timeout=0.3)
     await sync(lead.ok)("acknowledge_messages", message_ids=[note])
     assert await sync(SeenReceipt.objects.count)() == 0
+    await stream.disconnect()
+
+
+async def test_a_daily_reminder_to_yourself_wakes_you_when_it_fires(lead):
+    """A note to yourself wakes nobody; a schedule's occurrence to yourself does."""
+    stream = await _connected(lead)
+    await sync(lead.ok)(
+        "schedule_message",
+        to="lead",
+        content="stand up",
+        client_request_id="s-1",
+        time_zone="UTC",
+        times=["09:00"],
+    )
+    schedule = await sync(Schedule.objects.get)()
+    assert schedule.next_slot is not None
+    await sync(fire_schedule)(schedule.pk, schedule.next_slot + timedelta(seconds=1))
+    pushed = await frame(stream)
+    assert pushed["notice_kind"] == "messages" and "stand up" in pushed["content"]
     await stream.disconnect()
 
 
