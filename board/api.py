@@ -17,7 +17,7 @@ from pydantic import Field, StrictInt, StrictStr, field_validator
 from board.actions import SessionDay, record_turn, store_token_days
 from lobbies import usage
 from lobbies.access.tokens import agent_for_token
-from lobbies.api import answers
+from lobbies.api import answers, service_answers
 from lobbies.api.catalog import parse_arguments
 from lobbies.api.http import Documented, api_view, bearer_token, json_body
 from lobbies.api.schemas import Operation
@@ -72,7 +72,9 @@ class TokensReport(Operation):
     days: list[TokenDayReport] = Field(max_length=MAX_TOKEN_DAYS)
 
 
-@api_view(("PUT",), Documented("PUT", answers.UsageStored, body=usage.UsageReport, errors=(413,)))
+@api_view(
+    ("PUT",), Documented("PUT", service_answers.UsageStored, body=usage.UsageReport, errors=(413,))
+)
 def put_usage(request: HttpRequest) -> JsonResponse:
     """Plan usage from the agent's status line; the latest reading is stored (one row per agent)."""
     agent = agent_for_token(bearer_token(request))
@@ -82,7 +84,7 @@ def put_usage(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"stored": True, "usage": usage.usage_entry(reading, now)})
 
 
-@api_view(("POST",), Documented("POST", answers.TurnAnswer, body=TurnReport, errors=(413,)))
+@api_view(("POST",), Documented("POST", service_answers.TurnAnswer, body=TurnReport, errors=(413,)))
 def post_turn(request: HttpRequest) -> JsonResponse:
     """A turn started or ended, from Claude Code's hooks or a bridge watching its pane (busy,
     then back at its prompt): the agent's activity and the dashboard's work stretches."""
@@ -107,7 +109,9 @@ def post_turn(request: HttpRequest) -> JsonResponse:
     )
 
 
-@api_view(("PUT",), Documented("PUT", answers.TokensStored, body=TokensReport, errors=(413,)))
+@api_view(
+    ("PUT",), Documented("PUT", service_answers.TokensStored, body=TokensReport, errors=(413,))
+)
 def put_tokens(request: HttpRequest) -> JsonResponse:
     """Token counts per session and UTC day; each row is replaced, never added twice."""
     agent = agent_for_token(bearer_token(request))

@@ -14,7 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from board import api as board_api
 from console import operator_api
-from lobbies.api import answers
+from lobbies.api import service_answers
 from lobbies.api.http import (
     Documented,
     JsonAnswer,
@@ -35,10 +35,10 @@ HEALTH_METHODS = ("GET", "HEAD")
 @documented(
     Documented(
         "GET",
-        answers.Health,
+        service_answers.Health,
         auth="none",
         errors=(),
-        others=((503, answers.Unhealthy),),
+        others=((503, service_answers.Unhealthy),),
         summary="Readiness for proxies and supervisors: one bounded read of the store",
     )
 )

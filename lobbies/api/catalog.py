@@ -28,7 +28,7 @@ from lobbies.actions import rooms as room_actions
 from lobbies.actions import runtime as runtime_actions
 from lobbies.actions import schedules as schedule_actions
 from lobbies.actions.runtime import RuntimeCaller
-from lobbies.api import answers
+from lobbies.api import answers, service_answers
 from lobbies.api.schemas import (
     ATTACHMENTS_DESCRIPTION,
     AcknowledgeMessages,
@@ -360,7 +360,7 @@ class Tool:
         summary = inspect.cleandoc(self.schema.__doc__ or "")
         return f"{summary} {self.guidance}".strip()
 
-    def definition(self) -> answers.ToolDefinition:
+    def definition(self) -> service_answers.ToolDefinition:
         schema = self.schema.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
@@ -571,7 +571,7 @@ def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
     return tuple(tool for tool in TOOLS.values() if has_permission(agent, tool.permission))
 
 
-def catalog_for(agent: Agent) -> answers.Catalog:
+def catalog_for(agent: Agent) -> service_answers.Catalog:
     """The permission-filtered catalog with a revision hashing exactly these definitions.
 
     Shared between callers (built once per set of tools): read it, never change it.
@@ -580,7 +580,7 @@ def catalog_for(agent: Agent) -> answers.Catalog:
 
 
 @functools.cache
-def _catalog_of(tools: tuple[Tool, ...]) -> answers.Catalog:
+def _catalog_of(tools: tuple[Tool, ...]) -> service_answers.Catalog:
     """Built once per set of tools and process: the definitions are code, and building them
     (pydantic schemas, the hash) cost far more than reading them, paid by every bridge at
     every connect (docs/PERFORMANCE.md, "Reads")."""

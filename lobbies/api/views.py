@@ -18,10 +18,11 @@ from lobbies.actions import activity as activity_actions
 from lobbies.actions import attachments, enrollment
 from lobbies.actions.runtime import RuntimeCaller, check_runtime_id
 from lobbies.api import operator_answers
-from lobbies.api.answers import AttachmentMeta, Standing, ToolList, UploadAnswer
+from lobbies.api.answers import AttachmentMeta, Standing, UploadAnswer
 from lobbies.api.catalog import TOOLS, Caller, Result, Tool, catalog_for, parse_arguments, run_tool
 from lobbies.api.http import ApiView, Documented, JsonAnswer, api_view, json_body, request_header
 from lobbies.api.schemas import Operation, attachment_limits, bounded_text
+from lobbies.api.service_answers import ToolList
 from lobbies.errors import ErrorCode, bad_request, not_found
 from lobbies.storage import blobs
 from lobbies.wire.frames import GENERATION_HEADER, RUNTIME_HEADER
