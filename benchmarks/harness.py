@@ -115,24 +115,17 @@ def serve_in_process(root: Path) -> Any:
     # Django is set up by importing the ASGI application, after the settings above.
     importlib.import_module("pocolobby.asgi")
     # Either layout, so send_instructions.py can count a checkout from before the fast lane
-    # was fenced (its /v1 lane was pocolobby.asgi, its events lobbies.events).
-    lane = _first_module("lobbies.fastlane.lane", "pocolobby.asgi")
-    events = _first_module("lobbies.push.events", "lobbies.events")
+    # was fenced (its /v1 lane was pocolobby.asgi, its events lobbies.events). Decided by the
+    # checkout's own folders: an editable install's finder would find the other checkout's.
+    lobbies = Path(importlib.import_module("lobbies").__file__ or "").parent
+    fenced = (lobbies / "fastlane").is_dir()
+    lane = importlib.import_module("lobbies.fastlane.lane" if fenced else "pocolobby.asgi")
+    events = importlib.import_module("lobbies.push.events" if fenced else "lobbies.events")
 
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
     events.SERVER_LOOP["loop"] = loop
     return lane
-
-
-def _first_module(*names: str) -> Any:
-    """The first of these modules that exists in the checkout under test."""
-    for name in names[:-1]:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    return importlib.import_module(names[-1])
 
 
 def drain(connection: Any) -> None:
