@@ -129,7 +129,7 @@ def main() -> None:
 
     django_on_store(data_dir)
     client = operator_client()
-    from board.selectors import SETTLED  # local: after django.setup()
+    from board.strip import SETTLED  # local: after django.setup()
 
     def cold(path: str) -> float:
         """A render right after a start: every quarter hour of the day counted (templates

@@ -100,7 +100,7 @@ def _fresh_process_memory() -> None:
     loop that first used it) starts anew."""
     # local: a conftest loads before pytest-django sets Django up; these read the settings
     from board import refresh
-    from board.selectors import SETTLED
+    from board.strip import SETTLED
     from lobbies.push import consumers
 
     SETTLED.forget()

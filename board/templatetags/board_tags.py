@@ -15,7 +15,7 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 
-from board.selectors import CELL, CELLS, Cell
+from board.strip import CELL, CELLS, Cell
 
 register = template.Library()
 

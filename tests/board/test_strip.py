@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from board.models import WorkStretch
-from board.selectors import CELLS, message_counts, strip_window
+from board.strip import CELLS, message_counts, strip_window
 from lobbies.models import Message
 from tests.board.dashboard_helpers import operator_client
 from tests.conftest import AgentClient
