@@ -264,6 +264,7 @@ class Notices:
         for attempt, delay in enumerate(BOOTSTRAP_REPEAT_DELAYS, start=2):
             await asyncio.sleep(delay)
             if self._bootstrap_answered(nonce):
+                log.info("bootstrap %s answered: not offered again", nonce)
                 return
             if calls is None:
                 calls = self.continuity.tool_calls_started

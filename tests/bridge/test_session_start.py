@@ -18,6 +18,7 @@ from pocolobby.bridge.listing import CONTEXT_FIRST_HINT
 from tests.bridge.host import Host
 from tests.bridge.test_bridge import host_for, owner_status, provision, session_id
 from tests.bridge_client import send_message
+from tests.eventually import eventually_async
 from tests.server import Broker
 
 pytest_plugins = ("tests.server_fixtures",)
@@ -88,7 +89,9 @@ async def test_an_unanswered_bootstrap_is_offered_again_identical_until_ready(
     module_broker: Broker, tmp_path: Path
 ):
     configs = await provision(module_broker, "repeat", ["beta"], tmp_path)
-    host = await host_for(configs["beta"], tmp_path, session_id()).start()
+    host = host_for(configs["beta"], tmp_path, session_id())
+    host.bridge_args = ["--verbose"]  # the repeater's end is a log line
+    await host.start()
     try:
         await host.tool_names()
         first = await host.bootstrap()
@@ -99,7 +102,9 @@ async def test_an_unanswered_bootstrap_is_offered_again_identical_until_ready(
         assert context["bridge"]["bootstrap_nonce"] == first.payload["nonce"]
         await host.ok("ready", nonce=first.payload["nonce"])
         count = len(host.events)
-        await host.nothing_more(7.0)  # the next offer was due 6 s after the second
+        # The repeater's next wake (6 s after the second offer) finds the bootstrap answered.
+        answered = f"bootstrap {first.payload['nonce']} answered: not offered again"
+        await eventually_async(lambda: answered in host.log_text(), timeout=15)
         assert len(host.events) == count
     finally:
         await host.close()
