@@ -572,10 +572,8 @@ def _allowed_tools(agent: Agent) -> tuple[Tool, ...]:
 
 
 def catalog_for(agent: Agent) -> service_answers.Catalog:
-    """The permission-filtered catalog with a revision hashing exactly these definitions.
-
-    Shared between callers (built once per set of tools): read it, never change it.
-    """
+    """The permission-filtered catalog with a revision hashing exactly these definitions,
+    shared between callers (built once per set of tools): read it, never change it."""
     return _catalog_of(_allowed_tools(agent))
 
 
