@@ -53,11 +53,12 @@ from tests.deploy.caddy import Caddy, PostmarkStandIn, doc_caddyfiles
 from tests.deploy.conftest import (
     ADMIN_TOKEN,
     POSTMARK_TOKEN,
+    _loopback_for_localhost,
     bridge_env,
     hosted_env,
     write_bridge_config,
 )
-from tests.server import Broker, free_port
+from tests.server import Broker, admin, free_port
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -99,17 +100,6 @@ def caddyfile(recipe: str, domain: str, port_a: int, port_b: int) -> str:
             raise SystemExit(f"the recipe has no {placeholder!r}")
         recipe = recipe.replace(placeholder, value)
     return recipe
-
-
-_real_getaddrinfo = socket.getaddrinfo
-
-
-def _loopback_for_localhost(host: Any, *args: Any, **kwargs: Any) -> Any:
-    """`*.localhost` is this machine, as in tests/deploy (bridges get it from sitecustomize)."""
-    name = host.decode() if isinstance(host, bytes) else host
-    if isinstance(name, str) and name.lower().rstrip(".").endswith(".localhost"):
-        host = "127.0.0.1"
-    return _real_getaddrinfo(host, *args, **kwargs)
 
 
 @dataclass
@@ -196,15 +186,7 @@ class Cluster:
 
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         broker = self.a if self.a.running else self.b
-        response = httpx.request(
-            method,
-            f"{broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        response.raise_for_status()
-        return response.json()
+        return admin(broker.url, ADMIN_TOKEN, method, path, body)
 
     def client(self) -> httpx.AsyncClient:
         assert self.caddy is not None

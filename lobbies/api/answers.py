@@ -63,7 +63,7 @@ Fields = Annotated[dict[str, JSONValue], SchemaAs(MessageFields)]
 FreeObject = Annotated[dict[str, JSONValue], SchemaAs(dict[str, object])]
 
 # What the document says an absent key means.
-_NONE = Field(default=None)
+NULL_DEFAULT = Field(default=None)
 _FALSE = Field(default=False)
 
 ANSWER_CONFIG = ConfigDict(extra="forbid")
@@ -153,7 +153,7 @@ class SendAnswer(TypedDict):
         list[RecipientFacts],
         Field(description="One entry per recipient, with its delivery facts as they are now"),
     ]
-    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, NULL_DEFAULT]]
 
 
 # "from" is a keyword: the keys up to it are declared the functional way, in wire order.
@@ -174,19 +174,19 @@ class MessageEntry(_MessageStart):
     correlation_id: str | None
     created_at: Time
     from_owner: NotRequired[Annotated[bool, _FALSE]]
-    to: NotRequired[Annotated[str | None, _NONE]]
-    room_id: NotRequired[Annotated[str | None, _NONE]]
-    addressed_to: NotRequired[Annotated[list[str] | None, _NONE]]
-    supersedes: NotRequired[Annotated[int | None, _NONE]]
-    deliver_at: NotRequired[Annotated[Time | None, _NONE]]
-    late: NotRequired[Annotated[bool | None, _NONE]]
-    schedule_id: NotRequired[Annotated[int | None, _NONE]]
-    slot: NotRequired[Annotated[Time | None, _NONE]]
-    client_request_id: NotRequired[Annotated[str | None, _NONE]]
-    recipients: NotRequired[Annotated[list[RecipientFacts] | None, _NONE]]
-    delivery: NotRequired[Annotated[DeliveryFacts | None, _NONE]]
+    to: NotRequired[Annotated[str | None, NULL_DEFAULT]]
+    room_id: NotRequired[Annotated[str | None, NULL_DEFAULT]]
+    addressed_to: NotRequired[Annotated[list[str] | None, NULL_DEFAULT]]
+    supersedes: NotRequired[Annotated[int | None, NULL_DEFAULT]]
+    deliver_at: NotRequired[Annotated[Time | None, NULL_DEFAULT]]
+    late: NotRequired[Annotated[bool | None, NULL_DEFAULT]]
+    schedule_id: NotRequired[Annotated[int | None, NULL_DEFAULT]]
+    slot: NotRequired[Annotated[Time | None, NULL_DEFAULT]]
+    client_request_id: NotRequired[Annotated[str | None, NULL_DEFAULT]]
+    recipients: NotRequired[Annotated[list[RecipientFacts] | None, NULL_DEFAULT]]
+    delivery: NotRequired[Annotated[DeliveryFacts | None, NULL_DEFAULT]]
     redacted: NotRequired[Annotated[bool, _FALSE]]
-    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, _NONE]]
+    attachments: NotRequired[Annotated[list[AttachmentDescriptor] | None, NULL_DEFAULT]]
 
 
 _PushedStart = TypedDict("_PushedStart", {"message_id": int, "from": str})
@@ -332,7 +332,7 @@ class AgentEntry(TypedDict):
     notification_attention_required: bool
     transport: TransportName
     notices_held: NoticesHeld | None
-    usage: NotRequired[Annotated[UsageEntry | None, _NONE]]
+    usage: NotRequired[Annotated[UsageEntry | None, NULL_DEFAULT]]
 
 
 @with_config(ANSWER_CONFIG)
@@ -457,8 +457,8 @@ class ScheduledList(TypedDict):
 class CancelAnswer(TypedDict):
     """One of `message_id` or `schedule_id`, whichever was cancelled."""
 
-    message_id: NotRequired[Annotated[int | None, _NONE]]
-    schedule_id: NotRequired[Annotated[int | None, _NONE]]
+    message_id: NotRequired[Annotated[int | None, NULL_DEFAULT]]
+    schedule_id: NotRequired[Annotated[int | None, NULL_DEFAULT]]
     status: str
 
 
@@ -489,9 +489,9 @@ class SaveCheckpointAnswer(TypedDict):
     revision: int
     saved_at: Time
     covers_receipts_through: int
-    acknowledged: NotRequired[Annotated[list[int] | None, _NONE]]
-    unknown_message_ids: NotRequired[Annotated[list[int] | None, _NONE]]
-    receipt_sequence: NotRequired[Annotated[int | None, _NONE]]
+    acknowledged: NotRequired[Annotated[list[int] | None, NULL_DEFAULT]]
+    unknown_message_ids: NotRequired[Annotated[list[int] | None, NULL_DEFAULT]]
+    receipt_sequence: NotRequired[Annotated[int | None, NULL_DEFAULT]]
 
 
 @with_config(ANSWER_CONFIG)

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, NotRequired
 from pydantic import Field, with_config
 from typing_extensions import TypedDict  # pydantic reads only its TypedDict on Python 3.11
 
-from lobbies.api.answers import _NONE, ANSWER_CONFIG, FreeObject, Time, UsageEntry
+from lobbies.api.answers import ANSWER_CONFIG, NULL_DEFAULT, FreeObject, Time, UsageEntry
 from lobbies.wire.jsontext import JSONValue  # noqa: F401  # FreeObject's alias resolves it here
 from lobbies.wire.media import AttachmentLimits
 
@@ -48,7 +48,7 @@ class Health(TypedDict):
     service: Literal["pocolobby"]
     restore_mode: bool
     incarnation: str | None
-    restored_at: NotRequired[Annotated[Time | None, _NONE]]
+    restored_at: NotRequired[Annotated[Time | None, NULL_DEFAULT]]
 
 
 @with_config(ANSWER_CONFIG)

@@ -20,19 +20,20 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
 from tests.board.notes_fakes import MessagesStandIn
+from tests.eventually import eventually
 from tests.scale_out import admin_connection, store_env, usage_of
-from tests.server import Broker
+from tests.server import Broker, admin
 
 pytest_plugins = ("tests.scale_out_fixtures",)  # the database and redis_db fixtures
 pytestmark = pytest.mark.slow
@@ -43,17 +44,6 @@ CEILING = Decimal(5)  # board/summaries/prices.py, DAILY_CEILING_USD
 NAMES = ("a", "b", "c")
 LOBBY = "summary-race"
 CEILING_LOGGED = "paused: its attempts reached the $5 daily ceiling"
-
-T = TypeVar("T")
-
-
-def eventually(fact: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    """`fact()` once it is truthy; fails naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := fact()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
-        time.sleep(0.1)
-    return value
 
 
 @dataclass(frozen=True)
@@ -75,14 +65,7 @@ class Trio:
 
     def admin(self, path: str, body: dict[str, Any]) -> Any:
         broker = next(b for b in self.brokers.values() if b.running)
-        answer = httpx.post(
-            f"{broker.url}/v1/admin{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=10,
-        )
-        assert answer.status_code < 300, answer.text
-        return answer.json()
+        return admin(broker.url, self.admin_token, "POST", path, body)
 
     def connect(self) -> psycopg.Connection:
         return admin_connection(self.database)
@@ -175,7 +158,7 @@ def test_three_brokers_make_one_request_per_interval_and_stay_under_the_ceiling(
     try:
         # Three brokers race, three intervals: each summary is followed by a new input.
         for count in (1, 2, 3):
-            eventually(lambda c=count: settled(c), f"summary {count}")
+            eventually(lambda c=count: settled(c), what=f"summary {count}", timeout=30)
             if count == 3:
                 trio.stand_in.hold_next()
             new_agent()
@@ -204,7 +187,7 @@ def test_three_brokers_make_one_request_per_interval_and_stay_under_the_ceiling(
         trio.stand_in.release()
         after_kill = eventually(
             lambda: trio.stand_in.count() == 5 and trio.stand_in.arrivals[4],
-            "a request after the dead broker's reservation expired",
+            what="a request after the dead broker's reservation expired",
             timeout=EXPIRES + 30,
         )
         assert after_kill.at >= reservation.started + EXPIRES, (
@@ -223,11 +206,11 @@ def test_three_brokers_make_one_request_per_interval_and_stay_under_the_ceiling(
         while not paused():
             count = trio.stand_in.count()
             # Rows: one per request, and the earlier day's.
-            eventually(lambda c=count: settled(c + 1), "the last attempt settled")
+            eventually(lambda c=count: settled(c + 1), what="the last attempt settled", timeout=30)
             new_agent()
             eventually(
                 lambda c=count: trio.stand_in.count() > c or paused(),
-                "a summary of the new input, or the ceiling",
+                what="a summary of the new input, or the ceiling",
                 timeout=INTERVAL + 30,
             )
     finally:
